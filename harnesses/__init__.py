@@ -1,0 +1,1 @@
+"""Harness adapters: one module per agent CLI, behind the HarnessAdapter protocol."""

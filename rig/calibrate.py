@@ -1,0 +1,190 @@
+"""`rig calibrate`: the rig proves its oracle before any agent runs.
+
+(a) the clean fixture passes check.py; (b) every task's baseline fails where task.toml says;
+(c) every reference solution passes check.py and the hidden tests; (d) every decoy fails where
+task.toml says. Each item runs in its own fresh copy of the fixture.
+"""
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from rig.tasks import Expectation, Task
+from rig.verify import Verification, run_check, run_hidden
+from rig.workspace import PatchError, apply_patch, copy_fixture, tree_digest
+
+Kind = Literal["clean", "baseline", "solution", "decoy", "fixture"]
+
+
+class Item(BaseModel):
+    """One calibration item: which patches make the workspace, and what must happen."""
+
+    name: str
+    kind: Kind
+    task: Task | None = None
+    patches: list[Path] = Field(default_factory=list)
+    expect: Expectation | None = None
+
+
+class ItemResult(BaseModel):
+    name: str
+    kind: Kind
+    task: str | None
+    passed: bool
+    reason: str
+    check_failed: list[str] = Field(default_factory=list)
+    hidden_failed: list[str] = Field(default_factory=list)
+    wall_s: float = 0.0
+
+
+class CalibrationReport(BaseModel):
+    ok: bool
+    passed: int
+    failed: int
+    items: list[ItemResult]
+
+
+def plan(tasks: list[Task]) -> list[Item]:
+    """The clean fixture, then per task: baseline, reference solution, each decoy."""
+    items = [Item(name="clean fixture", kind="clean")]
+    for task in tasks:
+        setup = task.setup_patch
+        items.append(
+            Item(
+                name=f"{task.id} baseline",
+                kind="baseline",
+                task=task,
+                patches=[setup],
+                expect=task.spec.baseline,
+            )
+        )
+        items.append(
+            Item(name=f"{task.id} solution", kind="solution", task=task, patches=[setup, task.solution_patch])
+        )
+        for decoy_name, decoy in sorted(task.spec.decoys.items()):
+            items.append(
+                Item(
+                    name=f"{task.id} decoy {decoy_name}",
+                    kind="decoy",
+                    task=task,
+                    patches=[setup, task.decoy_patch(decoy_name)],
+                    expect=decoy,
+                )
+            )
+    return items
+
+
+def _describe(v: Verification) -> str:
+    parts = []
+    if v.check.failed:
+        parts.append("check " + ",".join(v.check.failed))
+    if v.hidden is not None and v.hidden.failed:
+        parts.append(f"{len(v.hidden.failed)} hidden (" + ", ".join(v.hidden.failed) + ")")
+    errors = [e for e in (v.check.error, v.hidden.error if v.hidden else None) if e]
+    return "; ".join(parts + errors) or "nothing"
+
+
+def judge(item: Item, v: Verification) -> tuple[bool, str]:
+    """Turn one verification into a calibration verdict and its reason."""
+    if item.kind == "clean":
+        if v.check.ok:
+            return True, "clean fixture passes scripts/check.py"
+        return False, f"clean fixture fails check.py: {_describe(v)}"
+    if item.kind == "solution":
+        if v.success:
+            return True, f"reference solution passes check.py and {v.hidden.collected} hidden tests"
+        return False, f"reference solution fails: {_describe(v)}"
+    if v.success:
+        return False, f"{item.kind} PASSES verification: the oracle has no teeth for it"
+    expect = item.expect or Expectation()
+    got_stages = sorted(v.check.failed)
+    got_hidden = sorted(v.hidden.failed if v.hidden else [])
+    if got_stages != sorted(expect.fails_stages) or got_hidden != sorted(expect.fails_hidden):
+        return False, (
+            f"fails at {_describe(v)}, but task.toml expects check "
+            f"{','.join(sorted(expect.fails_stages)) or '-'} and hidden "
+            f"{', '.join(sorted(expect.fails_hidden)) or '-'}"
+        )
+    return True, f"fails as expected: {_describe(v)}"
+
+
+def run_item(item: Item, fixture: Path, scratch: Path) -> ItemResult:
+    """Build the item's workspace in `scratch`, verify it and judge the outcome."""
+    start = time.monotonic()
+    task_id = item.task.id if item.task else None
+
+    def result(passed: bool, reason: str, v: Verification | None = None) -> ItemResult:
+        return ItemResult(
+            name=item.name,
+            kind=item.kind,
+            task=task_id,
+            passed=passed,
+            reason=reason,
+            check_failed=v.check.failed if v else [],
+            hidden_failed=v.hidden.failed if v and v.hidden else [],
+            wall_s=round(time.monotonic() - start, 3),
+        )
+
+    home = scratch / "home"
+    home.mkdir(parents=True)
+    work = copy_fixture(fixture, scratch / "work")
+    try:
+        for patch in item.patches:
+            apply_patch(work, patch)
+    except PatchError as exc:
+        return result(False, str(exc))
+    check = run_check(work, home)
+    hidden = None
+    if item.task is not None:
+        hidden = run_hidden(work, item.task.hidden_dir, scratch / "hidden-junit.xml", home)
+    verification = Verification(check=check, hidden=hidden)
+    passed, reason = judge(item, verification)
+    return result(passed, reason, verification)
+
+
+def calibrate(
+    tasks: list[Task],
+    fixture: Path,
+    workers: int,
+    on_result: Callable[[ItemResult], None] | None = None,
+    keep: Path | None = None,
+) -> CalibrationReport:
+    """Run every item in parallel; report results in plan order, the fixture check last."""
+    items = plan(tasks)
+    before = tree_digest(fixture, skip_caches=False)
+    root = Path(tempfile.mkdtemp(prefix="rig-calibrate-", dir=keep))
+    results: list[ItemResult] = []
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            futures = [
+                pool.submit(run_item, item, fixture, root / f"{i:03d}") for i, item in enumerate(items)
+            ]
+            # Waiting in plan order keeps the output stable while items finish in any order.
+            for future in futures:
+                results.append(future.result())
+                if on_result:
+                    on_result(results[-1])
+    finally:
+        if keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    unchanged = tree_digest(fixture, skip_caches=False) == before
+    fixture_result = ItemResult(
+        name="fixture unchanged",
+        kind="fixture",
+        task=None,
+        passed=unchanged,
+        reason="fixture directory is byte-identical before and after"
+        if unchanged
+        else "fixture directory CHANGED during calibration",
+    )
+    if on_result:
+        on_result(fixture_result)
+    final = [*results, fixture_result]
+    n_pass = sum(r.passed for r in final)
+    return CalibrationReport(ok=n_pass == len(final), passed=n_pass, failed=len(final) - n_pass, items=final)

@@ -1,0 +1,111 @@
+"""Task definitions: `tasks/<id>/task.toml` plus its patches, validated on load."""
+
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rig.paths import HIDDEN_TESTS_DIR, TASKS_DIR
+
+MIN_DECOYS = 2
+
+
+class TaskError(Exception):
+    """A task directory that cannot be used; the message names the file and the fix."""
+
+
+class Expectation(BaseModel):
+    """Where a wrong workspace must fail: check.py stages and hidden tests (`module::test`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    fails_stages: list[str] = Field(default_factory=list)
+    fails_hidden: list[str] = Field(default_factory=list)
+
+
+class Decoy(Expectation):
+    reason: str = Field(min_length=1, description="the plausible wrong solution this patch stands for")
+
+
+class TaskSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(pattern=r"^[a-z0-9_]+$")
+    hypothesis: str = Field(min_length=1, description="the harness component this task measures")
+    prompt: str = Field(min_length=1)
+    timeout_s: int = Field(gt=0)
+    baseline: Expectation
+    decoys: dict[str, Decoy]
+
+
+class Task(BaseModel):
+    """A loaded task: its spec and the files that belong to it."""
+
+    spec: TaskSpec
+    dir: Path
+    hidden_dir: Path
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @property
+    def setup_patch(self) -> Path:
+        return self.dir / "setup.patch"
+
+    @property
+    def solution_patch(self) -> Path:
+        return self.dir / "solution.patch"
+
+    def decoy_patch(self, name: str) -> Path:
+        return self.dir / "decoys" / f"{name}.patch"
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(part) for part in err["loc"]) or "(top level)"
+    return f"{where}: {err['msg']}"
+
+
+def load_task(task_dir: Path, hidden_root: Path = HIDDEN_TESTS_DIR) -> Task:
+    """Load and validate one task directory; raise TaskError with a one-line reason."""
+    toml_path = task_dir / "task.toml"
+    if not toml_path.is_file():
+        raise TaskError(f"{toml_path}: missing; every task directory needs a task.toml")
+    try:
+        spec = TaskSpec.model_validate(tomllib.loads(toml_path.read_text()))
+    except tomllib.TOMLDecodeError as exc:
+        raise TaskError(f"{toml_path}: not valid TOML ({exc}); fix the syntax") from exc
+    except ValidationError as exc:
+        raise TaskError(f"{toml_path}: {_first_error(exc)}; fix the field") from exc
+    if spec.id != task_dir.name:
+        raise TaskError(f"{toml_path}: id {spec.id!r} differs from its directory name {task_dir.name!r}")
+    task = Task(spec=spec, dir=task_dir, hidden_dir=hidden_root / spec.id)
+    for path in (task.setup_patch, task.solution_patch):
+        if not path.is_file():
+            raise TaskError(f"{path}: missing; create it (setup.patch may be empty)")
+    on_disk = {p.stem for p in (task_dir / "decoys").glob("*.patch")}
+    declared = set(spec.decoys)
+    if on_disk != declared:
+        raise TaskError(
+            f"{toml_path}: decoys declared {sorted(declared)} but decoys/ holds {sorted(on_disk)}; "
+            "make them match"
+        )
+    if len(declared) < MIN_DECOYS:
+        raise TaskError(f"{toml_path}: {len(declared)} decoys; every task needs at least {MIN_DECOYS}")
+    if not task.hidden_dir.is_dir():
+        raise TaskError(f"{task.hidden_dir}: missing; every task needs hidden tests")
+    return task
+
+
+def load_tasks(
+    tasks_root: Path = TASKS_DIR, hidden_root: Path = HIDDEN_TESTS_DIR, only: list[str] | None = None
+) -> list[Task]:
+    """Every task under tasks_root (or just `only`), sorted by id."""
+    if not tasks_root.is_dir():
+        raise TaskError(f"{tasks_root}: no such tasks directory; pass --tasks-dir")
+    names = sorted(p.name for p in tasks_root.iterdir() if (p / "task.toml").exists())
+    if only:
+        unknown = sorted(set(only) - set(names))
+        if unknown:
+            raise TaskError(f"unknown task {', '.join(unknown)}; known: {', '.join(names)}")
+        names = [n for n in names if n in only]
+    return [load_task(tasks_root / name, hidden_root) for name in names]

@@ -1,0 +1,31 @@
+"""Shared fixtures: fresh copies of the taskapp fixture and a runner for its gate."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rig.paths import FIXTURE_DIR
+from rig.workspace import copy_fixture
+
+
+@pytest.fixture
+def taskapp(tmp_path: Path) -> Path:
+    """A fresh, cache-free copy of fixtures/taskapp that a test may change freely."""
+    return copy_fixture(FIXTURE_DIR, tmp_path / "taskapp")
+
+
+def run_check_json(workdir: Path) -> tuple[int, dict]:
+    """Run the copy's scripts/check.py --json; return (exit code, parsed report)."""
+    proc = subprocess.run(
+        [sys.executable, "scripts/check.py", "--json"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1, f"--json must print exactly one line, got: {proc.stdout!r} {proc.stderr!r}"
+    return proc.returncode, json.loads(lines[0])

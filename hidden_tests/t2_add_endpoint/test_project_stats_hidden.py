@@ -9,8 +9,9 @@ def _stats(client, project_id):
 
 def test_stats_follow_status_changes(app_client):
     before = _stats(app_client, 1)
-    task = next(t for t in app_client.get("/projects/1/tasks", page_size=50).json["items"]
-                if t["status"] == "todo")
+    task = next(
+        t for t in app_client.get("/projects/1/tasks", page_size=50).json["items"] if t["status"] == "todo"
+    )
     assert app_client.patch(f"/tasks/{task['id']}", {"status": "done"}).status == 200
     after = _stats(app_client, 1)
     assert after["todo"] == before["todo"] - 1
@@ -31,7 +32,11 @@ def test_stats_for_new_empty_project(app_client):
     project = app_client.post("/projects", {"name": "Fresh start", "owner_id": 2})
     assert project.status == 201
     assert _stats(app_client, project.json["id"]) == {
-        "project_id": project.json["id"], "total": 0, "todo": 0, "doing": 0, "done": 0,
+        "project_id": project.json["id"],
+        "total": 0,
+        "todo": 0,
+        "doing": 0,
+        "done": 0,
     }
 
 

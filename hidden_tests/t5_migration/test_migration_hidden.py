@@ -12,8 +12,15 @@ from taskapp.storage.migrate import load_index, load_migration, migrate, rollbac
 from taskapp.storage.seed import build_seeded_store
 
 ROOT = Path(taskapp.__file__).resolve().parents[1]
-SAMPLE = {"id": 7, "project_id": 1, "title": "t", "description": "", "status": "todo",
-          "priority": 2, "assignee_id": None}
+SAMPLE = {
+    "id": 7,
+    "project_id": 1,
+    "title": "t",
+    "description": "",
+    "status": "todo",
+    "priority": 2,
+    "assignee_id": None,
+}
 
 
 def _new_migration():
@@ -41,8 +48,9 @@ def test_schema_version_bumped_everywhere():
 def test_generated_model_comes_from_the_schema():
     due = {f.name: f for f in fields(Task)}["due_date"]
     assert due.default is None
-    check = subprocess.run([sys.executable, "scripts/gen_models.py", "--check"], cwd=ROOT,
-                           capture_output=True, text=True)
+    check = subprocess.run(
+        [sys.executable, "scripts/gen_models.py", "--check"], cwd=ROOT, capture_output=True, text=True
+    )
     assert check.returncode == 0, check.stdout
 
 

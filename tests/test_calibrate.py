@@ -1,0 +1,115 @@
+"""`rig calibrate` end to end, through the real CLI on real fixture copies."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rig.paths import FIXTURE_DIR, HIDDEN_TESTS_DIR, TASKS_DIR
+from rig.workspace import tree_digest
+
+RIG = str(Path(sys.executable).with_name("rig"))
+
+
+def rig_calibrate(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([RIG, "calibrate", *args], capture_output=True, text=True, timeout=900)
+
+
+def clone_tasks(tmp_path: Path, *names: str) -> tuple[Path, Path]:
+    """Copies of some real tasks and their hidden tests, for a test to alter."""
+    tasks, hidden = tmp_path / "tasks", tmp_path / "hidden"
+    for name in names:
+        shutil.copytree(TASKS_DIR / name, tasks / name)
+        shutil.copytree(HIDDEN_TESTS_DIR / name, hidden / name)
+    return tasks, hidden
+
+
+@pytest.mark.slow
+def test_full_calibration_passes_and_leaves_fixture_untouched():
+    before = tree_digest(FIXTURE_DIR, skip_caches=False)
+    proc = rig_calibrate("--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    kinds = [item["kind"] for item in report["items"]]
+    assert kinds.count("clean") == 1
+    assert kinds.count("baseline") == 5
+    assert kinds.count("solution") == 5
+    assert kinds.count("decoy") >= 10
+    assert kinds[-1] == "fixture"
+    assert report["ok"] and report["failed"] == 0
+    assert all(item["passed"] for item in report["items"])
+    for item in report["items"]:
+        if item["kind"] in ("baseline", "decoy"):
+            assert item["check_failed"] or item["hidden_failed"], item
+    assert tree_digest(FIXTURE_DIR, skip_caches=False) == before
+
+
+def test_human_output_has_one_line_per_item_and_a_summary():
+    proc = rig_calibrate("--task", "t1_fix_pagination", "--workers", "2")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0].startswith("[PASS] clean fixture")
+    assert any(
+        line.startswith("[PASS] t1_fix_pagination baseline: fails as expected: check pytest")
+        for line in lines
+    )
+    assert sum(line.startswith("[PASS]") for line in lines) == 7
+    assert lines[-1].startswith("calibrate: 7/7 passed, all PASS")
+
+
+def test_toothless_hidden_test_is_reported_as_fail(tmp_path):
+    """A task whose hidden test cannot fail must not calibrate: its baseline passes verification."""
+    tasks, hidden = clone_tasks(tmp_path, "t4_split_constant")
+    shutil.move(tasks / "t4_split_constant", tasks / "t9_toothless")
+    toml = tasks / "t9_toothless" / "task.toml"
+    toml.write_text(toml.read_text().replace('id = "t4_split_constant"', 'id = "t9_toothless"'))
+    (hidden / "t9_toothless").mkdir()
+    (hidden / "t9_toothless" / "test_toothless.py").write_text("def test_anything():\n    assert True\n")
+    proc = rig_calibrate("--tasks-dir", str(tasks), "--hidden-dir", str(hidden), "--json")
+    assert proc.returncode == 1
+    report = json.loads(proc.stdout)
+    by_name = {item["name"]: item for item in report["items"]}
+    baseline = by_name["t9_toothless baseline"]
+    assert not baseline["passed"]
+    assert "no teeth" in baseline["reason"]
+    assert by_name["t9_toothless solution"]["passed"]
+    assert not report["ok"]
+
+
+def test_decoy_failing_elsewhere_than_declared_is_a_fail(tmp_path):
+    tasks, hidden = clone_tasks(tmp_path, "t4_split_constant")
+    toml = tasks / "t4_split_constant" / "task.toml"
+    text = toml.read_text()
+    old = 'fails_hidden = ["test_split_constant_hidden::test_old_name_is_gone_everywhere"]'
+    assert old in text
+    toml.write_text(
+        text.replace(old, 'fails_hidden = ["test_split_constant_hidden::test_new_constant_values"]')
+    )
+    proc = rig_calibrate("--tasks-dir", str(tasks), "--hidden-dir", str(hidden))
+    assert proc.returncode == 1
+    line = next(x for x in proc.stdout.splitlines() if "decoy keep_alias" in x)
+    assert line.startswith("[FAIL]")
+    assert "test_old_name_is_gone_everywhere" in line and "task.toml expects" in line
+    assert proc.stdout.strip().splitlines()[-1].startswith("calibrate: 6/7 passed, 1 FAIL")
+
+
+def test_broken_task_toml_gives_one_line_error(tmp_path):
+    tasks, hidden = clone_tasks(tmp_path, "t1_fix_pagination")
+    toml = tasks / "t1_fix_pagination" / "task.toml"
+    toml.write_text(toml.read_text().replace("timeout_s = 900", "timeout_s = 900\ntimeout = 5"))
+    proc = rig_calibrate("--tasks-dir", str(tasks), "--hidden-dir", str(hidden))
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    error = proc.stderr.strip()
+    assert len(error.splitlines()) == 1
+    assert "task.toml" in error and "timeout" in error
+
+
+def test_unknown_task_is_named(tmp_path):
+    proc = rig_calibrate("--task", "t0_nope")
+    assert proc.returncode == 2
+    assert "unknown task t0_nope" in proc.stderr
+    assert "t1_fix_pagination" in proc.stderr

@@ -103,6 +103,8 @@ def load_tasks(
     if not tasks_root.is_dir():
         raise TaskError(f"{tasks_root}: no such tasks directory; pass --tasks-dir")
     names = sorted(p.name for p in tasks_root.iterdir() if (p / "task.toml").exists())
+    if not names:
+        raise TaskError(f"{tasks_root}: no task directories (tasks/<id>/task.toml); pass --tasks-dir")
     if only:
         unknown = sorted(set(only) - set(names))
         if unknown:

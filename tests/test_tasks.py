@@ -62,3 +62,8 @@ def test_bad_value_names_the_field(tmp_path):
     toml.write_text(toml.read_text().replace("timeout_s = 900", "timeout_s = -3"))
     with pytest.raises(TaskError, match=r"task.toml: timeout_s: .*greater than 0"):
         load_task(task_dir, HIDDEN_TESTS_DIR)
+
+
+def test_empty_tasks_root_is_refused(tmp_path):
+    with pytest.raises(TaskError, match="no task directories"):
+        load_tasks(tmp_path, HIDDEN_TESTS_DIR)

@@ -80,14 +80,35 @@ def plan(tasks: list[Task]) -> list[Item]:
     return items
 
 
+SHOWN_TESTS = 3
+
+
+def _short(tests: list[str]) -> str:
+    """Test names without their module, the first few only: --json has the full list."""
+    names = [t.split("::", 1)[-1] for t in tests]
+    more = len(names) - SHOWN_TESTS
+    return ", ".join(names[:SHOWN_TESTS]) + (f", +{more} more" if more > 0 else "")
+
+
 def _describe(v: Verification) -> str:
     parts = []
     if v.check.failed:
         parts.append("check " + ",".join(v.check.failed))
     if v.hidden is not None and v.hidden.failed:
-        parts.append(f"{len(v.hidden.failed)} hidden (" + ", ".join(v.hidden.failed) + ")")
+        parts.append(f"{len(v.hidden.failed)} hidden ({_short(v.hidden.failed)})")
     errors = [e for e in (v.check.error, v.hidden.error if v.hidden else None) if e]
     return "; ".join(parts + errors) or "nothing"
+
+
+def _mismatch(kind: str, got: list[str], want: list[str]) -> list[str]:
+    missing = sorted(set(want) - set(got))
+    extra = sorted(set(got) - set(want))
+    out = []
+    if missing:
+        out.append(f"{kind} declared but passing: {', '.join(missing)}")
+    if extra:
+        out.append(f"{kind} failing but undeclared: {', '.join(extra)}")
+    return out
 
 
 def judge(item: Item, v: Verification) -> tuple[bool, str]:
@@ -103,14 +124,11 @@ def judge(item: Item, v: Verification) -> tuple[bool, str]:
     if v.success:
         return False, f"{item.kind} PASSES verification: the oracle has no teeth for it"
     expect = item.expect or Expectation()
-    got_stages = sorted(v.check.failed)
-    got_hidden = sorted(v.hidden.failed if v.hidden else [])
-    if got_stages != sorted(expect.fails_stages) or got_hidden != sorted(expect.fails_hidden):
-        return False, (
-            f"fails at {_describe(v)}, but task.toml expects check "
-            f"{','.join(sorted(expect.fails_stages)) or '-'} and hidden "
-            f"{', '.join(sorted(expect.fails_hidden)) or '-'}"
-        )
+    problems = _mismatch("check stages", v.check.failed, expect.fails_stages) + _mismatch(
+        "hidden tests", v.hidden.failed if v.hidden else [], expect.fails_hidden
+    )
+    if problems:
+        return False, f"fails at {_describe(v)}, not as task.toml says: " + "; ".join(problems)
     return True, f"fails as expected: {_describe(v)}"
 
 

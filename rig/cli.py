@@ -74,3 +74,149 @@ def calibrate(
             f"({len(tasks)} tasks, {workers} workers, {time.monotonic() - start:.1f}s)"
         )
     raise typer.Exit(0 if report.ok else 1)
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _load_context(experiment_path: Path, results_root: Path | None, keep_workspaces: bool = False):
+    from rig import paths
+    from rig.experiment import ExperimentError, load_experiment
+    from rig.runner import make_context
+    from rig.store import StoreError
+    from rig.tasks import TaskError, load_tasks
+    from rig.workspace import WorkspaceError, default_runs_root
+
+    try:
+        experiment = load_experiment(experiment_path)
+        only = None if experiment.tasks == "all" else list(experiment.tasks)
+        tasks = load_tasks(paths.TASKS_DIR, paths.HIDDEN_TESTS_DIR, only)
+        return make_context(
+            experiment,
+            tasks,
+            paths.FIXTURE_DIR,
+            results_root or paths.RESULTS_DIR,
+            default_runs_root(),
+            paths.REPO_ROOT,
+            keep_workspaces,
+        )
+    except (ExperimentError, TaskError, WorkspaceError, StoreError) as exc:
+        raise _fail(str(exc)) from exc
+
+
+ResultsOption = Annotated[
+    Path | None,
+    typer.Option("--results-root", envvar="RIG_RESULTS_ROOT", help="Default: experiments/results/."),
+]
+
+
+@app.command()
+def run(
+    experiment: Annotated[Path, typer.Argument(help="An experiment config, e.g. experiments/x.toml.")],
+    results_root: ResultsOption = None,
+    keep_workspaces: Annotated[bool, typer.Option(help="Keep each run's workspace for debugging.")] = False,
+) -> None:
+    """Run (or resume) an experiment: every task x condition x repetition, interleaved."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from rig.runner import execute, experiment_plan, pending_items
+
+    ctx = _load_context(experiment, results_root, keep_workspaces)
+    items = experiment_plan(ctx)
+    pending, _ = pending_items(ctx, items)
+    console = Console(stderr=True)
+    console.print(
+        f"{ctx.experiment.name}: {len(items)} runs planned, {len(items) - len(pending)} already recorded, "
+        f"{len(pending)} to run with {ctx.experiment.workers} workers"
+    )
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("ok {task.fields[ok]}  infra reruns {task.fields[infra]}"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as bar:
+        task_id = bar.add_task("runs", total=len(pending), ok=0, infra=0)
+
+        def on_update(progress, record) -> None:
+            bar.update(task_id, completed=progress.done, ok=progress.successes, infra=progress.infra)
+
+        outcome = execute(ctx, items, on_update)
+    _print_status(ctx, items)
+    typer.echo(f"results: {ctx.store.root}")
+    if outcome.stopped:
+        raise _fail(outcome.stopped, code=3)
+
+
+def _print_status(ctx, items) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from rig.status import cell_status
+
+    cells = cell_status(items, ctx.store, ctx.experiment.max_attempts)
+    table = Table(title=f"{ctx.experiment.name}: status per cell")
+    for column in ("task", "condition", "done", "success", "pending", "quarantined", "infra reruns"):
+        table.add_column(column, justify="left" if column in ("task", "condition") else "right")
+    for c in cells:
+        table.add_row(
+            c.task,
+            c.condition,
+            f"{c.done}/{c.planned}",
+            str(c.successes),
+            str(c.pending),
+            str(c.quarantined),
+            str(c.infra_reruns),
+        )
+    Console(width=120).print(table)
+
+
+@app.command()
+def status(
+    experiment: Annotated[Path, typer.Argument(help="An experiment config, e.g. experiments/x.toml.")],
+    results_root: ResultsOption = None,
+) -> None:
+    """Print done / pending / quarantined runs per task x condition cell."""
+    from rig.runner import experiment_plan
+
+    ctx = _load_context(experiment, results_root)
+    _print_status(ctx, experiment_plan(ctx))
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON schema of a run record (one line of runs.jsonl)."""
+    import json
+
+    from rig.records import RunRecord
+
+    typer.echo(json.dumps(RunRecord.model_json_schema(), indent=2))
+
+
+@app.command()
+def reclassify(
+    experiment: Annotated[Path, typer.Argument(help="An experiment config, e.g. experiments/x.toml.")],
+    write: Annotated[
+        bool, typer.Option("--write", help="Apply the changes (default: only show them).")
+    ] = False,
+    results_root: ResultsOption = None,
+) -> None:
+    """Re-parse stored sessions with the current rules; show (or with --write apply) the changes."""
+    from rig.reclassify import reclassify as rederive
+
+    ctx = _load_context(experiment, results_root)
+    changes = rederive(ctx, write)
+    for c in changes:
+        verdict = f"{c.old_rule or 'scored'} -> {c.new_rule or 'scored'}"
+        extra = " (metrics changed)" if c.metrics_changed else ""
+        typer.echo(f"{c.source}: {c.run_id} attempt {c.attempt}: {verdict}{extra}")
+    if not changes:
+        typer.echo("no stored record changes under the current rules")
+    elif not write:
+        typer.echo(f"{len(changes)} records would change; rerun with --write to apply")
+    else:
+        typer.echo(f"{len(changes)} records changed; run `rig run {experiment}` to rerun new quarantines")

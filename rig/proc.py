@@ -55,14 +55,15 @@ def run_bounded(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float) 
         out, err = proc.communicate(timeout=timeout)
         timed_out = False
     except subprocess.TimeoutExpired:
-        _kill_group(proc.pid)
+        kill_group(proc.pid)
         out, err = proc.communicate()
         timed_out = True
-    _kill_group(proc.pid)  # children left behind by a finished command
+    kill_group(proc.pid)  # children left behind by a finished command
     return Completed(None if timed_out else proc.returncode, out, err, timed_out, time.monotonic() - start)
 
 
-def _kill_group(pgid: int) -> None:
+def kill_group(pgid: int) -> None:
+    """SIGKILL a whole process group; already gone is fine."""
     try:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

@@ -1,0 +1,231 @@
+"""The scripted harness: a deterministic agent CLI for testing the run pipeline end to end.
+
+The agent (`harnesses/scripted_agent.py`) runs as a real subprocess in the workspace, under the
+same process runner, environment rules and watchdogs as a real harness, and writes a Pi-like
+session. Its behaviour is chosen by `condition.harness_options["policy"]`:
+
+- `solution` (default) / `decoy` (with `harness_options["decoy"]`): read the docs, apply the
+  task's reference or named decoy patch, run the gate;
+- `nothing`, `sleep` (`harness_options["seconds"]`), `hang`, `stall`, `crash`, `write_outside`,
+  `tamper`: behaviours the pipeline must classify or contain;
+- `infra_no_turn`, `infra_error_only`, `flaky` (infra failure on attempt 1 only): provider failures.
+
+The attempt number comes from the run directory's name (`attempt-<n>`).
+"""
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import rig
+from harnesses import shell
+from harnesses.base import DEFAULT_STALL_S, AgentRun, Condition, Metrics, run_agent_process
+from rig.proc import BASE_PATH
+from rig.tasks import Task
+
+AGENT_SCRIPT = Path(__file__).resolve().with_name("scripted_agent.py")
+DEFAULT_POLICY = "solution"
+DEFAULT_MODEL = "scripted-model"
+SESSION_NAME = "session.jsonl"
+INFRA_SIGNATURE = "scripted_provider_error"
+COST_SOURCE = "harness"
+_ATTEMPT_DIR = re.compile(r"^attempt-(\d+)$")
+# Summing many small float costs leaves noise in the last digits; a record should not carry it.
+_COST_DIGITS = 9
+
+
+class ScriptedHarness:
+    """A HarnessAdapter whose agent follows a fixed script instead of a model."""
+
+    name = "scripted"
+
+    def __init__(self, task: Task, stall_s: float = DEFAULT_STALL_S, python: str = sys.executable) -> None:
+        self.task = task
+        self.stall_s = stall_s
+        self.python = python
+
+    def version(self) -> str:
+        """The scripted agent has no release of its own: it is versioned with the rig."""
+        return f"scripted-{rig.__version__}"
+
+    def run(self, workdir: Path, prompt: str, condition: Condition, run_dir: Path, timeout: int) -> AgentRun:
+        """Run the scripted agent in `workdir`; its session and streams go to `run_dir`."""
+        options = condition.harness_options
+        policy = str(options.get("policy", DEFAULT_POLICY))
+        session_path = run_dir / SESSION_NAME
+        command = [
+            self.python,
+            str(AGENT_SCRIPT),
+            "--policy",
+            policy,
+            "--session",
+            str(session_path),
+            "--attempt",
+            str(attempt_number(run_dir)),
+            "--model",
+            str(options.get("model", DEFAULT_MODEL)),
+            "--prompt",
+            prompt,
+        ]
+        if condition.thinking is not None:
+            command += ["--thinking", condition.thinking]
+        patch = self._patch(policy, options)
+        if patch is not None:
+            command += ["--patch", str(patch.resolve())]
+        if policy == "sleep":
+            command += ["--seconds", str(options.get("seconds", 0))]
+        home = run_dir / "home"
+        home.mkdir(parents=True, exist_ok=True)
+        return run_agent_process(
+            command, workdir, self._env(home), run_dir, timeout, self.stall_s, session_path
+        )
+
+    def parse_session(self, run: AgentRun) -> Metrics:
+        """Metrics from the saved session alone; a missing or empty session gives zero metrics."""
+        return parse_session_file(run.session_path)
+
+    def infra_signature(self, run: AgentRun, metrics: Metrics) -> str | None:
+        """`scripted_provider_error` when the session holds a provider_error event."""
+        return INFRA_SIGNATURE if metrics.transport_failures > 0 else None
+
+    def _patch(self, policy: str, options: dict[str, Any]) -> Path | None:
+        if policy == "decoy":
+            name = options.get("decoy")
+            if not name:
+                raise ValueError("policy 'decoy' needs harness_options['decoy'], the decoy's name")
+            patch = self.task.decoy_patch(str(name))
+            if not patch.is_file():
+                raise ValueError(f"task {self.task.id} has no decoy {name!r} ({patch} is missing)")
+            return patch
+        if policy in ("solution", "flaky"):
+            return self.task.solution_patch
+        return None
+
+    def _env(self, home: Path) -> dict[str, str]:
+        # Built from nothing: an inherited variable (CI, PYTHONPATH, API keys) could change what
+        # the agent does without appearing in any record.
+        return {
+            "PATH": f"{Path(self.python).parent}:{BASE_PATH}",
+            "HOME": str(home),
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            "PYTHONNOUSERSITE": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+
+
+def attempt_number(run_dir: Path) -> int:
+    """The attempt encoded in a run directory named `attempt-<n>`; 1 for any other name."""
+    match = _ATTEMPT_DIR.match(run_dir.name)
+    return int(match.group(1)) if match else 1
+
+
+def read_events(path: Path | None) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file, skipping lines that do not parse (a torn last line)."""
+    if path is None or not path.is_file():
+        return []
+    events = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+def parse_session_file(path: Path | None) -> Metrics:
+    """Metrics of a scripted session file (see harnesses/scripted_agent.py for its format)."""
+    events = read_events(path)
+    metrics = Metrics()
+    cwd: str | None = None
+    costs: list[float] = []
+    read_order: list[str] = []
+    for event in events:
+        kind = event.get("type")
+        if kind == "session":
+            metrics.model = event.get("model")
+            metrics.thinking_level = event.get("thinking")
+            cwd = event.get("cwd")
+        elif kind == "provider_error":
+            metrics.transport_failures += 1
+            metrics.error_messages.append(str(event.get("message", "")))
+        elif kind == "message" and isinstance(event.get("message"), dict):
+            message = event["message"]
+            if message.get("role") == "assistant":
+                cost = _count_assistant(metrics, message, read_order)
+                if cost is not None:
+                    costs.append(cost)
+            elif message.get("role") == "toolResult" and message.get("isError") is True:
+                metrics.tool_errors += 1
+    if costs:
+        metrics.cost_usd = round(sum(costs), _COST_DIGITS)
+        metrics.cost_source = COST_SOURCE
+    seen: set[str] = set()
+    for raw in read_order:
+        path_str = _relative(raw, cwd)
+        if path_str and path_str not in seen:
+            seen.add(path_str)
+            metrics.read_paths.append(path_str)
+    metrics.docs_read = [p for p in metrics.read_paths if shell.is_doc(p)]
+    metrics.read_skill = any(shell.is_skill(p) for p in metrics.read_paths)
+    metrics.bash_search_commands = [c for c in metrics.bash_commands if shell.is_search(c)]
+    metrics.ran_check_script = any(shell.runs_check_script(c) for c in metrics.bash_commands)
+    metrics.ran_pytest = any(shell.runs_pytest(c) for c in metrics.bash_commands)
+    return metrics
+
+
+def _count_assistant(metrics: Metrics, message: dict[str, Any], read_order: list[str]) -> float | None:
+    """Fold one assistant message into `metrics`; return its cost, if it reports one."""
+    metrics.assistant_messages += 1
+    stop_reason = message.get("stopReason")
+    if isinstance(stop_reason, str):
+        metrics.stop_reasons.append(stop_reason)
+    if message.get("errorMessage"):
+        metrics.error_messages.append(str(message["errorMessage"]))
+    content = message.get("content") if isinstance(message.get("content"), list) else []
+    texts = []
+    for item in content:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "text":
+            texts.append(str(item.get("text", "")))
+        elif item.get("type") == "toolCall":
+            name = str(item.get("name"))
+            arguments = item.get("arguments") if isinstance(item.get("arguments"), dict) else {}
+            metrics.tool_calls += 1
+            metrics.tool_calls_by_name[name] = metrics.tool_calls_by_name.get(name, 0) + 1
+            if name == "bash" and isinstance(arguments.get("command"), str):
+                metrics.bash_commands.append(arguments["command"])
+                read_order.extend(shell.read_paths(arguments["command"]))
+            elif name == "read" and isinstance(arguments.get("path"), str):
+                read_order.append(arguments["path"])
+    if stop_reason == "stop":
+        metrics.final_text = "\n".join(texts)
+    usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
+    metrics.input_tokens += _int(usage.get("input"))
+    metrics.output_tokens += _int(usage.get("output"))
+    metrics.cache_read_tokens += _int(usage.get("cacheRead"))
+    metrics.cache_write_tokens += _int(usage.get("cacheWrite"))
+    metrics.reasoning_tokens += _int(usage.get("reasoning"))
+    metrics.total_tokens += _int(usage.get("totalTokens"))
+    cost = usage.get("cost")
+    if isinstance(cost, dict) and isinstance(cost.get("total"), int | float):
+        return float(cost["total"])
+    return None
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _relative(path: str, cwd: str | None) -> str:
+    """A read path relative to the workspace: `./` and the workspace's absolute prefix removed."""
+    if cwd and path.startswith(cwd.rstrip("/") + "/"):
+        path = path[len(cwd.rstrip("/")) + 1 :]
+    while path.startswith("./"):
+        path = path[2:]
+    return path

@@ -1,0 +1,90 @@
+"""Re-deriving metrics and infra verdicts of stored runs with the current parsers and rules.
+
+Nothing changes unless asked: `rig reclassify EXP` only reports; `--write` moves records that
+the current rules call infrastructure failures out of the scored set (into quarantine, where
+they are rerun) and brings back quarantined runs that the rules now score.
+"""
+
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from harnesses.base import AgentRun
+from harnesses.registry import make_adapter
+from rig.classify import classify
+from rig.runner import RunContext
+
+
+class Change(BaseModel):
+    run_id: str
+    attempt: int
+    source: str
+    old_rule: str | None
+    new_rule: str | None
+    metrics_changed: bool
+
+
+def _agent_run(record: dict, folder: Path) -> AgentRun:
+    session = folder / "session.jsonl"
+    return AgentRun(
+        **record["agent"],
+        session_path=session if session.exists() else None,
+        stdout_path=folder / "stdout.log",
+        stderr_path=folder / "stderr.log",
+    )
+
+
+def _rederive(ctx: RunContext, record: dict) -> dict:
+    exp = ctx.experiment
+    adapter = make_adapter(record["harness"], ctx.tasks[record["task"]], exp.timeouts.stall_s)
+    run = _agent_run(record, ctx.store.root / record["artifacts"])
+    metrics = adapter.parse_session(run)
+    infra = classify(run, metrics, adapter.infra_signature(run, metrics), exp.timeouts.stall_s)
+    return {
+        **record,
+        "metrics": ctx.redactor.value(metrics.model_dump(mode="json")),
+        "infra": infra.model_dump(mode="json"),
+    }
+
+
+def reclassify(ctx: RunContext, write: bool) -> list[Change]:
+    """Every stored record whose metrics or verdict the current code would change."""
+    store = ctx.store
+    store.repair()
+    runs, quarantine = store.read_runs(), store.read_quarantine()
+    changes: list[Change] = []
+    kept, moved_out = [], []
+    for source, records in (("runs", runs), ("quarantine", quarantine)):
+        for record in records:
+            if record["task"] not in ctx.tasks:
+                if source == "runs":
+                    kept.append(record)
+                continue
+            new = _rederive(ctx, record)
+            old_rule = record["infra"]["rule"] if record["infra"]["is_infra"] else None
+            new_rule = new["infra"]["rule"] if new["infra"]["is_infra"] else None
+            metrics_changed = new["metrics"] != record["metrics"]
+            if old_rule != new_rule or metrics_changed:
+                changes.append(
+                    Change(
+                        run_id=record["run_id"],
+                        attempt=record["attempt"],
+                        source=source,
+                        old_rule=old_rule,
+                        new_rule=new_rule,
+                        metrics_changed=metrics_changed,
+                    )
+                )
+            if source == "runs":
+                (moved_out if new_rule else kept).append(new)
+            elif new_rule is None:
+                moved_out.append(new)
+    if write and changes:
+        scored = {r["run_id"] for r in kept}
+        back = [r for r in moved_out if not r["infra"]["is_infra"] and r["run_id"] not in scored]
+        latest = {r["run_id"]: r for r in sorted(back, key=lambda r: r["attempt"])}
+        store.rewrite_runs(kept + list(latest.values()))
+        for record in moved_out:
+            if record["infra"]["is_infra"]:
+                store.append_quarantine(record)
+    return changes

@@ -1,0 +1,82 @@
+"""The run record: one line of runs.jsonl (or quarantine.jsonl) per attempt.
+
+Every field a reader may question is here with its evidence: the verdicts of check.py and the
+hidden tests, the tampering found, the agent's process outcome, the parsed metrics, the infra
+classification and the pins that say exactly what was measured.
+"""
+
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from harnesses.base import Metrics
+from rig.verify import CheckOutcome, HiddenOutcome
+
+RECORD_SCHEMA_VERSION = 1
+
+
+class InfraVerdict(BaseModel):
+    is_infra: bool = False
+    rule: str | None = Field(default=None, description="the classification rule that fired")
+    detail: str | None = None
+
+
+class AgentOutcome(BaseModel):
+    command: list[str]
+    exit_code: int | None
+    timed_out: bool
+    stalled: bool
+    wall_s: float
+
+
+class Protected(BaseModel):
+    modified: list[str] = Field(default_factory=list)
+    added: list[str] = Field(default_factory=list)
+    deleted: list[str] = Field(default_factory=list)
+    restored: bool = True
+
+
+class Pins(BaseModel):
+    rig_version: str
+    fixture_hash: str
+    task_hash: str
+    hidden_tests_hash: str
+    harness_version: str
+    python_version: str
+    ruff_version: str
+    pytest_version: str
+    baseline_commit: str | None = None
+
+
+class RunRecord(BaseModel):
+    record_schema: int = RECORD_SCHEMA_VERSION
+    experiment: str
+    run_id: str
+    attempt: int
+    task: str
+    hypothesis: str
+    condition: str
+    repetition: int
+    harness: str
+    harness_version: str
+    model: str | None
+    thinking: str | None
+    started_at: datetime
+    finished_at: datetime
+    wall_s: float
+    exit_code: int | None
+    timed_out: bool
+    stalled: bool
+    success: bool
+    failing_stage: str | None = Field(description="first failing check.py stage, or 'hidden' / 'verify'")
+    check: CheckOutcome | None
+    hidden: HiddenOutcome | None
+    verify_error: str | None = None
+    protected: Protected
+    files_changed: list[str] = Field(default_factory=list)
+    agent: AgentOutcome
+    metrics: Metrics
+    infra: InfraVerdict
+    pins: Pins
+    artifacts: str = Field(description="the attempt's artifact folder, relative to the results folder")
+    warnings: list[str] = Field(default_factory=list)

@@ -1,0 +1,323 @@
+"""The results store of one experiment: append-only JSONL records and per-attempt artifact directories.
+
+Layout of `root` (e.g. experiments/results/<exp>/):
+
+- `runs.jsonl`: one scored run record per line;
+- `quarantine.jsonl`: records classified as infrastructure failures, never deleted or rewritten here;
+- `runs/<run_id>/attempt-<n>/`: the artifacts of each attempt, so a rerun never overwrites evidence;
+- `torn/`: bytes cut off the end of a JSONL file by `repair()` (a crash mid-append), kept for inspection.
+
+Every append is one write of a whole line under an inter-process file lock, followed by fsync, so
+concurrent writers (threads or processes) never interleave and a crash can at worst leave a torn
+last line, which readers skip and the next writer repairs.
+"""
+
+import json
+import os
+import re
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+RUN_ID_RE = re.compile(r"[A-Za-z0-9_.-]+")
+ATTEMPT_RE = re.compile(r"attempt-([0-9]+)")
+
+# Long enough for a slow disk under heavy contention, short enough that a wedged lock surfaces as
+# an error instead of a silently hung experiment.
+LOCK_TIMEOUT_S = 120.0
+# filelock polls; its 50 ms default makes contended appends from several processes crawl.
+LOCK_POLL_S = 0.002
+_SCAN_BLOCK = 64 * 1024
+
+
+class StoreError(Exception):
+    """A results file or directory the store cannot use; the message names the file, line and fix."""
+
+
+class _BadLine(Exception):
+    """A complete line that is not a JSON object."""
+
+
+def _parse_line(line: bytes) -> dict[str, Any] | None:
+    """The record on one line, None for a blank line; raises _BadLine for anything else."""
+    if not line.strip():
+        return None
+    try:
+        obj = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _BadLine(f"is not valid JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise _BadLine(f"is a JSON {type(obj).__name__}, not an object")
+    return obj
+
+
+def _serialize(record: dict[str, Any], path: Path) -> bytes:
+    if not isinstance(record, dict):
+        raise StoreError(f"{path}: refusing to append a {type(record).__name__}; a record must be a dict")
+    try:
+        line = json.dumps(record, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(
+            f"{path}: record is not JSON-serializable ({exc}); convert its values to plain types"
+        ) from None
+    # json.dumps never emits a raw newline without indent; the check guards the one-record-per-line
+    # invariant against a future change of the call above.
+    if "\n" in line:
+        raise StoreError(f"{path}: serialized record spans several lines; do not pass indent to json.dumps")
+    return (line + "\n").encode("utf-8")
+
+
+def _line_start(fd: int, end: int) -> int:
+    """Offset just after the last b"\\n" before `end` (0 if none), scanning backwards in blocks."""
+    pos = end
+    while pos > 0:
+        size = min(_SCAN_BLOCK, pos)
+        block = os.pread(fd, size, pos - size)
+        idx = block.rfind(b"\n")
+        if idx >= 0:
+            return pos - size + idx + 1
+        pos -= size
+    return 0
+
+
+def _torn_start(fd: int) -> int | None:
+    """Where the torn tail of an open JSONL file begins, or None if its last line is sound.
+
+    Torn means bytes after the last newline (a write cut short), or a last line that is not a JSON
+    object: readers skip exactly these, so the repair keeps appends and reads consistent.
+    """
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return None
+    if os.pread(fd, 1, size - 1) != b"\n":
+        return _line_start(fd, size)
+    start = _line_start(fd, size - 1)
+    try:
+        _parse_line(os.pread(fd, size - 1 - start, start))
+    except _BadLine:
+        return start
+    return None
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    # A regular file takes the whole buffer in one write; the loop only covers a short write
+    # (disk full, signal), and the lock keeps even that from interleaving with another writer.
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+class ResultsStore:
+    """Append-only run records, quarantine records and attempt directories of one experiment."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.runs_path = self.root / "runs.jsonl"
+        self.quarantine_path = self.root / "quarantine.jsonl"
+        self.torn_dir = self.root / "torn"
+        self._lock_path = self.root / ".lock"
+
+    def __repr__(self) -> str:
+        return f"ResultsStore({str(self.root)!r})"
+
+    # -- locking ---------------------------------------------------------------------------
+
+    def _lock(self) -> FileLock:
+        # A fresh lock object per operation: flock conflicts between separate open file
+        # descriptions, so threads of one process exclude each other as processes do.
+        self.root.mkdir(parents=True, exist_ok=True)
+        return FileLock(self._lock_path, timeout=LOCK_TIMEOUT_S, poll_interval=LOCK_POLL_S)
+
+    def _locked(self) -> FileLock:
+        lock = self._lock()
+        try:
+            lock.acquire()
+        except Timeout:
+            raise StoreError(
+                f"{self._lock_path}: lock not acquired within {LOCK_TIMEOUT_S:.0f}s; "
+                "another rig process is stuck writing this experiment, stop it and retry"
+            ) from None
+        return lock
+
+    # -- appends ---------------------------------------------------------------------------
+
+    def _append(self, path: Path, record: dict[str, Any]) -> None:
+        data = _serialize(record, path)
+        lock = self._locked()
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                # A torn tail must go first, or the new line would merge with its garbage.
+                self._repair_file(path, fd)
+                _write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        finally:
+            lock.release()
+
+    def append_run(self, record: dict[str, Any]) -> None:
+        """Append one scored run record to runs.jsonl (durable on return, safe across processes)."""
+        self._append(self.runs_path, record)
+
+    def append_quarantine(self, record: dict[str, Any]) -> None:
+        """Append one infrastructure-failure record to quarantine.jsonl (durable on return)."""
+        self._append(self.quarantine_path, record)
+
+    # -- reads -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _read(path: Path) -> list[dict[str, Any]]:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return []
+        lines = data.split(b"\n")
+        # The piece after the final newline is empty for a sound file and the torn tail of an
+        # interrupted append otherwise; either way it holds no record.
+        complete, torn_tail = lines[:-1], lines[-1]
+        records: list[dict[str, Any]] = []
+        for number, line in enumerate(complete, start=1):
+            try:
+                record = _parse_line(line)
+            except _BadLine as exc:
+                if number == len(complete) and not torn_tail:
+                    continue  # an interrupted append whose line happened to end in a newline byte
+                raise StoreError(
+                    f"{path}: line {number} {exc}; the file was edited by hand? "
+                    "restore it from version control or a backup, or remove that line"
+                ) from None
+            if record is not None:
+                records.append(record)
+        return records
+
+    def read_runs(self) -> list[dict[str, Any]]:
+        """Every record in runs.jsonl, skipping a torn last line; [] if the file does not exist."""
+        return self._read(self.runs_path)
+
+    def read_quarantine(self) -> list[dict[str, Any]]:
+        """Every record in quarantine.jsonl, skipping a torn last line; [] if the file does not exist."""
+        return self._read(self.quarantine_path)
+
+    # -- repair ----------------------------------------------------------------------------
+
+    def _torn_dest(self, path: Path) -> tuple[Path, int]:
+        self.torn_dir.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+        suffix = 0
+        while True:
+            name = f"{path.name}.{stamp}" + (f".{suffix}" if suffix else "")
+            dest = self.torn_dir / name
+            try:
+                return dest, os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                suffix += 1
+
+    def _repair_file(self, path: Path, fd: int) -> str | None:
+        """Cut the torn tail of the open file `fd` into torn/; the caller holds the lock."""
+        start = _torn_start(fd)
+        if start is None:
+            return None
+        size = os.fstat(fd).st_size
+        tail = os.pread(fd, size - start, start)
+        dest, out = self._torn_dest(path)
+        try:
+            _write_all(out, tail)
+            # The torn bytes must be durable before they disappear from the original file.
+            os.fsync(out)
+        finally:
+            os.close(out)
+        _fsync_dir(self.torn_dir)
+        os.ftruncate(fd, start)
+        os.fsync(fd)
+        return (
+            f"{path}: moved a torn last line ({len(tail)} bytes, left by an interrupted append) to {dest}; "
+            f"the file now ends with its last complete record"
+        )
+
+    def repair(self) -> list[str]:
+        """Truncate a torn last line off runs.jsonl and quarantine.jsonl, saving the bytes under torn/.
+
+        Returns one human-readable message per repaired file; [] when nothing needed repair.
+        """
+        if not self.root.is_dir():
+            return []
+        messages: list[str] = []
+        lock = self._locked()
+        try:
+            for path in (self.runs_path, self.quarantine_path):
+                try:
+                    fd = os.open(path, os.O_RDWR)
+                except FileNotFoundError:
+                    continue
+                try:
+                    message = self._repair_file(path, fd)
+                finally:
+                    os.close(fd)
+                if message:
+                    messages.append(message)
+        finally:
+            lock.release()
+        return messages
+
+    # -- attempts --------------------------------------------------------------------------
+
+    def new_attempt_dir(self, run_id: str) -> tuple[int, Path]:
+        """Create and return (n, path) of the next free runs/<run_id>/attempt-<n> (n from 1).
+
+        Existing attempt directories count even when no record mentions them (a killed run), and
+        creation is exclusive, so two processes never get the same directory.
+        """
+        if not isinstance(run_id, str) or not RUN_ID_RE.fullmatch(run_id) or run_id in (".", ".."):
+            raise StoreError(
+                f"{self.root / 'runs'}: run id {run_id!r} is not a safe directory name; "
+                "use only letters, digits, '_', '.' and '-'"
+            )
+        run_dir = self.root / "runs" / run_id
+        run_dir.mkdir(parents=True, exist_ok=True)
+        numbers = [int(m.group(1)) for p in run_dir.iterdir() if (m := ATTEMPT_RE.fullmatch(p.name))]
+        n = max(numbers, default=0) + 1
+        while True:
+            path = run_dir / f"attempt-{n}"
+            try:
+                path.mkdir(exist_ok=False)
+            except FileExistsError:
+                n += 1
+                continue
+            return n, path
+
+    # -- rewrite ---------------------------------------------------------------------------
+
+    def rewrite_runs(self, records: list[dict[str, Any]]) -> None:
+        """Atomically replace runs.jsonl with `records` (only for an explicit `rig reclassify --write`)."""
+        data = b"".join(_serialize(record, self.runs_path) for record in records)
+        lock = self._locked()
+        try:
+            fd, tmp_name = tempfile.mkstemp(dir=self.root, prefix=".runs.", suffix=".tmp")
+            tmp = Path(tmp_name)
+            try:
+                try:
+                    _write_all(fd, data)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, self.runs_path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+            _fsync_dir(self.root)
+        finally:
+            lock.release()

@@ -1,0 +1,340 @@
+"""The run pipeline end to end: real `rig run` processes, the scripted harness, real git and pytest."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rig.paths import FIXTURE_DIR, REPO_ROOT
+from rig.tasks import load_tasks
+from rig.workspace import tree_digest
+
+RIG = str(Path(sys.executable).with_name("rig"))
+ALL_TASKS = [t.id for t in load_tasks()]
+
+
+def write_experiment(tmp_path: Path, name: str, conditions: str, **settings) -> Path:
+    """An experiment config in tmp_path; settings become top-level keys, timeouts a table."""
+    timeouts = settings.pop("timeouts", {"agent_s": 60, "stall_s": 30})
+    settings.setdefault("harness", "scripted")
+    settings.setdefault("tasks", ALL_TASKS)
+    lines = [f"{key} = {json.dumps(value)}" for key, value in settings.items()]
+    lines.append("[timeouts]")
+    lines += [f"{key} = {json.dumps(value)}" for key, value in timeouts.items()]
+    path = tmp_path / f"{name}.toml"
+    path.write_text("\n".join(lines) + "\n" + conditions)
+    return path
+
+
+def condition(name: str, policy: str, remove: tuple[str, ...] = (), **options) -> str:
+    opts = ", ".join(f"{k} = {json.dumps(v)}" for k, v in {"policy": policy, **options}.items())
+    text = f'\n[[conditions]]\nname = "{name}"\nharness_options = {{ {opts} }}\n'
+    if remove:
+        text += f"remove_files = {json.dumps(list(remove))}\n"
+    return text
+
+
+def rig_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "RIG_RESULTS_ROOT": str(tmp_path / "results"),
+        "RIG_RUNS_ROOT": str(tmp_path / "runs"),
+        **extra,
+    }
+
+
+def rig(tmp_path: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 600):
+    return subprocess.run(
+        [RIG, *args], capture_output=True, text=True, timeout=timeout, env=env or rig_env(tmp_path)
+    )
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def results(tmp_path: Path, name: str) -> Path:
+    return tmp_path / "results" / name
+
+
+AGENTS_ARMS = condition("agents_md", "solution") + condition("no_agents_md", "solution", ("AGENTS.md",))
+
+
+@pytest.mark.slow
+def test_solution_policy_succeeds_everywhere_and_leaves_receipts(tmp_path):
+    before = tree_digest(FIXTURE_DIR, skip_caches=False)
+    exp = write_experiment(tmp_path, "smoke", AGENTS_ARMS, workers=3, seed=3)
+    proc = rig(tmp_path, "run", str(exp))
+    assert proc.returncode == 0, proc.stderr
+    records = read_jsonl(results(tmp_path, "smoke") / "runs.jsonl")
+    assert len(records) == 10
+    assert sorted(r["run_id"] for r in records) == sorted(
+        f"{t}__{c}__r01" for t in ALL_TASKS for c in ("agents_md", "no_agents_md")
+    )
+    for record in records:
+        assert record["success"], record
+        assert record["failing_stage"] is None and record["attempt"] == 1
+        assert record["protected"] == {"modified": [], "added": [], "deleted": [], "restored": True}
+        assert record["metrics"]["ran_check_script"] is True
+        assert record["metrics"]["tool_calls_by_name"] == {"read": 1, "bash": 2}
+        assert record["pins"]["fixture_hash"] == tree_digest(FIXTURE_DIR)
+        assert len(record["pins"]["baseline_commit"]) == 40
+        folder = results(tmp_path, "smoke") / record["artifacts"]
+        for name in ("session.jsonl", "stdout.log", "stderr.log", "diff.patch", "check.json", "record.json"):
+            assert (folder / name).is_file(), (folder, name)
+        assert (folder / "hidden-junit.xml").is_file()
+        assert json.loads((folder / "record.json").read_text())["run_id"] == record["run_id"]
+        read_agents = "AGENTS.md" in record["metrics"]["docs_read"]
+        assert read_agents == (record["condition"] == "agents_md")
+    assert "status per cell" in proc.stdout
+    assert tree_digest(FIXTURE_DIR, skip_caches=False) == before
+
+
+@pytest.mark.slow
+def test_doing_nothing_fails_where_the_task_says(tmp_path):
+    arms = condition("agents_md", "nothing") + condition("no_agents_md", "nothing", ("AGENTS.md",))
+    exp = write_experiment(tmp_path, "idle", arms, workers=2)
+    assert rig(tmp_path, "run", str(exp)).returncode == 0
+    records = read_jsonl(results(tmp_path, "idle") / "runs.jsonl")
+    assert len(records) == 10
+    expected = {t.id: t.spec.baseline for t in load_tasks()}
+    for record in records:
+        want = expected[record["task"]]
+        assert not record["success"]
+        assert record["check"]["failed"] == [s for s in record["check"]["failed"] if s in want.fails_stages]
+        assert sorted(record["check"]["failed"]) == sorted(want.fails_stages)
+        assert sorted(record["hidden"]["failed"]) == sorted(want.fails_hidden)
+        assert record["failing_stage"] == (record["check"]["failed"] or ["hidden"])[0]
+        assert not record["infra"]["is_infra"]
+
+
+@pytest.mark.slow
+def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path):
+    exp = write_experiment(tmp_path, "killed", AGENTS_ARMS, workers=3, repetitions=2)
+    runs = results(tmp_path, "killed") / "runs.jsonl"
+    for _ in range(2):
+        runner = subprocess.Popen(
+            [RIG, "run", str(exp)],
+            env=rig_env(tmp_path),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        start_count = len(runs.read_text().splitlines()) if runs.exists() else 0
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if runs.exists() and len(runs.read_text().splitlines()) >= start_count + 3:
+                break
+            time.sleep(0.1)
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.wait()
+    proc = rig(tmp_path, "run", str(exp))
+    assert proc.returncode == 0, proc.stderr
+    records = read_jsonl(runs)
+    ids = [r["run_id"] for r in records]
+    assert len(ids) == 20 and len(set(ids)) == 20
+    assert all(r["success"] for r in records)
+
+
+def _agent_processes() -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError):
+            continue
+        if "scripted_agent.py" in cmdline or cmdline.strip() == "sleep 3600":
+            found.append(cmdline)
+    return found
+
+
+def test_hung_agent_is_killed_at_its_timeout_with_its_children(tmp_path):
+    exp = write_experiment(
+        tmp_path,
+        "hung",
+        condition("hang", "hang"),
+        tasks=["t1_fix_pagination"],
+        timeouts={"agent_s": 3, "stall_s": 120},
+    )
+    start = time.monotonic()
+    proc = rig(tmp_path, "run", str(exp))
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - start < 60
+    (record,) = read_jsonl(results(tmp_path, "hung") / "runs.jsonl")
+    assert record["timed_out"] is True and record["exit_code"] is None
+    assert not record["success"] and record["failing_stage"] == "pytest"
+    assert _agent_processes() == []
+
+
+def test_infra_failures_are_quarantined_and_rerun_without_overwriting(tmp_path):
+    exp = write_experiment(
+        tmp_path,
+        "flaky",
+        condition("flaky", "flaky"),
+        tasks=["t1_fix_pagination", "t4_split_constant"],
+        max_consecutive_infra=10,
+    )
+    proc = rig(tmp_path, "run", str(exp))
+    assert proc.returncode == 0, proc.stderr
+    root = results(tmp_path, "flaky")
+    quarantined = read_jsonl(root / "quarantine.jsonl")
+    scored = read_jsonl(root / "runs.jsonl")
+    assert sorted(r["run_id"] for r in quarantined) == sorted(r["run_id"] for r in scored)
+    assert all(
+        r["infra"] == {"is_infra": True, "rule": "scripted_provider_error", "detail": "overloaded"}
+        for r in quarantined
+    )
+    assert all(r["attempt"] == 1 for r in quarantined)
+    assert all(r["success"] and r["attempt"] == 2 for r in scored)
+    for record in scored:
+        assert (root / "runs" / record["run_id"] / "attempt-1" / "session.jsonl").is_file()
+        assert (root / "runs" / record["run_id"] / "attempt-2" / "session.jsonl").is_file()
+
+
+def test_consecutive_infra_failures_stop_the_experiment_resumably(tmp_path):
+    exp = write_experiment(
+        tmp_path,
+        "down",
+        condition("down", "infra_no_turn"),
+        workers=1,
+        max_consecutive_infra=3,
+        max_attempts=5,
+    )
+    proc = rig(tmp_path, "run", str(exp))
+    assert proc.returncode == 3
+    assert "stopped after 3 infrastructure failures in a row (last: scripted_provider_error)" in proc.stderr
+    assert len(read_jsonl(results(tmp_path, "down") / "quarantine.jsonl")) == 3
+    assert read_jsonl(results(tmp_path, "down") / "runs.jsonl") == []
+    again = rig(tmp_path, "run", str(exp))
+    assert again.returncode == 3
+    assert len(read_jsonl(results(tmp_path, "down") / "quarantine.jsonl")) == 6
+
+
+def test_tampering_is_recorded_restored_and_scored_against_the_real_gate(tmp_path):
+    exp = write_experiment(tmp_path, "tamper", condition("tamper", "tamper"), tasks=["t1_fix_pagination"])
+    assert rig(tmp_path, "run", str(exp)).returncode == 0
+    (record,) = read_jsonl(results(tmp_path, "tamper") / "runs.jsonl")
+    assert record["protected"]["modified"] == ["scripts/check.py"]
+    assert record["protected"]["deleted"] == ["tests/unit/test_errors.py"]
+    assert record["protected"]["added"] == ["conftest.py", "sitecustomize.py", "tests/unit/test_fake.py"]
+    assert not record["success"]
+    assert record["check"]["failed"] == ["pytest"]
+
+
+def test_verification_timeout_is_a_record_not_a_crash(tmp_path):
+    exp = write_experiment(
+        tmp_path,
+        "slowcheck",
+        condition("sol", "solution"),
+        tasks=["t1_fix_pagination"],
+        timeouts={"agent_s": 60, "stall_s": 30, "check_s": 0.05},
+    )
+    assert rig(tmp_path, "run", str(exp)).returncode == 0
+    (record,) = read_jsonl(results(tmp_path, "slowcheck") / "runs.jsonl")
+    assert not record["success"]
+    assert record["check"]["error"] == "check.py timed out after 0s"
+    assert record["failing_stage"] == "<timeout>"
+
+
+def test_nothing_saved_reveals_home_user_host_or_paths(tmp_path):
+    fake_home = tmp_path / "home" / "zq_fake_user"
+    fake_home.mkdir(parents=True)
+    exp = write_experiment(tmp_path, "private", AGENTS_ARMS, tasks=["t2_add_endpoint"])
+    env = rig_env(tmp_path, HOME=str(fake_home), USER="zq_fake_user", LOGNAME="zq_fake_user")
+    env["RIG_RUNS_ROOT"] = str(fake_home / ".cache" / "rig" / "runs")
+    script = f"hostname zq-fake-host && exec {RIG} run {exp}"
+    proc = subprocess.run(["unshare", "--uts", "sh", "-c", script], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    secrets = ["zq_fake_user", "zq-fake-host", str(fake_home), str(REPO_ROOT), env["RIG_RUNS_ROOT"]]
+    saved = [p for p in results(tmp_path, "private").rglob("*") if p.is_file()]
+    assert len(saved) > 10
+    for path in saved:
+        text = path.read_bytes().decode(errors="replace")
+        leaks = [s for s in secrets if s in text]
+        assert leaks == [], (path, leaks)
+    record = read_jsonl(results(tmp_path, "private") / "runs.jsonl")[0]
+    assert record["success"]
+    assert "<RUNS>" in json.dumps(record["agent"]["command"]) or "<REPO>" in json.dumps(
+        record["agent"]["command"]
+    )
+
+
+def test_reclassify_reports_then_writes_only_when_asked(tmp_path):
+    exp = write_experiment(tmp_path, "reclass", condition("sol", "solution"), tasks=["t1_fix_pagination"])
+    assert rig(tmp_path, "run", str(exp)).returncode == 0
+    root = results(tmp_path, "reclass")
+    (record,) = read_jsonl(root / "runs.jsonl")
+    session = root / record["artifacts"] / "session.jsonl"
+    session.write_text(session.read_text().splitlines()[0] + "\n")
+    before = (root / "runs.jsonl").read_text()
+    shown = rig(tmp_path, "reclassify", str(exp))
+    assert shown.returncode == 0
+    assert (
+        "runs: t1_fix_pagination__sol__r01 attempt 1: scored -> no_model_turn (metrics changed)"
+        in shown.stdout
+    )
+    assert (root / "runs.jsonl").read_text() == before
+    written = rig(tmp_path, "reclassify", str(exp), "--write")
+    assert written.returncode == 0
+    assert read_jsonl(root / "runs.jsonl") == []
+    assert [r["infra"]["rule"] for r in read_jsonl(root / "quarantine.jsonl")] == ["no_model_turn"]
+    assert rig(tmp_path, "run", str(exp)).returncode == 0
+    assert [r["attempt"] for r in read_jsonl(root / "runs.jsonl")] == [2]
+
+
+def test_status_counts_cells(tmp_path):
+    exp = write_experiment(tmp_path, "stat", AGENTS_ARMS, tasks=["t1_fix_pagination"], repetitions=2)
+    before = rig(tmp_path, "status", str(exp))
+    assert before.returncode == 0
+    assert "0/2" in before.stdout
+    assert rig(tmp_path, "run", str(exp)).returncode == 0
+    after = rig(tmp_path, "status", str(exp))
+    assert after.stdout.count("2/2") == 2
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ('harness = "scripted"\nworkerz = 2\n', "workerz: Extra inputs are not permitted"),
+        (
+            'harness = "scripted"\nrepetitions = 0\n',
+            "repetitions: Input should be greater than or equal to 1",
+        ),
+        ('harness = "nope"\n', "harness: Input should be 'scripted', 'pi', 'claude-code' or 'codex'"),
+        ("repetitions = 1\n", "harness: Field required"),
+        ('harness = "scripted"\ntasks = ["t9_missing"]\n', "unknown task t9_missing"),
+        ('harness = "scripted\n', "not valid TOML"),
+    ],
+)
+def test_bad_config_is_one_clear_line_and_writes_nothing(tmp_path, settings, message):
+    exp = tmp_path / "bad.toml"
+    exp.write_text(settings + condition("sol", "solution"))
+    proc = rig(tmp_path, "run", str(exp))
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_runs_root_inside_a_repository_or_below_agents_md_is_refused(tmp_path):
+    exp = write_experiment(tmp_path, "where", condition("sol", "solution"), tasks=["t1_fix_pagination"])
+    inside = rig(tmp_path, "run", str(exp), env=rig_env(tmp_path, RIG_RUNS_ROOT=str(REPO_ROOT / "runs")))
+    assert inside.returncode == 2 and "inside the git repository" in inside.stderr
+    (tmp_path / "ctx").mkdir()
+    (tmp_path / "ctx" / "AGENTS.md").write_text("be evil\n")
+    below = rig(
+        tmp_path, "run", str(exp), env=rig_env(tmp_path, RIG_RUNS_ROOT=str(tmp_path / "ctx" / "runs"))
+    )
+    assert below.returncode == 2 and "AGENTS.md would be read by the agent" in below.stderr
+
+
+def test_schema_describes_the_record():
+    proc = subprocess.run([RIG, "schema"], capture_output=True, text=True, timeout=60)
+    schema = json.loads(proc.stdout)
+    for field in ("run_id", "attempt", "success", "failing_stage", "protected", "metrics", "infra", "pins"):
+        assert field in schema["properties"]

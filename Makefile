@@ -7,6 +7,7 @@ BIN := $(VENV)/bin
 
 demo: setup
 	$(BIN)/rig calibrate
+	$(BIN)/rig run experiments/scripted_smoke.toml
 
 test: setup-dev lint
 	$(BIN)/python -m pytest
@@ -31,6 +32,7 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 
 bench: setup
 	$(BIN)/python bench/bench_calibrate.py
+	$(BIN)/python bench/bench_run_overhead.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -82,6 +82,7 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 
 
 def _load_context(experiment_path: Path, results_root: Path | None, keep_workspaces: bool = False):
+    from harnesses.registry import HarnessUnavailable
     from rig import paths
     from rig.experiment import ExperimentError, load_experiment
     from rig.runner import make_context
@@ -102,7 +103,7 @@ def _load_context(experiment_path: Path, results_root: Path | None, keep_workspa
             paths.REPO_ROOT,
             keep_workspaces,
         )
-    except (ExperimentError, TaskError, WorkspaceError, StoreError) as exc:
+    except (ExperimentError, TaskError, WorkspaceError, StoreError, HarnessUnavailable) as exc:
         raise _fail(str(exc)) from exc
 
 
@@ -123,6 +124,8 @@ def run(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from rig.runner import execute, experiment_plan, pending_items
+    from rig.store import StoreError
+    from rig.workspace import PatchError, WorkspaceError
 
     ctx = _load_context(experiment, results_root, keep_workspaces)
     items = experiment_plan(ctx)
@@ -145,7 +148,10 @@ def run(
         def on_update(progress, record) -> None:
             bar.update(task_id, completed=progress.done, ok=progress.successes, infra=progress.infra)
 
-        outcome = execute(ctx, items, on_update)
+        try:
+            outcome = execute(ctx, items, on_update)
+        except (WorkspaceError, PatchError, StoreError) as exc:
+            raise _fail(f"{exc} (finished runs are kept; rerun to resume)") from exc
     _print_status(ctx, items)
     typer.echo(f"results: {ctx.store.root}")
     if outcome.stopped:

@@ -338,3 +338,12 @@ def test_schema_describes_the_record():
     schema = json.loads(proc.stdout)
     for field in ("run_id", "attempt", "success", "failing_stage", "protected", "metrics", "infra", "pins"):
         assert field in schema["properties"]
+
+
+def test_condition_removing_a_missing_file_stops_with_a_clear_error(tmp_path):
+    arms = condition("typo", "solution", ("AGENT.md",))
+    exp = write_experiment(tmp_path, "typo", arms, tasks=["t1_fix_pagination"])
+    proc = rig(tmp_path, "run", str(exp))
+    assert proc.returncode == 2
+    assert "remove_files entry 'AGENT.md' does not exist in the workspace" in proc.stderr
+    assert read_jsonl(results(tmp_path, "typo") / "runs.jsonl") == []

@@ -1,6 +1,7 @@
 """Which adapter runs which harness name."""
 
 from harnesses.base import DEFAULT_STALL_S, HarnessAdapter
+from harnesses.cli import Provider
 from rig.tasks import Task
 
 
@@ -8,10 +9,30 @@ class HarnessUnavailable(Exception):
     """A harness name with no adapter in this version of rig."""
 
 
-def make_adapter(name: str, task: Task, stall_s: float = DEFAULT_STALL_S) -> HarnessAdapter:
-    """A fresh adapter for one run of `task`."""
+def make_adapter(
+    name: str,
+    task: Task,
+    stall_s: float = DEFAULT_STALL_S,
+    provider: Provider | None = None,
+    model: str | None = None,
+    thinking: str | None = None,
+) -> HarnessAdapter:
+    """A fresh adapter for one run of `task`; `thinking` is the default a condition may override."""
+    provider = provider or Provider()
     if name == "scripted":
         from harnesses.scripted import ScriptedHarness
 
         return ScriptedHarness(task, stall_s=stall_s)
-    raise HarnessUnavailable(f"harness {name!r} has no adapter in this version of rig; use 'scripted'")
+    if name == "pi":
+        from harnesses.pi import PiHarness
+
+        return PiHarness(task, provider, model, thinking, stall_s)
+    if name == "claude-code":
+        from harnesses.claude_code import ClaudeCodeHarness
+
+        return ClaudeCodeHarness(task, provider, model, thinking, stall_s)
+    if name == "codex":
+        from harnesses.codex import CodexHarness
+
+        return CodexHarness(task, provider, model, thinking, stall_s)
+    raise HarnessUnavailable(f"harness {name!r} has no adapter; use scripted, pi, claude-code or codex")

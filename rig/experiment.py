@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harnesses.base import DEFAULT_STALL_S, Condition
+from harnesses.cli import Provider
 
 HARNESSES = ("scripted", "pi", "claude-code", "codex")
 
@@ -32,6 +33,7 @@ class Experiment(BaseModel):
     harness: Literal["scripted", "pi", "claude-code", "codex"]
     model: str | None = None
     thinking: str | None = None
+    provider: Provider = Field(default_factory=Provider)
     tasks: list[str] | Literal["all"] = "all"
     conditions: list[Condition] = Field(min_length=1)
     repetitions: int = Field(default=1, ge=1)

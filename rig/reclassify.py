@@ -10,9 +10,8 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from harnesses.base import AgentRun
-from harnesses.registry import make_adapter
 from rig.classify import classify
-from rig.runner import RunContext
+from rig.runner import RunContext, adapter_for
 
 
 class Change(BaseModel):
@@ -36,7 +35,7 @@ def _agent_run(record: dict, folder: Path) -> AgentRun:
 
 def _rederive(ctx: RunContext, record: dict) -> dict:
     exp = ctx.experiment
-    adapter = make_adapter(record["harness"], ctx.tasks[record["task"]], exp.timeouts.stall_s)
+    adapter = adapter_for(exp, ctx.tasks[record["task"]])
     run = _agent_run(record, ctx.store.root / record["artifacts"])
     metrics = adapter.parse_session(run)
     infra = classify(run, metrics, adapter.infra_signature(run, metrics), exp.timeouts.stall_s)

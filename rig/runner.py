@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from importlib.metadata import version as dist_version
 from pathlib import Path
 
-from harnesses.base import Condition
+from harnesses.base import Condition, HarnessAdapter
 from harnesses.registry import make_adapter
 from rig import __version__, protect
 from rig.classify import classify
@@ -84,7 +84,7 @@ def make_context(
     }
     pins = {}
     for task in tasks:
-        harness_version = make_adapter(experiment.harness, task, experiment.timeouts.stall_s).version()
+        harness_version = adapter_for(experiment, task).version()
         pins[task.id] = Pins(
             fixture_hash=fixture_hash,
             task_hash=tree_digest(task.dir),
@@ -113,6 +113,18 @@ def _bind_design(root: Path, experiment: Experiment) -> None:
     path.write_text(json.dumps(design, indent=2, sort_keys=True) + "\n")
 
 
+def adapter_for(experiment: Experiment, task: Task) -> HarnessAdapter:
+    """The experiment's harness, set up for one run of `task`."""
+    return make_adapter(
+        experiment.harness,
+        task,
+        experiment.timeouts.stall_s,
+        experiment.provider,
+        experiment.model,
+        experiment.thinking,
+    )
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -132,7 +144,7 @@ def run_one(item: PlanItem, ctx: RunContext) -> tuple[dict, Path]:
     exp = ctx.experiment
     task, condition = ctx.tasks[item.task], ctx.conditions[item.condition]
     attempt, attempt_dir = ctx.store.new_attempt_dir(item.run_id)
-    adapter = make_adapter(exp.harness, task, exp.timeouts.stall_s)
+    adapter = adapter_for(exp, task)
     started = _now()
     container = Path(tempfile.mkdtemp(prefix=f"{item.run_id}-a{attempt}-", dir=ctx.runs_root / exp.name))
     workdir, home = container / "work", container / "verify-home"

@@ -1,0 +1,89 @@
+"""What the three real adapters share: finding the pinned CLI, its version, the provider, the env."""
+
+import os
+import shutil
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from rig.proc import BASE_PATH
+
+NODE_BIN = Path(__file__).resolve().parent / "node" / "node_modules" / ".bin"
+
+
+class CliNotFound(Exception):
+    """A harness CLI that is not installed; the message says how to install it."""
+
+
+class Provider(BaseModel):
+    """Where the model is: the rig's mock server, or a real provider reached with the user's key."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["mock", "real"] = "mock"
+    name: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+
+
+def find_cli(executable: str, env_var: str) -> Path:
+    """$env_var, else the pinned copy under harnesses/node, else PATH."""
+    if os.environ.get(env_var):
+        path = Path(os.environ[env_var])
+        if not path.is_file():
+            raise CliNotFound(f"${env_var} points at {path}, which does not exist")
+        return path
+    pinned = NODE_BIN / executable
+    if pinned.is_file():
+        return pinned
+    found = shutil.which(executable)
+    if found:
+        return Path(found)
+    raise CliNotFound(
+        f"{executable} is not installed: run `make setup` (npm ci in harnesses/node) or set ${env_var}"
+    )
+
+
+@cache
+def cli_version(path: Path) -> str:
+    """The CLI's own `--version` output, first line."""
+    proc = subprocess.run(
+        [str(path), "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env={"PATH": f"{NODE_BIN.parent.parent.parent}:{BASE_PATH}", "HOME": "/nonexistent", "TERM": "dumb"},
+    )
+    line = (proc.stdout.strip().splitlines() or [f"unknown (exit {proc.returncode})"])[0]
+    return line.strip()
+
+
+def base_env(home: Path, extra: dict[str, str]) -> dict[str, str]:
+    """The explicit environment of a harness process: nothing inherited but the node binary's PATH."""
+    node_dir = Path(shutil.which("node") or "/usr/bin/node").parent
+    env = {
+        "PATH": f"{NODE_BIN}:{node_dir}:{BASE_PATH}",
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TERM": "dumb",
+        "NO_COLOR": "1",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+    }
+    env.update(extra)
+    return env
+
+
+def api_key(provider: Provider) -> str:
+    """The key for a real provider, read from the variable the experiment names."""
+    if provider.kind == "mock":
+        return "mock-key"
+    if not provider.api_key_env or not os.environ.get(provider.api_key_env):
+        raise CliNotFound(f"set ${provider.api_key_env or 'API key variable'} for provider {provider.name!r}")
+    return os.environ[provider.api_key_env]

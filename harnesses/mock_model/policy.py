@@ -1,0 +1,63 @@
+"""Harness-neutral policies: what the mock model does, one step per model response."""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+PATCH_MARKER = "RIG_PATCH_EOF"
+CHECK_COMMAND = "python scripts/check.py"
+
+StepKind = Literal["shell", "read", "write", "final"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One model response: a single tool call, or the final answer.
+
+    `shell` runs `command`; `read` reads `path`; `write` writes `content` to `path`; `final`
+    answers `text` and ends the run. Each protocol translates a step into its harness's tools.
+    """
+
+    kind: StepKind
+    command: str = ""
+    path: str = ""
+    content: str = ""
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    steps: tuple[Step, ...] = field(default_factory=tuple)
+
+    def step(self, turn: int) -> Step:
+        """The step for the `turn`-th model response (0-based); past the end, the final answer."""
+        if turn < len(self.steps):
+            return self.steps[turn]
+        return (
+            self.steps[-1] if self.steps and self.steps[-1].kind == "final" else Step("final", text="Done.")
+        )
+
+
+def patch_command(patch_text: str) -> str:
+    """A shell command that applies a git patch given inline (a heredoc keeps it byte-exact)."""
+    body = patch_text if patch_text.endswith("\n") else patch_text + "\n"
+    return f"git apply --whitespace=nowarn <<'{PATCH_MARKER}'\n{body}{PATCH_MARKER}"
+
+
+def replay_patch(name: str, patch: Path) -> Policy:
+    """Read AGENTS.md-or-README, apply `patch` through the shell, run the gate, answer."""
+    steps: list[Step] = [Step("read", path="README.md")]
+    text = patch.read_text()
+    if text.strip():
+        steps.append(Step("shell", command=patch_command(text)))
+    steps += [
+        Step("shell", command=CHECK_COMMAND),
+        Step("final", text="Done: the change is applied and checked."),
+    ]
+    return Policy(name, tuple(steps))
+
+
+def do_nothing() -> Policy:
+    """Look at the README, change nothing, answer."""
+    return Policy("nothing", (Step("read", path="README.md"), Step("final", text="Nothing to change.")))

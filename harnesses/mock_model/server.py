@@ -1,0 +1,251 @@
+"""The HTTP side of the mock model: a threaded server on 127.0.0.1, faults, usage and the ledger.
+
+Each wire protocol (see `protocols`) knows its path, how many model turns a request's history
+already holds (so the server is stateless per conversation: a retried request gets the same step),
+and how to stream one step as server-sent events.
+"""
+
+import json
+import threading
+from dataclasses import asdict, dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Literal, Protocol
+
+from harnesses.mock_model.policy import Policy, Step
+
+FaultMode = Literal["none", "http_error", "silence", "never_answer", "cut_stream"]
+Outcome = Literal["served", "http_error", "silence", "never_answer", "cut_stream"]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token usage the mock reports for every response it serves."""
+
+    input: int = 1200
+    output: int = 150
+    cache_read: int = 800
+    cache_write: int = 0
+    reasoning: int = 0
+
+
+@dataclass(frozen=True)
+class Faults:
+    """How the mock misbehaves: on every request, or only on the first `first_n`."""
+
+    mode: FaultMode = "none"
+    status: int = 500
+    first_n: int | None = None
+    after_events: int = 1
+
+    def applies(self, request_index: int) -> bool:
+        return self.mode != "none" and (self.first_n is None or request_index < self.first_n)
+
+
+@dataclass
+class LedgerEntry:
+    """One request the mock answered (or failed on purpose), with what it sent."""
+
+    protocol: str
+    turn: int
+    outcome: Outcome
+    status: int
+    step_kind: str | None = None
+    tool: str | None = None
+    usage: Usage | None = None
+
+
+class WireProtocol(Protocol):
+    name: str
+    path: str
+
+    def turn(self, request: dict) -> int:
+        """How many model responses the conversation in `request` already contains."""
+        ...
+
+    def tool_name(self, step: Step) -> str | None:
+        """The harness tool a step becomes, or None for a final answer."""
+        ...
+
+    def events(self, step: Step, usage: Usage, request: dict, response_id: str) -> list[bytes]:
+        """The whole streamed response for one step, as encoded SSE events."""
+        ...
+
+    def error_body(self, status: int) -> dict:
+        """The JSON error body this provider sends with an HTTP error."""
+        ...
+
+
+def sse(data: dict | str, event: str | None = None) -> bytes:
+    """Encode one server-sent event."""
+    payload = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {payload}\n\n".encode()
+
+
+@dataclass
+class MockModelServer:
+    """A mock model provider. Use as a context manager; `base_url` is valid once started."""
+
+    policy: Policy
+    usage: Usage = field(default_factory=Usage)
+    faults: Faults = field(default_factory=Faults)
+    protocols: list[WireProtocol] | None = None
+    ledger: list[LedgerEntry] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.protocols is None:
+            from harnesses.mock_model.protocols import ALL_PROTOCOLS
+
+            self.protocols = list(ALL_PROTOCOLS)
+        self._routes = {p.path: p for p in self.protocols}
+        self._lock = threading.Lock()
+        self._requests = 0
+        self._stopping = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("the mock model server is not running")
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "MockModelServer":
+        """Listen on a free port of 127.0.0.1 and serve in a background thread."""
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="mock-model", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving; requests held open on purpose are released."""
+        self._stopping.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> "MockModelServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def served(self) -> list[LedgerEntry]:
+        """Ledger entries whose response was streamed in full."""
+        with self._lock:
+            return [e for e in self.ledger if e.outcome == "served"]
+
+    def totals(self) -> dict[str, int]:
+        """Sum of the usage of every fully served response, and their count."""
+        entries = self.served()
+        totals = {key: 0 for key in asdict(Usage())}
+        for entry in entries:
+            for key, value in asdict(entry.usage or Usage(0, 0, 0, 0, 0)).items():
+                totals[key] += value
+        totals["responses"] = len(entries)
+        return totals
+
+    def tool_calls(self) -> dict[str, int]:
+        """Tool calls served, by the harness's tool name."""
+        counts: dict[str, int] = {}
+        for entry in self.served():
+            if entry.tool:
+                counts[entry.tool] = counts.get(entry.tool, 0) + 1
+        return counts
+
+    def _next_request_index(self) -> int:
+        with self._lock:
+            index = self._requests
+            self._requests += 1
+            return index
+
+    def _record(self, entry: LedgerEntry) -> None:
+        with self._lock:
+            self.ledger.append(entry)
+
+
+def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+            pass
+
+        def _not_found(self) -> None:
+            self.send_response(404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(b'{"error":{"message":"not found"}}')
+
+        do_GET = do_HEAD = _not_found
+
+        def do_POST(self) -> None:
+            protocol = server._routes.get(self.path.split("?", 1)[0])
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            if protocol is None:
+                self._not_found()
+                return
+            try:
+                request = json.loads(body or b"{}")
+            except ValueError:
+                request = {}
+            index = server._next_request_index()
+            turn = protocol.turn(request)
+            step = server.policy.step(turn)
+            faults = server.faults
+            if faults.applies(index):
+                self._misbehave(protocol, turn, faults, request)
+                return
+            events = protocol.events(step, server.usage, request, f"mock-{index}")
+            self._start_stream()
+            for event in events:
+                self.wfile.write(event)
+                self.wfile.flush()
+            server._record(
+                LedgerEntry(
+                    protocol.name, turn, "served", 200, step.kind, protocol.tool_name(step), server.usage
+                )
+            )
+
+        def _start_stream(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+
+        def _misbehave(self, protocol: WireProtocol, turn: int, faults: Faults, request: dict) -> None:
+            if faults.mode == "http_error":
+                payload = json.dumps(protocol.error_body(faults.status)).encode()
+                self.send_response(faults.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                if faults.status in (429, 529):
+                    self.send_header("Retry-After", "0")
+                self.end_headers()
+                self.wfile.write(payload)
+                server._record(LedgerEntry(protocol.name, turn, "http_error", faults.status))
+                return
+            server._record(
+                LedgerEntry(protocol.name, turn, faults.mode, 200 if faults.mode != "never_answer" else 0)
+            )
+            if faults.mode == "never_answer":
+                server._stopping.wait()
+                return
+            events = protocol.events(server.policy.step(turn), server.usage, request, "mock-fault")
+            self._start_stream()
+            for event in events[: faults.after_events]:
+                self.wfile.write(event)
+                self.wfile.flush()
+            if faults.mode == "silence":
+                server._stopping.wait()
+            self.close_connection = True
+
+    return Handler

@@ -1,0 +1,58 @@
+"""Serving the mock model for the duration of one run, driven by the condition's options."""
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from harnesses.mock_model.policy import Policy, do_nothing, replay_patch
+from harnesses.mock_model.server import Faults, MockModelServer, Usage
+from rig.tasks import Task
+
+LEDGER_FILE = "mock-ledger.json"
+
+
+def policy_for(task: Task, options: dict[str, Any]) -> Policy:
+    """`mock_policy`: solution (default), nothing, or decoy (with `decoy`)."""
+    name = options.get("mock_policy", "solution")
+    if name == "solution":
+        return replay_patch("solution", task.solution_patch)
+    if name == "decoy":
+        decoy = options.get("decoy")
+        if decoy not in task.spec.decoys:
+            raise ValueError(f"mock_policy decoy needs decoy = one of {sorted(task.spec.decoys)}")
+        return replay_patch(f"decoy:{decoy}", task.decoy_patch(decoy))
+    if name == "nothing":
+        return do_nothing()
+    raise ValueError(f"unknown mock_policy {name!r}; use solution, decoy or nothing")
+
+
+@contextmanager
+def mock_model(task: Task, options: dict[str, Any], run_dir: Path) -> Iterator[str]:
+    """Yield the base URL of a mock model for one run; save its ledger in run_dir afterwards.
+
+    `mock_faults = {mode = "down"}` yields the URL of a port nobody listens on.
+    """
+    fault_options = dict(options.get("mock_faults", {}))
+    down = fault_options.get("mode") == "down"
+    if down:
+        fault_options.pop("mode")
+    server = MockModelServer(
+        policy_for(task, options),
+        usage=Usage(**options.get("mock_usage", {})),
+        faults=Faults(**fault_options),
+    ).start()
+    url = server.base_url
+    if down:
+        server.stop()
+    try:
+        yield url
+    finally:
+        if not down:
+            server.stop()
+        ledger = [asdict(entry) for entry in server.ledger]
+        (run_dir / LEDGER_FILE).write_text(
+            json.dumps({"policy": server.policy.name, "ledger": ledger}, indent=2)
+        )

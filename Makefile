@@ -9,15 +9,23 @@ demo: setup
 	$(BIN)/rig calibrate
 	$(BIN)/rig run experiments/scripted_smoke.toml
 
+# Tests run in a loopback-only network namespace where the machine allows it.
 test: setup-dev lint
-	$(BIN)/python -m pytest
+	.ci/isolated $(BIN)/python -m pytest
 
 lint: setup-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-setup: $(VENV)/.installed
-setup-dev: $(VENV)/.installed-dev
+NODE_STAMP := harnesses/node/node_modules/.package-lock.json
+
+setup: $(VENV)/.installed $(NODE_STAMP)
+setup-dev: $(VENV)/.installed-dev $(NODE_STAMP)
+
+# The harness CLIs, at the exact versions of the lock file.
+$(NODE_STAMP): harnesses/node/package-lock.json
+	cd harnesses/node && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,4 +43,4 @@ bench: setup
 	$(BIN)/python bench/bench_run_overhead.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info harnesses/node/node_modules

@@ -40,8 +40,12 @@ def calibrate(
         Path | None, typer.Option(help="Hidden tests root (default: hidden_tests/).")
     ] = None,
     fixture_dir: Annotated[Path | None, typer.Option(help="Fixture (default: fixtures/taskapp/).")] = None,
+    harness: Annotated[
+        str | None,
+        typer.Option(help="Prove a real CLI against the mock model instead: pi, claude-code, codex or all."),
+    ] = None,
 ) -> None:
-    """Prove the oracle: clean fixture passes, baselines and decoys fail, solutions pass."""
+    """Prove the oracle (clean fixture passes, baselines and decoys fail, solutions pass), or a harness."""
     import time
 
     from rig import paths
@@ -56,6 +60,10 @@ def calibrate(
     except TaskError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+
+    if harness is not None:
+        _calibrate_harnesses(harness, tasks, fixture, workers, as_json)
+        return
 
     def show(result: ItemResult) -> None:
         mark = "PASS" if result.passed else "FAIL"
@@ -226,3 +234,85 @@ def reclassify(
         typer.echo(f"{len(changes)} records would change; rerun with --write to apply")
     else:
         typer.echo(f"{len(changes)} records changed; run `rig run {experiment}` to rerun new quarantines")
+
+
+def _calibrate_harnesses(choice: str, tasks, fixture: Path, workers: int, as_json: bool) -> None:
+    import json
+    import time
+
+    from harnesses.cli import CliNotFound
+    from rig import paths
+    from rig.calibrate_harness import HARNESSES, HarnessCheck, calibrate_harness
+
+    names = list(HARNESSES) if choice == "all" else [choice]
+    if any(name not in HARNESSES for name in names):
+        raise _fail(f"unknown harness {choice!r}; use one of {', '.join(HARNESSES)} or all")
+
+    def show(check: HarnessCheck) -> None:
+        mark = "PASS" if check.passed else "FAIL"
+        color = typer.colors.GREEN if check.passed else typer.colors.RED
+        typer.echo(typer.style(f"[{mark}]", fg=color) + f" {check.harness} {check.name}: {check.reason}")
+
+    start = time.monotonic()
+    results = []
+    for name in names:
+        try:
+            results += calibrate_harness(
+                name, tasks, fixture, paths.REPO_ROOT, workers, on_result=None if as_json else show
+            )
+        except CliNotFound as exc:
+            raise _fail(str(exc)) from exc
+    passed = sum(r.passed for r in results)
+    if as_json:
+        typer.echo(json.dumps({"ok": passed == len(results), "checks": [r.model_dump() for r in results]}))
+    else:
+        verdict = "all PASS" if passed == len(results) else f"{len(results) - passed} FAIL"
+        typer.echo(
+            f"calibrate --harness {choice}: {passed}/{len(results)} passed, {verdict} "
+            f"({time.monotonic() - start:.0f}s)"
+        )
+    raise typer.Exit(0 if passed == len(results) else 1)
+
+
+mock_app = typer.Typer(help="The scripted mock model server.", no_args_is_help=True)
+app.add_typer(mock_app, name="mock-model")
+
+
+@mock_app.command("serve")
+def mock_serve(
+    task: Annotated[str, typer.Option(help="Task whose patches the policy replays.")] = "t1_fix_pagination",
+    policy: Annotated[str, typer.Option(help="solution, decoy or nothing.")] = "solution",
+    decoy: Annotated[str | None, typer.Option(help="Decoy name, with --policy decoy.")] = None,
+    fault: Annotated[
+        str, typer.Option(help="none, http_error, silence, never_answer or cut_stream.")
+    ] = "none",
+    status: Annotated[int, typer.Option(help="HTTP status for --fault http_error.")] = 500,
+    first_n: Annotated[int | None, typer.Option(help="Misbehave on the first N requests only.")] = None,
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free port).")] = 0,
+) -> None:
+    """Serve the mock model on 127.0.0.1 until interrupted, then print its ledger."""
+    import json
+    import threading
+    from dataclasses import asdict
+
+    from harnesses.mock_model.server import Faults, MockModelServer
+    from harnesses.mock_model.session import policy_for
+    from rig.tasks import TaskError, load_tasks
+
+    if fault not in ("none", "http_error", "silence", "never_answer", "cut_stream"):
+        raise _fail(f"unknown fault {fault!r}; use none, http_error, silence, never_answer or cut_stream")
+    try:
+        (loaded,) = load_tasks(only=[task])
+        chosen = policy_for(loaded, {"mock_policy": policy, "decoy": decoy})
+    except (TaskError, ValueError) as exc:
+        raise _fail(str(exc)) from exc
+    faults = Faults(mode=fault, status=status, first_n=first_n)  # type: ignore[arg-type]
+    server = MockModelServer(chosen, faults=faults, listen_port=port).start()
+    typer.echo(f"mock model ({chosen.name}) on {server.base_url}  (Ctrl-C to stop)")
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+        typer.echo(json.dumps([asdict(e) for e in server.ledger], indent=2))

@@ -61,6 +61,9 @@ class RunRecord(BaseModel):
     harness_version: str
     model: str | None
     thinking: str | None
+    condition_mapping: str | None = Field(
+        default=None, description="how the harness realised the condition, e.g. AGENTS.md via CLAUDE.md"
+    )
     started_at: datetime
     finished_at: datetime
     wall_s: float

@@ -204,6 +204,7 @@ def run_one(item: PlanItem, ctx: RunContext) -> tuple[dict, Path]:
             harness_version=ctx.pins[task.id].harness_version,
             model=exp.model,
             thinking=condition.thinking or exp.thinking,
+            condition_mapping=getattr(adapter, "condition_mapping", None),
             started_at=started,
             finished_at=finished,
             wall_s=round((finished - started).total_seconds(), 3),

@@ -91,6 +91,7 @@ class MockModelServer:
     faults: Faults = field(default_factory=Faults)
     protocols: list[WireProtocol] | None = None
     ledger: list[LedgerEntry] = field(default_factory=list)
+    listen_port: int = 0
 
     def __post_init__(self) -> None:
         if self.protocols is None:
@@ -116,7 +117,7 @@ class MockModelServer:
 
     def start(self) -> "MockModelServer":
         """Listen on a free port of 127.0.0.1 and serve in a background thread."""
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.listen_port), _handler_for(self))
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="mock-model", daemon=True)
         self._thread.start()

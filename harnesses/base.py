@@ -123,8 +123,12 @@ def run_agent_process(
         timed_out = stalled = False
         last_sizes = _sizes(watched)
         last_activity = start
-        while proc.poll() is None:
-            time.sleep(WATCH_INTERVAL_S)
+        while True:
+            try:
+                proc.wait(timeout=WATCH_INTERVAL_S)
+                break
+            except subprocess.TimeoutExpired:
+                pass
             now = time.monotonic()
             sizes = _sizes(watched)
             if sizes != last_sizes:

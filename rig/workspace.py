@@ -146,20 +146,25 @@ def init_baseline(workdir: Path, rig_git_dir: Path) -> str:
     The agent sees (and may rewrite) `workdir/.git`; the rig diffs against its own copy,
     outside the workspace, so a rewritten history or git config cannot hide a change.
     """
-    _git(["init", "-q", "-b", "main"], workdir)
-    _git(["add", "-A"], workdir)
+    # No template (hook samples) and one pack instead of a loose object per file: the private
+    # copy below then costs a few files instead of a hundred.
+    _git(["init", "-q", "-b", "main", "--template="], workdir)
+    _git(["-c", "core.bigFileThreshold=1", "add", "-A"], workdir)
     _git(["commit", "-q", "--no-verify", "-m", "baseline"], workdir)
-    commit = _git(["rev-parse", "HEAD"], workdir).strip()
+    commit = (workdir / ".git" / "refs" / "heads" / "main").read_text().strip()
     shutil.copytree(workdir / ".git", rig_git_dir, symlinks=True)
     return commit
 
 
 def collect_diff(workdir: Path, rig_git_dir: Path, baseline: str) -> tuple[str, list[str]]:
     """(binary diff against the baseline, changed paths with their status letter)."""
-    _git(["add", "-A", "--", ".", ":(exclude).git"], workdir, rig_git_dir)
-    diff = _git(
-        ["diff", "--cached", "--binary", "--no-ext-diff", "--no-textconv", baseline], workdir, rig_git_dir
-    )
-    names = _git(["diff", "--cached", "--name-status", "--no-renames", baseline], workdir, rig_git_dir)
-    changed = [line.replace("\t", " ", 1) for line in names.splitlines() if line.strip()]
+    _git(["add", "-A"], workdir, rig_git_dir)
+    flags = ["--binary", "--no-ext-diff", "--no-textconv", "--no-renames", "--patch-with-raw"]
+    out = _git(["diff", "--cached", *flags, baseline], workdir, rig_git_dir)
+    # Raw lines (":old new sha sha S<TAB>path") come first, then a blank line, then the patch.
+    raw, _, diff = out.partition("\n\n") if out.startswith(":") else ("", "", out)
+    changed = []
+    for line in raw.splitlines():
+        meta, _, path = line.partition("\t")
+        changed.append(f"{meta.split()[-1]} {path}")
     return diff, changed

@@ -71,6 +71,13 @@ def make_context(
     keep_workspaces: bool = False,
 ) -> RunContext:
     """Check the runs root, pin every input, and bind the results folder to this design."""
+    for condition in experiment.conditions:
+        for skill in condition.skills:
+            if not (repo_root / skill / "SKILL.md").is_file():
+                raise ExperimentError(
+                    f"condition {condition.name!r}: skill {skill!r} has no SKILL.md under {repo_root}; "
+                    "give a skill directory relative to the rig's repository"
+                )
     check_runs_root(runs_root)
     (runs_root / experiment.name).mkdir(parents=True, exist_ok=True)
     store = ResultsStore(results_root / experiment.name)

@@ -347,3 +347,24 @@ def test_condition_removing_a_missing_file_stops_with_a_clear_error(tmp_path):
     assert proc.returncode == 2
     assert "remove_files entry 'AGENT.md' does not exist in the workspace" in proc.stderr
     assert read_jsonl(results(tmp_path, "typo") / "runs.jsonl") == []
+
+
+def test_every_shipped_experiment_is_valid():
+    from rig.experiment import load_experiment
+
+    shipped = sorted((REPO_ROOT / "experiments").glob("*.toml"))
+    assert len(shipped) >= 12
+    for path in shipped:
+        experiment = load_experiment(path)
+        assert experiment.tasks == "all" or set(experiment.tasks) <= set(ALL_TASKS), path
+        for cond in experiment.conditions:
+            for skill in cond.skills:
+                assert (REPO_ROOT / skill / "SKILL.md").is_file(), (path, skill)
+
+
+def test_a_skill_that_does_not_exist_is_refused(tmp_path):
+    exp = write_experiment(tmp_path, "noskill", condition("sol", "solution"), tasks=["t5_migration"])
+    exp.write_text(exp.read_text() + 'skills = ["tasks/t5_migration/nope"]\n')
+    proc = rig(tmp_path, "run", str(exp))
+    assert proc.returncode == 2
+    assert "skill 'tasks/t5_migration/nope' has no SKILL.md" in proc.stderr

@@ -104,7 +104,7 @@ def run_agent_process(
     """Run an agent CLI in its own process group, stdin from /dev/null, streams to run_dir.
 
     The wall timeout and the silence watchdog both kill the whole group. Silence means that
-    neither stdout, stderr nor the session file grew for `stall_s` seconds.
+    neither stdout, stderr nor the session file (or directory) grew for `stall_s` seconds.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     stdout_path, stderr_path = run_dir / "stdout.log", run_dir / "stderr.log"
@@ -148,11 +148,18 @@ def run_agent_process(
         timed_out=timed_out,
         stalled=stalled,
         wall_s=round(time.monotonic() - start, 3),
-        session_path=session_path if session_path and session_path.exists() else None,
+        session_path=session_path if session_path and session_path.is_file() else None,
         stdout_path=stdout_path,
         stderr_path=stderr_path,
     )
 
 
 def _sizes(paths: list[Path]) -> tuple[int, ...]:
-    return tuple(p.stat().st_size if p.exists() else -1 for p in paths)
+    return tuple(_size(p) for p in paths)
+
+
+def _size(path: Path) -> int:
+    """A file's size, or the total of a directory's files (a session whose name comes later)."""
+    if path.is_dir():
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return path.stat().st_size if path.exists() else -1

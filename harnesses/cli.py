@@ -3,6 +3,7 @@
 import os
 import shutil
 import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 from typing import Literal
@@ -57,7 +58,9 @@ def cli_version(path: Path) -> str:
         stdin=subprocess.DEVNULL,
         env={"PATH": f"{NODE_BIN.parent.parent.parent}:{BASE_PATH}", "HOME": "/nonexistent", "TERM": "dumb"},
     )
-    line = (proc.stdout.strip().splitlines() or [f"unknown (exit {proc.returncode})"])[0]
+    # Pi prints its version on stderr.
+    output = proc.stdout.strip() or proc.stderr.strip()
+    line = (output.splitlines() or [f"unknown (exit {proc.returncode})"])[0]
     return line.strip()
 
 
@@ -65,7 +68,8 @@ def base_env(home: Path, extra: dict[str, str]) -> dict[str, str]:
     """The explicit environment of a harness process: nothing inherited but the node binary's PATH."""
     node_dir = Path(shutil.which("node") or "/usr/bin/node").parent
     env = {
-        "PATH": f"{NODE_BIN}:{node_dir}:{BASE_PATH}",
+        # The rig's interpreter first: `python scripts/check.py` in the agent's shell uses the pinned gate.
+        "PATH": f"{Path(sys.executable).parent}:{NODE_BIN}:{node_dir}:{BASE_PATH}",
         "HOME": str(home),
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",

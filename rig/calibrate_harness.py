@@ -57,7 +57,9 @@ def _checks(tasks: list[Task]) -> list[tuple[str, str, dict[str, Any]]]:
 def _ledger_totals(folder: Path) -> tuple[dict[str, int], dict[str, int]]:
     entries = json.loads((folder / LEDGER_FILE).read_text())["ledger"]
     served = [e for e in entries if e["outcome"] == "served"]
-    totals = {key: sum(e["usage"][key] for e in served) for key in ("input", "output", "cache_read")}
+    totals = {
+        key: sum(e["usage"][key] for e in served) for key in ("input", "output", "cache_read", "cache_write")
+    }
     tools: dict[str, int] = {}
     for entry in served:
         if entry["tool"]:
@@ -89,6 +91,7 @@ def judge(name: str, record: dict, folder: Path) -> tuple[bool, str]:
         "input": metrics["input_tokens"],
         "output": metrics["output_tokens"],
         "cache_read": metrics["cache_read_tokens"],
+        "cache_write": metrics["cache_write_tokens"],
     }
     if parsed != totals or metrics["tool_calls_by_name"] != tools:
         return False, (

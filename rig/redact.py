@@ -114,6 +114,7 @@ class Redactor:
         home: Path | None = None,
         user: str | None = None,
         host: str | None = None,
+        results_root: Path | None = None,
     ) -> "Redactor":
         """A redactor for this machine: its runs directory, repository, home, user and host names.
 
@@ -133,7 +134,8 @@ class Redactor:
         if host is None:
             host = socket.gethostname()
         paths: list[tuple[str, str]] = []
-        for root, placeholder in ((runs_root, "<RUNS>"), (repo_root, "<REPO>"), (home, "<HOME>")):
+        roots = ((results_root, "<RESULTS>"), (runs_root, "<RUNS>"), (repo_root, "<REPO>"), (home, "<HOME>"))
+        for root, placeholder in roots:
             if root is not None:
                 paths.extend((variant, placeholder) for variant in _path_variants(Path(root)))
         names: list[tuple[str, str, bool]] = [(user, "<user>", False)]

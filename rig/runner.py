@@ -99,7 +99,7 @@ def make_context(
             harness_version=harness_version,
             **versions,
         )
-    redactor = Redactor.for_machine(runs_root=runs_root, repo_root=repo_root)
+    redactor = Redactor.for_machine(runs_root=runs_root, repo_root=repo_root, results_root=results_root)
     return RunContext(
         experiment, {t.id: t for t in tasks}, fixture, runs_root, store, redactor, pins, keep_workspaces
     )

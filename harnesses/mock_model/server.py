@@ -205,7 +205,7 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
                 self._misbehave(protocol, turn, faults, request)
                 return
             events = protocol.events(step, server.usage, request, f"mock-{index}")
-            self._start_stream()
+            self._start_stream(protocol, request)
             for event in events:
                 self.wfile.write(event)
                 self.wfile.flush()
@@ -215,9 +215,11 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
                 )
             )
 
-        def _start_stream(self) -> None:
+        def _start_stream(self, protocol: WireProtocol, request: dict) -> None:
             self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
+            # A protocol may answer a non-streaming request (a harness's fallback) with plain JSON.
+            content_type = getattr(protocol, "content_type", None)
+            self.send_header("Content-Type", content_type(request) if content_type else "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
             self.send_header("Connection", "close")
             self.end_headers()
@@ -241,7 +243,7 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
                 server._stopping.wait()
                 return
             events = protocol.events(server.policy.step(turn), server.usage, request, "mock-fault")
-            self._start_stream()
+            self._start_stream(protocol, request)
             for event in events[: faults.after_events]:
                 self.wfile.write(event)
                 self.wfile.flush()

@@ -1,0 +1,486 @@
+"""The Claude Code adapter: `claude -p --output-format stream-json` in the workspace, isolated.
+
+Each run gets its own HOME (`run_dir/home`) and CLAUDE_CONFIG_DIR (`run_dir/config`) and an
+environment built from nothing, so no user configuration, inherited variable or earlier session
+reaches the agent. Settings come from the config directory (written by the rig) and the
+workspace only (`--setting-sources=user,project`); MCP servers only from the command line (none).
+
+Conditions are mapped onto what Claude Code reads, and `condition_mapping` says how:
+
+- Claude Code reads CLAUDE.md, never AGENTS.md. When the workspace holds AGENTS.md and no
+  CLAUDE.md, the config directory gets a user-level CLAUDE.md that imports it by absolute path
+  (`@/.../AGENTS.md`). The text then reaches the model in the first user message like a workspace
+  CLAUDE.md would, labelled as the user's global instructions, without adding a file to the
+  workspace (which would show in the diff and in `git status`).
+- skills are copied to `CLAUDE_CONFIG_DIR/skills/<name>/`, where Claude Code lists them for its
+  Skill tool; tools become `--tools=...` (`--allowedTools` only pre-approves tools, and with
+  permissions bypassed it changes nothing the model sees); thinking becomes `--effort` (off:
+  thinking disabled through `--settings`).
+
+Provider failures must end a run in seconds, not minutes: retries are off
+(CLAUDE_CODE_MAX_RETRIES=0) and API_TIMEOUT_MS bounds a request that never gets an answer. A
+stream that starts and then goes silent is not bounded by Claude Code for a non-Anthropic base
+URL (its byte watchdog is first-party only, its event watchdog waits at least 300 s): the rig's
+silence watchdog (`stall_s`) ends it.
+
+`parse_session` reads only `run_dir/stdout.log` (the stream-json events) and
+`run_dir/session.jsonl` (Claude Code's transcript, copied out of the config directory), plus the
+command line of the run, so stored sessions can be parsed again later.
+"""
+
+import re
+import shutil
+import sys
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harnesses import shell
+from harnesses.base import AgentRun, Condition, Metrics, run_agent_process
+from harnesses.cli import Provider, api_key, base_env, cli_version, find_cli
+from harnesses.mock_model.session import mock_model
+from harnesses.scripted import read_events
+from rig.paths import REPO_ROOT
+from rig.tasks import Task
+
+SESSION_NAME = "session.jsonl"
+INFRA_SIGNATURE = "claude_api_error"
+COST_SOURCE = "harness"
+SETTING_SOURCES = "user,project"
+MOCK_API_TIMEOUT_MS = 30_000
+# A real provider may take long to send the first byte of a large-context answer.
+REAL_API_TIMEOUT_MS = 300_000
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
+# Thinking levels other harnesses know, mapped to the nearest Claude Code effort.
+EFFORT_ALIASES = {"minimal": "low"}
+THINKING_OFF = ("off", "none")
+THINKING_OFF_SETTINGS = '{"alwaysThinkingEnabled":false}'
+# Harness-neutral tool names (Pi's) to Claude Code's; other names pass through unchanged.
+TOOL_NAMES = {
+    "bash": "Bash",
+    "read": "Read",
+    "edit": "Edit",
+    "write": "Write",
+    "grep": "Grep",
+    "find": "Glob",
+    "glob": "Glob",
+}
+SKILL_TOOL = "Skill"
+SYNTHETIC_MODEL = "<synthetic>"
+API_ERROR_PREFIX = "API Error"
+# Summing many small float costs leaves noise in the last digits; a record should not carry it.
+_COST_DIGITS = 9
+_NAME_LINE = re.compile(r"^name:\s*['\"]?([A-Za-z0-9_.-]+)['\"]?\s*$", re.MULTILINE)
+
+
+class ClaudeCodeHarness:
+    """A HarnessAdapter for Claude Code (`@anthropic-ai/claude-code`)."""
+
+    name = "claude-code"
+
+    def __init__(
+        self, task: Task, provider: Provider, model: str | None, thinking: str | None, stall_s: float
+    ) -> None:
+        self.task = task
+        self.provider = provider
+        self.model = model
+        self.thinking = thinking
+        self.stall_s = stall_s
+        # How the last run realised its condition for this harness; the runner records it.
+        self.condition_mapping: str | None = None
+        if thinking is not None:
+            thinking_args(thinking)  # refuse an unknown level before any run starts
+
+    def version(self) -> str:
+        """`claude --version` of the CLI this adapter runs."""
+        return cli_version(find_cli("claude", "RIG_CLAUDE_BIN"))
+
+    def run(self, workdir: Path, prompt: str, condition: Condition, run_dir: Path, timeout: int) -> AgentRun:
+        """Run Claude Code on `prompt` in `workdir`; streams, transcript and config go to `run_dir`."""
+        options = condition.harness_options
+        run_dir.mkdir(parents=True, exist_ok=True)
+        home, config = run_dir / "home", run_dir / "config"
+        home.mkdir(exist_ok=True)
+        config.mkdir(exist_ok=True)
+        mapping = [context_mapping(workdir, config)]
+        skills = install_skills(condition.skills, config)
+        if skills:
+            mapping.append(f"skills installed in CLAUDE_CONFIG_DIR/skills: {', '.join(skills)}")
+        session_id = str(uuid.uuid4())
+        command = [
+            str(find_cli("claude", "RIG_CLAUDE_BIN")),
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--dangerously-skip-permissions",
+            "--strict-mcp-config",
+            f"--setting-sources={SETTING_SOURCES}",
+            "--session-id",
+            session_id,
+        ]
+        if self.model:
+            command += ["--model", self.model]
+        thinking = condition.thinking or self.thinking
+        if thinking is not None:
+            args = thinking_args(thinking)
+            command += args
+            if thinking in EFFORT_ALIASES or thinking in THINKING_OFF:
+                mapping.append(f"thinking {thinking}: {' '.join(args)}")
+        if condition.tools is not None:
+            names = [TOOL_NAMES.get(t, t) for t in condition.tools]
+            # Skills are offered through the Skill tool: without it, installed skills are never listed.
+            if skills and SKILL_TOOL not in names:
+                names.append(SKILL_TOOL)
+            tools = ",".join(names)
+            command.append(f"--tools={tools}")
+            mapping.append(f"tools: --tools={tools}")
+        # `--` keeps a prompt that starts with a dash from being read as an option.
+        command += ["--", prompt]
+        self.condition_mapping = "; ".join(m for m in mapping if m) or None
+        # Watching the transcript too keeps a long tool call with a quiet stdout from looking stalled.
+        watched = config / "projects" / re.sub(r"[^A-Za-z0-9]", "-", str(workdir)) / f"{session_id}.jsonl"
+        if self.provider.kind == "mock":
+            with mock_model(self.task, options, run_dir) as base_url:
+                env = self._env(home, config, base_url, options)
+                run = run_agent_process(command, workdir, env, run_dir, timeout, self.stall_s, watched)
+        else:
+            env = self._env(home, config, self.provider.base_url, options)
+            run = run_agent_process(command, workdir, env, run_dir, timeout, self.stall_s, watched)
+        saved = _save_transcript(config, session_id, run_dir / SESSION_NAME)
+        return run.model_copy(update={"session_path": saved})
+
+    def parse_session(self, run: AgentRun) -> Metrics:
+        """Metrics from stdout.log and session.jsonl alone (missing files give zero metrics)."""
+        return parse_files(run.stdout_path, run.session_path, run.command)
+
+    def infra_signature(self, run: AgentRun, metrics: Metrics) -> str | None:
+        """`claude_api_error` when Claude Code reports a provider error; else None (the shared rules)."""
+        return INFRA_SIGNATURE if load_session(run.stdout_path, run.session_path).api_error else None
+
+    def _env(self, home: Path, config: Path, base_url: str | None, options: dict[str, Any]) -> dict[str, str]:
+        default_timeout = MOCK_API_TIMEOUT_MS if self.provider.kind == "mock" else REAL_API_TIMEOUT_MS
+        extra = {
+            "CLAUDE_CONFIG_DIR": str(config),
+            "ANTHROPIC_API_KEY": api_key(self.provider),
+            # Without it the CLI contacts Anthropic's hosts directly, whatever the base URL.
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            # As root, --dangerously-skip-permissions refuses to run outside a declared sandbox.
+            "IS_SANDBOX": "1",
+            # A provider failure ends the run in seconds; the rig quarantines and reruns it.
+            "CLAUDE_CODE_MAX_RETRIES": str(int(options.get("max_retries", 0))),
+            "API_TIMEOUT_MS": str(int(options.get("api_timeout_ms", default_timeout))),
+            # The Bash tool and the system prompt name the shell; unset, the prompt says "unknown".
+            "SHELL": "/bin/bash",
+        }
+        if base_url:
+            extra["ANTHROPIC_BASE_URL"] = base_url
+        env = base_env(home, extra)
+        # The gate is `python scripts/check.py`: the agent needs the rig's interpreter, which has
+        # the pinned ruff and pytest, on its PATH (base_env puts it first; older versions did not).
+        interpreter_dir = str(Path(sys.executable).parent)
+        if interpreter_dir not in env["PATH"].split(":"):
+            env["PATH"] = f"{interpreter_dir}:{env['PATH']}"
+        return env
+
+
+def thinking_args(thinking: str) -> list[str]:
+    """The command-line arguments for a thinking level; ValueError for one Claude Code lacks."""
+    if thinking in THINKING_OFF:
+        return [f"--settings={THINKING_OFF_SETTINGS}"]
+    effort = EFFORT_ALIASES.get(thinking, thinking)
+    if effort not in EFFORTS:
+        known = ", ".join((*THINKING_OFF, *EFFORT_ALIASES, *EFFORTS))
+        raise ValueError(f"claude-code has no thinking level {thinking!r}; use one of {known}")
+    return ["--effort", effort]
+
+
+def context_mapping(workdir: Path, config: Path) -> str | None:
+    """Make AGENTS.md reach Claude Code when it has no CLAUDE.md; describe what was done."""
+    agents, claude = workdir / "AGENTS.md", workdir / "CLAUDE.md"
+    if claude.exists():
+        if agents.exists():
+            return "CLAUDE.md read natively; AGENTS.md present but not imported"
+        return "CLAUDE.md read natively"
+    if not agents.exists():
+        return None
+    (config / "CLAUDE.md").write_text(f"@{agents.resolve()}\n")
+    return f"AGENTS.md imported via CLAUDE_CONFIG_DIR/CLAUDE.md (@{agents.resolve()})"
+
+
+def install_skills(skills: list[str], config: Path) -> list[str]:
+    """Copy each skill directory (relative to the repository) to config/skills/<name>; their names."""
+    names = []
+    for skill in skills:
+        source = REPO_ROOT / skill
+        definition = source / "SKILL.md"
+        if not definition.is_file():
+            raise ValueError(f"skill {skill!r} has no SKILL.md ({definition} is missing)")
+        match = _NAME_LINE.search(definition.read_text())
+        name = match.group(1) if match else source.name
+        shutil.copytree(source, config / "skills" / name, dirs_exist_ok=True)
+        names.append(name)
+    return names
+
+
+def _save_transcript(config: Path, session_id: str, target: Path) -> Path | None:
+    """Copy Claude Code's transcript of `session_id` out of the config directory."""
+    found = sorted((config / "projects").glob(f"*/{session_id}.jsonl"))
+    if not found:
+        return None
+    shutil.copyfile(found[0], target)
+    return target
+
+
+@dataclass
+class _Message:
+    """One model response, gathered from its per-block events."""
+
+    id: str
+    model: str | None = None
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+    usage: dict[str, Any] = field(default_factory=dict)
+    stop_reason: str | None = None
+    api_error: bool = False
+
+
+@dataclass
+class Session:
+    """What the saved files of one run say, before it is folded into Metrics."""
+
+    cwd: str | None = None
+    init_model: str | None = None
+    messages: list[_Message] = field(default_factory=list)
+    tool_errors: set[str] = field(default_factory=set)
+    retries: list[dict[str, Any]] = field(default_factory=list)
+    result: dict[str, Any] | None = None
+
+    @property
+    def api_error(self) -> bool:
+        """A provider error as Claude Code reports it: an API-error message, or an erroring result."""
+        if any(m.api_error for m in self.messages):
+            return True
+        result = self.result or {}
+        # An API failure ends as subtype "success" with is_error true; other subtypes
+        # (error_max_turns, error_during_execution) are the agent's or the CLI's own doing.
+        return result.get("is_error") is True and result.get("subtype") == "success"
+
+
+def load_session(stdout_path: Path | None, transcript_path: Path | None) -> Session:
+    """Merge the stream-json events and the transcript of one run into a Session.
+
+    The stream gives one `assistant` event per content block with the usage at the start of the
+    response; the transcript gives the same blocks with the final usage and stop reason. Both
+    are keyed by message id, so a response cut from one file is still found in the other.
+    """
+    session = Session()
+    messages: dict[str, _Message] = {}
+    from_stream: set[str] = set()
+    for event in read_events(stdout_path):
+        kind = event.get("type")
+        if kind == "system" and event.get("subtype") == "init":
+            session.cwd = _str(event.get("cwd")) or session.cwd
+            session.init_model = _str(event.get("model")) or session.init_model
+        elif kind == "system" and event.get("subtype") == "api_retry":
+            session.retries.append(event)
+        elif kind == "result":
+            session.result = event
+        elif kind == "assistant":
+            entry = _add_block(messages, event, stream=True)
+            if entry is not None:
+                from_stream.add(entry.id)
+        elif kind == "user":
+            _collect_tool_errors(session, event)
+    for record in read_events(transcript_path):
+        kind = record.get("type")
+        if kind == "assistant":
+            body = record.get("message")
+            message_id = body.get("id") if isinstance(body, dict) else None
+            # Blocks the stream already gave are not counted twice; usage and stop reason are taken.
+            _add_block(messages, record, stream=False, blocks=message_id not in from_stream)
+        elif kind == "user":
+            _collect_tool_errors(session, record)
+        if session.cwd is None and isinstance(record.get("cwd"), str):
+            session.cwd = record["cwd"]
+    session.messages = list(messages.values())
+    return session
+
+
+def _add_block(
+    messages: dict[str, _Message], event: dict[str, Any], stream: bool, blocks: bool = True
+) -> _Message | None:
+    message = event.get("message")
+    if not isinstance(message, dict):
+        return None
+    message_id = _str(message.get("id")) or _str(event.get("uuid"))
+    if message_id is None:
+        return None
+    entry = messages.setdefault(message_id, _Message(message_id))
+    entry.model = entry.model or _str(message.get("model"))
+    content = message.get("content") if isinstance(message.get("content"), list) else []
+    if blocks:
+        entry.blocks.extend(b for b in content if isinstance(b, dict))
+    synthetic = message.get("model") == SYNTHETIC_MODEL
+    texts = [str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"]
+    if event.get("isApiErrorMessage") is True or (
+        synthetic and (event.get("error") or any(t.startswith(API_ERROR_PREFIX) for t in texts))
+    ):
+        entry.api_error = True
+    usage = message.get("usage")
+    # The stream's usage is a snapshot at the start of the response; the transcript's is final.
+    if isinstance(usage, dict) and (not stream or not entry.usage):
+        entry.usage = usage
+    if not stream and isinstance(message.get("stop_reason"), str):
+        entry.stop_reason = message["stop_reason"]
+    return entry
+
+
+def _collect_tool_errors(session: Session, event: dict[str, Any]) -> None:
+    message = event.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "tool_result" and block.get("is_error") is True:
+            session.tool_errors.add(str(block.get("tool_use_id")))
+
+
+def parse_files(stdout_path: Path | None, transcript_path: Path | None, command: list[str]) -> Metrics:
+    """Metrics of one Claude Code run from its saved stream, transcript and command line."""
+    session = load_session(stdout_path, transcript_path)
+    metrics = Metrics(thinking_level=_thinking_level(command))
+    models = [m.model for m in session.messages if m.model and m.model != SYNTHETIC_MODEL]
+    metrics.model = models[0] if models else session.init_model
+    read_order: list[str] = []
+    skill_invoked = False
+    final_texts: list[str] | None = None
+    last = len(session.messages) - 1
+    for index, message in enumerate(session.messages):
+        metrics.assistant_messages += 1
+        texts = []
+        has_tool = False
+        for block in message.blocks:
+            if block.get("type") == "text":
+                texts.append(str(block.get("text", "")))
+            elif block.get("type") == "tool_use":
+                has_tool = True
+                name = str(block.get("name"))
+                tool_input = block.get("input") if isinstance(block.get("input"), dict) else {}
+                metrics.tool_calls += 1
+                metrics.tool_calls_by_name[name] = metrics.tool_calls_by_name.get(name, 0) + 1
+                if name == "Bash" and isinstance(tool_input.get("command"), str):
+                    metrics.bash_commands.append(tool_input["command"])
+                    read_order.extend(shell.read_paths(tool_input["command"]))
+                elif name == "Read" and isinstance(tool_input.get("file_path"), str):
+                    read_order.append(tool_input["file_path"])
+                elif name == SKILL_TOOL:
+                    skill_invoked = True
+        stop_reason = _stop_reason(message, has_tool, session.result if index == last else None)
+        metrics.stop_reasons.append(stop_reason)
+        if message.api_error:
+            metrics.error_messages.append("\n".join(texts))
+        elif stop_reason == "end_turn":
+            final_texts = texts
+    metrics.tool_errors = len(session.tool_errors)
+    for retry in session.retries:
+        metrics.error_messages.append(
+            f"retry {retry.get('attempt')}/{retry.get('max_retries')}: {retry.get('error')} "
+            f"(HTTP {retry.get('error_status')})"
+        )
+    metrics.transport_failures = len(session.retries) + sum(m.api_error for m in session.messages)
+    result = session.result
+    if (
+        result is not None
+        and result.get("is_error") is True
+        and not any(m.api_error for m in session.messages)
+    ):
+        metrics.error_messages.append(str(result.get("result") or result.get("subtype")))
+    _fold_usage(metrics, session)
+    if result is not None and result.get("is_error") is False and isinstance(result.get("result"), str):
+        metrics.final_text = result["result"]
+    elif result is None and final_texts is not None:
+        metrics.final_text = "\n".join(final_texts)
+    seen: set[str] = set()
+    for raw in read_order:
+        path = _relative(raw, session.cwd)
+        if path and path not in seen:
+            seen.add(path)
+            metrics.read_paths.append(path)
+    metrics.docs_read = [p for p in metrics.read_paths if shell.is_doc(p)]
+    metrics.read_skill = skill_invoked or any(shell.is_skill(p) for p in metrics.read_paths)
+    metrics.bash_search_commands = [c for c in metrics.bash_commands if shell.is_search(c)]
+    metrics.ran_check_script = any(shell.runs_check_script(c) for c in metrics.bash_commands)
+    metrics.ran_pytest = any(shell.runs_pytest(c) for c in metrics.bash_commands)
+    return metrics
+
+
+def _fold_usage(metrics: Metrics, session: Session) -> None:
+    """Totals from the `result` event (Claude Code's own sums); else the per-message usage."""
+    result = session.result
+    usage = result.get("usage") if result is not None else None
+    if isinstance(usage, dict):
+        totals = [usage]
+        cost = result.get("total_cost_usd") if result is not None else None
+        if isinstance(cost, int | float) and not isinstance(cost, bool):
+            metrics.cost_usd = round(float(cost), _COST_DIGITS)
+            metrics.cost_source = COST_SOURCE
+    else:
+        # Killed before the end: the transcript's final usage per response is the best there is.
+        totals = [m.usage for m in session.messages]
+    for item in totals:
+        metrics.input_tokens += _int(item.get("input_tokens"))
+        metrics.output_tokens += _int(item.get("output_tokens"))
+        metrics.cache_read_tokens += _int(item.get("cache_read_input_tokens"))
+        metrics.cache_write_tokens += _int(item.get("cache_creation_input_tokens"))
+    metrics.total_tokens = (
+        metrics.input_tokens + metrics.output_tokens + metrics.cache_read_tokens + metrics.cache_write_tokens
+    )
+
+
+def _stop_reason(message: _Message, has_tool: bool, result: dict[str, Any] | None) -> str:
+    """The response's stop reason; "error" for Claude Code's synthetic API-error messages."""
+    if message.api_error:
+        return "error"
+    if message.stop_reason:
+        return message.stop_reason
+    # Only the stream survived (no transcript): infer what the transcript would have said.
+    if has_tool:
+        return "tool_use"
+    if result is not None and isinstance(result.get("stop_reason"), str):
+        return str(result["stop_reason"])
+    return "end_turn"
+
+
+def _thinking_level(command: list[str]) -> str | None:
+    """The thinking level the command line asked for: the --effort value, "off", or None."""
+    for i, arg in enumerate(command):
+        if arg == "--":
+            break
+        if arg == "--effort" and i + 1 < len(command):
+            return command[i + 1]
+        if arg.startswith("--effort="):
+            return arg.split("=", 1)[1]
+        if arg == f"--settings={THINKING_OFF_SETTINGS}":
+            return "off"
+    return None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _relative(path: str, cwd: str | None) -> str:
+    """A read path relative to the workspace: `./` and the workspace's absolute prefix removed."""
+    if cwd and path.startswith(cwd.rstrip("/") + "/"):
+        path = path[len(cwd.rstrip("/")) + 1 :]
+    while path.startswith("./"):
+        path = path[2:]
+    return path

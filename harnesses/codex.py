@@ -1,0 +1,682 @@
+"""The Codex adapter: `codex exec --json` (@openai/codex) with its own CODEX_HOME and HOME.
+
+Isolation: every run gets `run_dir/codex-home` (CODEX_HOME) holding only the `config.toml` written
+here (and the condition's skills), and `run_dir/home` (HOME); the environment is built from nothing
+(`cli.base_env`) plus CODEX_HOME and the key variable, so nothing of the parent's (CI=true, proxies,
+user config) reaches Codex. `--strict-config` makes Codex refuse a config key it does not know, so
+a renamed switch fails loudly instead of being ignored. Codex runs its commands through a login
+shell, whose /etc/profile resets PATH on many systems: `run_dir/home/.profile` restores the run's
+PATH, in which the rig's interpreter (pinned ruff and pytest) comes first, so `python
+scripts/check.py` in the agent's shell works as documented.
+
+`config.toml`: the model (default `gpt-5.5` for the mock: Codex 0.171 builds its tool set from the
+model slug, and an unknown slug loses the apply_patch tool), one provider (`mock`, or `rig` for a
+real provider) with `wire_api = "responses"`, no request or stream retries (a failed request ends
+the turn and the rig quarantines and reruns the run: Codex's own HTTP retries leave no trace in any
+log) and a bounded stream idle timeout; no update check, analytics, feedback or plugins (each
+contacts outside hosts) and no unbounded connection retries (a dead server would hang forever).
+A server that accepts a request and never answers still hangs Codex (the idle timeout starts with
+the response): the rig's silence watchdog (`stall_s`) and wall timeout end such a run, as stalled.
+The thinking level (the condition's, else the experiment's) is `-c model_reasoning_effort=...` on
+the command line, checked against OpenAI's efforts because Codex forwards any string.
+
+Provider: `kind = "mock"` serves the mock model (all wire protocols) for the run's duration; `kind =
+"real"` uses `base_url` (default OpenAI's) with the key from `api_key_env`, named as `env_key`.
+
+Conditions: AGENTS.md is a workspace overlay Codex reads natively (from the git root, the workspace,
+down to the cwd; the rig's CODEX_HOME holds none). Skills: Codex 0.171 lists every
+`$CODEX_HOME/skills/<name>/SKILL.md` in its prompt (next to its bundled `.system` skills, present in
+every arm), so each skill directory is copied there under its `name:`. Tools (`condition.tools`,
+Codex's own tool names): the tools Codex 0.171 can switch off are switched off unless listed
+(`exec_command`/`write_stdin` via features.shell_tool, `view_image`, the three goal tools via
+features.goals, `web_search`, `request_user_input`); `apply_patch` and `tool_search` cannot be
+removed, so a tool list must name them; unknown names are refused. What was mapped is recorded in
+`condition_mapping`.
+
+Logs: stdout.log is the `--json` event stream. Codex writes its rollout to
+`$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<ts>-<thread>.jsonl`; after the run it is copied to
+`run_dir/session.jsonl` and CODEX_HOME is pruned to config.toml and the installed skills (Codex's
+databases and bundled skills are 2 MB a run and evidence of nothing). `parse_session` reads
+session.jsonl and stdout.log only (see `parse_files` for which fact comes from where).
+
+Cost: Codex reports none. It is computed with `genai-prices` for each model response (its tiers
+apply per request) at the response's time, as provider `openai`. The mock runs under a real slug,
+so a mock run is priced as that model would have cost for the mock's token counts.
+"""
+
+import json
+import posixpath
+import re
+import shlex
+import shutil
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import genai_prices
+
+from harnesses import shell
+from harnesses.base import AgentRun, Condition, Metrics, run_agent_process
+from harnesses.cli import Provider, api_key, base_env, cli_version, find_cli
+from harnesses.mock_model.session import mock_model
+from rig.paths import REPO_ROOT
+from rig.tasks import Task
+
+BIN_ENV = "RIG_CODEX_BIN"
+SESSION_FILE = "session.jsonl"
+CODEX_HOME_DIR = "codex-home"
+HOME_DIR = "home"
+MOCK_PROVIDER = "mock"
+REAL_PROVIDER = "rig"
+MOCK_MODEL = "gpt-5.5"
+MOCK_KEY_ENV = "RIG_MOCK_API_KEY"
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+STREAM_IDLE_TIMEOUT_MS = 20_000
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+PRICE_PROVIDER = "openai"
+COST_SOURCE = f"genai-prices {genai_prices.__version__}"
+TURN_FAILED_SIGNATURE = "codex_turn_failed"
+# Failures that are the agent's own doing (its context, its budget, the model refusing), not the
+# provider's: a run ending in one of them is scored like any other.
+AGENT_FAILURES = frozenset(
+    {
+        "context_window_exceeded",
+        "session_budget_exceeded",
+        "cyber_policy",
+        "bio_policy",
+        "misalignment_policy_violation",
+        "too_many_denials",
+        "inference_hook_denied",
+    }
+)
+# condition.tools: Codex 0.171's switchable tools, as (tool names, config path, value that removes
+# them). Each was checked against the tool list of a real request.
+TOOL_SWITCHES: tuple[tuple[frozenset[str], tuple[str, ...], bool | str], ...] = (
+    (frozenset({"exec_command", "write_stdin"}), ("features", "shell_tool"), False),
+    (frozenset({"view_image"}), ("features", "view_image"), False),
+    (frozenset({"get_goal", "create_goal", "update_goal"}), ("features", "goals"), False),
+    (frozenset({"web_search"}), ("web_search",), "disabled"),
+    (frozenset({"request_user_input"}), ("tools", "experimental_request_user_input", "enabled"), False),
+)
+FIXED_TOOLS = frozenset({"apply_patch", "tool_search"})
+# Summing many small float costs leaves noise in the last digits; a record should not carry it.
+_COST_DIGITS = 9
+_FRONTMATTER_NAME = re.compile(r"\A---\s*\n(?:.*\n)*?name:\s*['\"]?([^'\"\n]+?)['\"]?\s*\n", re.MULTILINE)
+# An exec_command/write_stdin output that reports a process (it ran, whatever its exit code).
+_PROCESS_REPORT = re.compile(r"^Process (exited with code -?\d+|running with session ID \d+)", re.MULTILINE)
+_CALL_ITEMS = {
+    "function_call": None,
+    "custom_tool_call": None,
+    "local_shell_call": "local_shell",
+    "web_search_call": "web_search",
+    "tool_search_call": "tool_search",
+    "image_generation_call": "image_generation",
+}
+_OUTPUT_ITEMS = frozenset({"function_call_output", "custom_tool_call_output", "tool_search_output"})
+_SHELL_TOOLS = frozenset({"exec_command", "shell", "local_shell", "container.exec"})
+
+
+class CodexHarness:
+    """A HarnessAdapter for Codex (`codex exec`), version-pinned in harnesses/node."""
+
+    name = "codex"
+
+    def __init__(
+        self, task: Task, provider: Provider, model: str | None, thinking: str | None, stall_s: float
+    ) -> None:
+        if provider.kind == "real" and not (model and provider.api_key_env):
+            raise ValueError("a real provider for codex needs a model and provider.api_key_env")
+        self.task = task
+        self.provider = provider
+        self.model = model
+        self.thinking = thinking
+        self.stall_s = stall_s
+        # How the last run realised its condition beyond the workspace overlays (the runner records it).
+        self.condition_mapping: str | None = None
+
+    def version(self) -> str:
+        """`codex --version` of the CLI that runs (e.g. `codex-cli 0.171.0`)."""
+        return cli_version(find_cli("codex", BIN_ENV))
+
+    def effort(self, condition: Condition) -> str | None:
+        """The reasoning effort of a run: the condition's thinking level, else the experiment's."""
+        effort = condition.thinking or self.thinking
+        if effort is not None and effort not in REASONING_EFFORTS:
+            raise ValueError(
+                f"thinking {effort!r} is no reasoning effort codex knows; use one of {REASONING_EFFORTS}"
+            )
+        return effort
+
+    def command(self, workdir: Path, prompt: str, effort: str | None) -> list[str]:
+        """The `codex exec` command line for one run (`--` then the prompt last)."""
+        command = [
+            str(find_cli("codex", BIN_ENV)),
+            "exec",
+            "--json",
+            "--strict-config",
+            "--skip-git-repo-check",
+            "-C",
+            str(workdir),
+            "--dangerously-bypass-approvals-and-sandbox",
+        ]
+        if effort is not None:
+            command += ["-c", f"model_reasoning_effort={json.dumps(effort)}"]
+        # `--` keeps a prompt that starts with "-" from being read as an option.
+        return [*command, "--", prompt]
+
+    def config(self, base_url: str, tools: list[str] | None) -> dict[str, Any]:
+        """The content of config.toml for a provider at `base_url` (see the module docstring)."""
+        mock = self.provider.kind == "mock"
+        provider_id = MOCK_PROVIDER if mock else REAL_PROVIDER
+        config: dict[str, Any] = {}
+        model = self.model or (MOCK_MODEL if mock else None)
+        if model:
+            config["model"] = model
+        config |= {
+            "model_provider": provider_id,
+            "check_for_update_on_startup": False,
+            "model_providers": {
+                provider_id: {
+                    "name": provider_id if mock else str(self.provider.name or provider_id),
+                    "base_url": base_url,
+                    "wire_api": "responses",
+                    "env_key": MOCK_KEY_ENV if mock else str(self.provider.api_key_env),
+                    "request_max_retries": 0,
+                    "stream_max_retries": 0,
+                    "stream_idle_timeout_ms": STREAM_IDLE_TIMEOUT_MS,
+                }
+            },
+            "analytics": {"enabled": False},
+            "feedback": {"enabled": False},
+            "features": {"plugins": False, "unbounded_connection_retries": False},
+        }
+        for path, value in tool_switches(tools):
+            table = config
+            for key in path[:-1]:
+                table = table.setdefault(key, {})
+            table[path[-1]] = value
+        return config
+
+    def run(self, workdir: Path, prompt: str, condition: Condition, run_dir: Path, timeout: int) -> AgentRun:
+        """Run Codex in `workdir`; streams, rollout copy and CODEX_HOME go to `run_dir`."""
+        effort = self.effort(condition)
+        tool_switches(condition.tools)  # refuse a tool list this version cannot realise before starting
+        run_dir.mkdir(parents=True, exist_ok=True)
+        codex_home, home = run_dir / CODEX_HOME_DIR, run_dir / HOME_DIR
+        for folder in (codex_home, home):
+            # A rollout left by an earlier run in the same folder must not be taken for this one's.
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+        skills = [install_skill(skill, codex_home / "skills") for skill in condition.skills]
+        self.condition_mapping = mapping(skills, condition.tools)
+        key_env = MOCK_KEY_ENV if self.provider.kind == "mock" else str(self.provider.api_key_env)
+        path = base_env(home, {})["PATH"]
+        # The rig's interpreter (pinned ruff and pytest) must come first for the agent's gate runs.
+        if str(Path(sys.executable).parent) not in path.split(":"):
+            path = f"{Path(sys.executable).parent}:{path}"
+        env = base_env(home, {"PATH": path, "CODEX_HOME": str(codex_home), key_env: api_key(self.provider)})
+        # Codex runs commands in a login shell; /etc/profile may reset PATH, ~/.profile sets it back.
+        (home / ".profile").write_text(f"export PATH={shlex.quote(path)}\n")
+        command = self.command(workdir, prompt, effort)
+        # The rollout's name is known only once it exists: the watchdog watches its directory.
+        sessions = codex_home / "sessions"
+        sessions.mkdir(exist_ok=True)
+        if self.provider.kind == "mock":
+            with mock_model(self.task, condition.harness_options, run_dir) as base_url:
+                write_config(codex_home, self.config(f"{base_url}/v1", condition.tools))
+                run = run_agent_process(command, workdir, env, run_dir, timeout, self.stall_s, sessions)
+        else:
+            write_config(codex_home, self.config(self.provider.base_url or OPENAI_BASE_URL, condition.tools))
+            run = run_agent_process(command, workdir, env, run_dir, timeout, self.stall_s, sessions)
+        session = save_session(codex_home, run_dir, run.stdout_path)
+        prune_codex_home(codex_home, skills)
+        return run.model_copy(update={"session_path": session})
+
+    def parse_session(self, run: AgentRun) -> Metrics:
+        """Metrics from the saved rollout copy and event stream alone."""
+        return parse_files(run.session_path, run.stdout_path)
+
+    def infra_signature(self, run: AgentRun, metrics: Metrics) -> str | None:
+        """`codex_<codex_error_info>` of a failed turn (e.g. codex_internal_server_error), else None."""
+        return signature(read_jsonl(run.session_path), read_jsonl(run.stdout_path))
+
+
+def tool_switches(tools: list[str] | None) -> list[tuple[tuple[str, ...], bool | str]]:
+    """The config settings that leave Codex with `tools` (None: Codex's default set, no settings)."""
+    if tools is None:
+        return []
+    known = FIXED_TOOLS.union(*(names for names, _, _ in TOOL_SWITCHES))
+    unknown = sorted(set(tools) - known)
+    if unknown:
+        raise ValueError(f"codex has no tools {unknown}; its tools are {sorted(known)}")
+    missing = sorted(FIXED_TOOLS - set(tools))
+    if missing:
+        raise ValueError(
+            f"codex 0.171 cannot remove the tools {missing}: a tool list for codex must name them"
+        )
+    return [(path, value) for names, path, value in TOOL_SWITCHES if not names & set(tools)]
+
+
+def mapping(skills: list[Path], tools: list[str] | None) -> str | None:
+    """What the record says about how skills and tools were realised; None when nothing was mapped."""
+    parts = []
+    if skills:
+        parts.append("skills copied to $CODEX_HOME/skills/: " + ", ".join(p.name for p in skills))
+    if tools is not None:
+        removed = sorted(name for names, _, _ in TOOL_SWITCHES if not names & set(tools) for name in names)
+        parts.append("tools removed by config: " + (", ".join(removed) or "none"))
+    return "; ".join(parts) or None
+
+
+def install_skill(skill: str, skills_root: Path) -> Path:
+    """Copy a skill directory (relative to the rig's repository, or absolute) to `skills_root/<name>`.
+
+    The copy is named after the skill's `name:` (the directory's name if it has none).
+    """
+    source = Path(skill) if Path(skill).is_absolute() else REPO_ROOT / skill
+    skill_md = source / "SKILL.md"
+    if not skill_md.is_file():
+        raise ValueError(f"skill {skill!r} has no SKILL.md ({skill_md} is missing)")
+    match = _FRONTMATTER_NAME.search(skill_md.read_text(encoding="utf-8"))
+    name = match.group(1).strip() if match else source.name
+    if not name or name.startswith(".") or "/" in name:
+        raise ValueError(f"skill {skill!r} has an unusable name {name!r}")
+    target = skills_root / name
+    shutil.copytree(source, target, dirs_exist_ok=False)
+    return target
+
+
+def toml(config: dict[str, Any]) -> str:
+    """`config` as TOML: scalars first, then one [table] per nested dict (strings JSON-quoted, valid TOML)."""
+
+    def scalar(value: Any) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, int | float):
+            return str(value)
+        return json.dumps(str(value))
+
+    def table(prefix: list[str], data: dict[str, Any]) -> list[str]:
+        lines = [f"{key} = {scalar(v)}" for key, v in data.items() if not isinstance(v, dict)]
+        for key, value in data.items():
+            if isinstance(value, dict):
+                inner = table([*prefix, key], value)
+                # A table holding only tables needs no header of its own.
+                header = [] if inner and inner[0] == "" else ["", f"[{'.'.join([*prefix, key])}]"]
+                lines += header + inner
+        return lines
+
+    return "\n".join(table([], config)) + "\n"
+
+
+def write_config(codex_home: Path, config: dict[str, Any]) -> None:
+    """Write `$CODEX_HOME/config.toml`."""
+    (codex_home / "config.toml").write_text(toml(config))
+
+
+def save_session(codex_home: Path, run_dir: Path, stdout_path: Path) -> Path | None:
+    """Copy the run's rollout to `run_dir/session.jsonl`; None if Codex wrote none.
+
+    The rollout of the thread named by the stream's `thread.started` wins; without one, the newest
+    (names start with a timestamp).
+    """
+    rollouts = sorted(codex_home.glob("sessions/**/rollout-*.jsonl"), key=lambda p: p.name)
+    if not rollouts:
+        return None
+    thread = next(
+        (e.get("thread_id") for e in read_jsonl(stdout_path) if e.get("type") == "thread.started"), None
+    )
+    chosen = next((p for p in rollouts if thread and p.name.endswith(f"-{thread}.jsonl")), rollouts[-1])
+    target = run_dir / SESSION_FILE
+    shutil.copyfile(chosen, target)
+    return target
+
+
+def prune_codex_home(codex_home: Path, skills: list[Path]) -> None:
+    """Keep config.toml and the installed skills; remove Codex's databases, caches and bundled skills."""
+    keep = {codex_home / "config.toml", codex_home / "skills", *skills}
+    for path in sorted(codex_home.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        if path in keep or any(path.is_relative_to(s) for s in skills):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            if not any(path.iterdir()):
+                path.rmdir()
+        else:
+            path.unlink(missing_ok=True)
+
+
+def read_jsonl(path: Path | None) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file, skipping lines that do not parse (a torn last line)."""
+    if path is None or not path.is_file():
+        return []
+    events = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
+    """Metrics of one Codex run from its rollout copy and its `--json` event stream.
+
+    The rollout is the richer record and is preferred; the stream is the fallback for a run whose
+    rollout is missing. From the rollout: model and effort (`turn_context`), tokens, responses and
+    cost (one `token_usage_record` per model response), tool calls by name (`function_call`,
+    `custom_tool_call` ... items), shell commands (the `cmd` the model gave `exec_command`, before
+    Codex wraps it in `bash -lc`) and tool errors (a call whose output says the tool did not run:
+    unparsable arguments, an unknown tool, a process that could not start, a patch that did not
+    apply; a command exiting non-zero is not one). From the stream: turn outcomes as stop reasons
+    (`completed`, `error`), error messages and transport failures (each `error` event is one
+    failed model request: a retry notice, or the failure that ended the turn), the final answer.
+    """
+    rollout, stream = read_jsonl(session_path), read_jsonl(stdout_path)
+    metrics = Metrics()
+    meta = next((_payload(e) for e in rollout if e.get("type") == "session_meta"), {})
+    cwd = meta.get("cwd") if isinstance(meta.get("cwd"), str) else None
+    shell_calls: list[tuple[str, str | None]] = []
+    if rollout:
+        _fold_rollout(metrics, rollout, shell_calls)
+    else:
+        _fold_stream_usage(metrics, stream)
+        _fold_stream_tools(metrics, stream, shell_calls)
+    _fold_outcomes(metrics, rollout, stream)
+    read_order: list[str] = []
+    for command, workdir in shell_calls:
+        metrics.bash_commands.append(command)
+        read_order += [_join(workdir, p) for p in shell.read_paths(command)]
+    seen: set[str] = set()
+    for raw in read_order:
+        path = _relative(raw, cwd)
+        if path and path not in seen:
+            seen.add(path)
+            metrics.read_paths.append(path)
+    metrics.docs_read = [p for p in metrics.read_paths if shell.is_doc(p)]
+    metrics.read_skill = any(shell.is_skill(p) for p in metrics.read_paths)
+    metrics.bash_search_commands = [c for c in metrics.bash_commands if shell.is_search(c)]
+    metrics.ran_check_script = any(shell.runs_check_script(c) for c in metrics.bash_commands)
+    metrics.ran_pytest = any(shell.runs_pytest(c) for c in metrics.bash_commands)
+    return metrics
+
+
+def _fold_rollout(
+    metrics: Metrics, rollout: list[dict[str, Any]], shell_calls: list[tuple[str, str | None]]
+) -> None:
+    """Model, tokens, cost, tool calls and tool errors from the rollout's entries, in order."""
+    model: str | None = None
+    priced: list[tuple[str | None, str | None, dict[str, Any]]] = []
+    calls: dict[str, str] = {}
+    for entry in rollout:
+        kind, payload = entry.get("type"), _payload(entry)
+        if kind == "turn_context":
+            model = payload.get("model") if isinstance(payload.get("model"), str) else model
+            metrics.model = model
+            settings = (payload.get("collaboration_mode") or {}).get("settings") or {}
+            effort = payload.get("effort") or settings.get("reasoning_effort")
+            metrics.thinking_level = effort if isinstance(effort, str) else metrics.thinking_level
+        elif kind == "token_usage_record" and isinstance(payload.get("usage"), dict):
+            metrics.assistant_messages += 1
+            _add_usage(metrics, payload["usage"])
+            priced.append((model, entry.get("timestamp"), payload["usage"]))
+        elif kind == "response_item" and payload.get("type") in _CALL_ITEMS:
+            name = _CALL_ITEMS[payload["type"]] or str(payload.get("name"))
+            metrics.tool_calls += 1
+            metrics.tool_calls_by_name[name] = metrics.tool_calls_by_name.get(name, 0) + 1
+            if isinstance(payload.get("call_id"), str):
+                calls[payload["call_id"]] = name
+            command = _shell_command(name, payload)
+            if command is not None:
+                shell_calls.append(command)
+        elif kind == "response_item" and payload.get("type") in _OUTPUT_ITEMS:
+            name = calls.get(str(payload.get("call_id")))
+            if name is not None and _tool_failed(name, payload.get("output")):
+                metrics.tool_errors += 1
+    if priced:
+        metrics.cost_usd, metrics.cost_source = price(priced)
+
+
+def _fold_stream_usage(metrics: Metrics, stream: list[dict[str, Any]]) -> None:
+    """Tokens from the stream's `turn.completed` totals, for a run without a rollout."""
+    totals = [
+        e["usage"] for e in stream if e.get("type") == "turn.completed" and isinstance(e.get("usage"), dict)
+    ]
+    for usage in totals:
+        _add_usage(metrics, usage)
+    # Each model response leaves at least one item (a message or a tool call): a lower bound.
+    metrics.assistant_messages = sum(
+        1
+        for e in stream
+        if e.get("type") == "item.completed"
+        and (e.get("item") or {}).get("type")
+        in ("agent_message", "command_execution", "file_change", "mcp_tool_call", "web_search")
+    )
+    if totals:
+        metrics.cost_usd, metrics.cost_source = price([(metrics.model, None, u) for u in totals])
+
+
+def _fold_stream_tools(
+    metrics: Metrics, stream: list[dict[str, Any]], shell_calls: list[tuple[str, str | None]]
+) -> None:
+    """Tool calls from the stream's completed items, for a run without a rollout."""
+    for event in stream:
+        item = event.get("item") if event.get("type") == "item.completed" else None
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "command_execution":
+            name, failed = "exec_command", not isinstance(item.get("exit_code"), int) or item["exit_code"] < 0
+            shell_calls.append((_unwrap_login_shell(str(item.get("command", ""))), None))
+        elif kind == "file_change":
+            name, failed = "apply_patch", item.get("status") == "failed"
+        elif kind == "mcp_tool_call":
+            name, failed = str(item.get("tool")), item.get("status") == "failed"
+        elif kind == "web_search":
+            name, failed = "web_search", False
+        else:
+            continue
+        metrics.tool_calls += 1
+        metrics.tool_calls_by_name[name] = metrics.tool_calls_by_name.get(name, 0) + 1
+        metrics.tool_errors += failed
+
+
+def _fold_outcomes(metrics: Metrics, rollout: list[dict[str, Any]], stream: list[dict[str, Any]]) -> None:
+    """Stop reasons, error messages, transport failures and the final answer."""
+    last_text: str | None = None
+    for event in stream:
+        kind = event.get("type")
+        if kind == "item.completed" and isinstance(event.get("item"), dict):
+            item = event["item"]
+            if item.get("type") == "agent_message":
+                last_text = str(item.get("text", ""))
+            elif item.get("type") == "error":
+                metrics.error_messages.append(str(item.get("message", "")))
+        elif kind == "turn.started":
+            last_text = None
+        elif kind == "turn.completed":
+            metrics.stop_reasons.append("completed")
+            metrics.final_text = last_text
+        elif kind == "error":
+            metrics.error_messages.append(str(event.get("message", "")))
+            metrics.transport_failures += 1
+        elif kind == "turn.failed":
+            metrics.stop_reasons.append("error")
+            message = str((event.get("error") or {}).get("message", ""))
+            # Codex announces the failure that ends a turn twice: `error`, then `turn.failed`.
+            if not (metrics.error_messages and metrics.error_messages[-1] == message):
+                metrics.error_messages.append(message)
+                metrics.transport_failures += 1
+    if stream:
+        return
+    # No event stream: the rollout's turn ends say as much.
+    for entry in rollout:
+        payload = _payload(entry)
+        if entry.get("type") != "event_msg":
+            continue
+        if payload.get("type") == "task_complete":
+            error = payload.get("error") if isinstance(payload.get("error"), dict) else None
+            metrics.stop_reasons.append("error" if error else "completed")
+            if error:
+                metrics.error_messages.append(str(error.get("message", "")))
+                metrics.transport_failures += 1
+            else:
+                metrics.final_text = payload.get("last_agent_message")
+        elif payload.get("type") == "turn_aborted":
+            metrics.stop_reasons.append("aborted")
+
+
+def signature(rollout: list[dict[str, Any]], stream: list[dict[str, Any]]) -> str | None:
+    """`codex_<info>` from the last failed turn's `codex_error_info`; `codex_turn_failed` for a
+    `turn.failed` without one; None when no turn failed or it failed by the agent's own doing."""
+    infos = [
+        _payload(e)["error"].get("codex_error_info")
+        for e in rollout
+        if e.get("type") == "event_msg"
+        and _payload(e).get("type") == "task_complete"
+        and isinstance(_payload(e).get("error"), dict)
+    ]
+    if infos:
+        info = infos[-1]
+        name = next(iter(info), None) if isinstance(info, dict) else info
+        if not isinstance(name, str) or not name:
+            return TURN_FAILED_SIGNATURE
+        return None if name in AGENT_FAILURES else f"codex_{name}"
+    if any(e.get("type") == "turn.failed" for e in stream):
+        return TURN_FAILED_SIGNATURE
+    return None
+
+
+def price(responses: list[tuple[str | None, str | None, dict[str, Any]]]) -> tuple[float | None, str]:
+    """The cost of model responses `(model, ISO timestamp, Codex usage)` by genai-prices, and its source.
+
+    genai-prices counts cached and cache-write tokens inside `input_tokens`, as Codex does.
+    """
+    total = 0.0
+    for model, timestamp, usage in responses:
+        if not model:
+            return None, f"{COST_SOURCE}: no model recorded"
+        try:
+            calc = genai_prices.calc_price(
+                genai_prices.Usage(
+                    input_tokens=_int(usage.get("input_tokens")),
+                    cache_read_tokens=_int(usage.get("cached_input_tokens")),
+                    cache_write_tokens=_int(usage.get("cache_write_input_tokens")),
+                    output_tokens=_int(usage.get("output_tokens")),
+                ),
+                model,
+                provider_id=PRICE_PROVIDER,
+                genai_request_timestamp=_timestamp(timestamp),
+            )
+        except LookupError:
+            return None, f"{COST_SOURCE}: model {model!r} not priced"
+        total += float(calc.total_price)
+    return round(total, _COST_DIGITS), COST_SOURCE
+
+
+def _add_usage(metrics: Metrics, usage: dict[str, Any]) -> None:
+    """Add one Codex usage object; the rig's input_tokens are the uncached ones."""
+    everything = _int(usage.get("input_tokens"))
+    cached, written = _int(usage.get("cached_input_tokens")), _int(usage.get("cache_write_input_tokens"))
+    output = _int(usage.get("output_tokens"))
+    metrics.input_tokens += everything - cached - written
+    metrics.cache_read_tokens += cached
+    metrics.cache_write_tokens += written
+    metrics.output_tokens += output
+    metrics.reasoning_tokens += _int(usage.get("reasoning_output_tokens"))
+    metrics.total_tokens += _int(usage.get("total_tokens")) or everything + output
+
+
+def _shell_command(name: str, payload: dict[str, Any]) -> tuple[str, str | None] | None:
+    """(command, workdir) of a call that runs a shell command, else None."""
+    if name not in _SHELL_TOOLS:
+        return None
+    arguments: Any = payload.get("arguments")
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            return None
+    if name == "local_shell":
+        arguments = payload.get("action")
+    if not isinstance(arguments, dict):
+        return None
+    workdir = arguments.get("workdir") or arguments.get("working_directory")
+    workdir = workdir if isinstance(workdir, str) else None
+    command = arguments.get("cmd", arguments.get("command"))
+    if isinstance(command, str):
+        return command, workdir
+    if isinstance(command, list) and all(isinstance(a, str) for a in command) and command:
+        if (
+            len(command) == 3
+            and posixpath.basename(command[0]) in ("bash", "sh", "zsh")
+            and command[1] in ("-c", "-lc")
+        ):
+            return command[2], workdir
+        return shlex.join(command), workdir
+    return None
+
+
+def _tool_failed(name: str, output: Any) -> bool:
+    """Whether a tool's output says the tool did not run (not: ran and its command failed)."""
+    if isinstance(output, dict):
+        if output.get("success") is False:
+            return True
+        output = output.get("content", output.get("output", ""))
+    if isinstance(output, list):
+        output = "".join(str(part.get("text", "")) for part in output if isinstance(part, dict))
+    text = str(output or "")
+    if name in ("exec_command", "write_stdin"):
+        return _PROCESS_REPORT.search(text.split("\nOutput:\n", 1)[0]) is None
+    if name == "apply_patch":
+        return not text.startswith("Exit code: 0")
+    return text.startswith(
+        ("failed to parse function arguments", "unsupported call", "unsupported custom tool call")
+    )
+
+
+def _unwrap_login_shell(command: str) -> str:
+    """The command inside Codex's `/bin/bash -lc '...'` wrapper (the stream shows only the wrapped form)."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return command
+    if len(argv) == 3 and posixpath.basename(argv[0]) in ("bash", "sh", "zsh") and argv[1] in ("-c", "-lc"):
+        return argv[2]
+    return command
+
+
+def _payload(entry: dict[str, Any]) -> dict[str, Any]:
+    payload = entry.get("payload")
+    return payload if isinstance(payload, dict) else {}
+
+
+def _timestamp(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _join(workdir: str | None, path: str) -> str:
+    """A read path as seen from the session's cwd when the call ran in another `workdir`."""
+    if workdir and not path.startswith("/"):
+        return posixpath.normpath(posixpath.join(workdir, path))
+    return path
+
+
+def _relative(path: str, cwd: str | None) -> str:
+    """A read path relative to the workspace: `./` and the workspace's absolute prefix removed."""
+    if cwd and path.startswith(cwd.rstrip("/") + "/"):
+        path = path[len(cwd.rstrip("/")) + 1 :]
+    while path.startswith("./"):
+        path = path[2:]
+    return path

@@ -1,0 +1,107 @@
+"""OpenAI Chat Completions, streamed, as Pi's `openai-completions` provider consumes it.
+
+A response is a series of `data: {chunk}` events: the assistant role, then either the answer's text
+or one tool call (id, function name, JSON arguments) in `choices[0].delta`, the finish reason
+(`tool_calls` or `stop`), a last chunk with no choices carrying `usage` (Pi sends
+`stream_options.include_usage`), and `data: [DONE]`.
+
+Usage mapping. Pi (pi-ai 0.73.1, `parseChunkUsage`) derives its usage from the wire as
+`cacheWrite = prompt_tokens_details.cache_write_tokens`, `cacheRead = cached_tokens - cacheWrite`
+when cacheWrite > 0 (else `cached_tokens`), `input = prompt_tokens - cacheRead - cacheWrite`,
+`output = completion_tokens`, and keeps no reasoning count. So the mock reports, for a `Usage` u:
+
+    prompt_tokens = u.input + u.cache_read + u.cache_write
+    prompt_tokens_details = {cached_tokens: u.cache_read + u.cache_write, cache_write_tokens: u.cache_write}
+    completion_tokens = u.output            (reasoning included, as OpenAI counts it)
+    completion_tokens_details.reasoning_tokens = u.reasoning
+
+and Pi's parsed usage equals the ledger's: input = u.input, output = u.output, cacheRead =
+u.cache_read, cacheWrite = u.cache_write, totalTokens = their sum. `u.reasoning` is a part of
+`u.output` that Pi does not record (its parsed reasoning is 0).
+"""
+
+import json
+from typing import Any
+
+from harnesses.mock_model.policy import Step
+from harnesses.mock_model.server import Usage, sse
+
+# Policy step kinds and the Pi built-in tool each becomes.
+_TOOLS = {"shell": "bash", "read": "read", "write": "write"}
+
+
+class OpenAIChat:
+    """`POST /v1/chat/completions` with `stream: true`, as Pi's openai-completions provider sends it."""
+
+    name = "openai-chat"
+    path = "/v1/chat/completions"
+
+    def turn(self, request: dict) -> int:
+        """Assistant messages already in the history: one per model response served."""
+        messages = request.get("messages")
+        if not isinstance(messages, list):
+            return 0
+        return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+
+    def tool_name(self, step: Step) -> str | None:
+        """Pi's built-in tool for a step (bash, read, write); None for a final answer."""
+        return _TOOLS.get(step.kind)
+
+    def events(self, step: Step, usage: Usage, request: dict, response_id: str) -> list[bytes]:
+        """Role chunk, the text or one tool call, the finish reason, the usage chunk, then [DONE]."""
+        model = request.get("model") if isinstance(request.get("model"), str) else "mock-model"
+
+        def chunk(choices: list[dict[str, Any]], **extra: Any) -> bytes:
+            body = {"id": response_id, "object": "chat.completion.chunk", "created": 0, "model": model}
+            return sse({**body, "choices": choices, **extra})
+
+        def delta(content: dict[str, Any], finish: str | None = None) -> bytes:
+            return chunk([{"index": 0, "delta": content, "finish_reason": finish}])
+
+        events = [delta({"role": "assistant", "content": ""})]
+        tool = self.tool_name(step)
+        if tool is None:
+            events.append(delta({"content": step.text}))
+            finish = "stop"
+        else:
+            call = {
+                "index": 0,
+                "id": f"call_{response_id}",
+                "type": "function",
+                "function": {"name": tool, "arguments": json.dumps(_arguments(step))},
+            }
+            events.append(delta({"tool_calls": [call]}))
+            finish = "tool_calls"
+        events += [delta({}, finish), chunk([], usage=wire_usage(usage)), sse("[DONE]")]
+        return events
+
+    def error_body(self, status: int) -> dict:
+        """OpenAI's error envelope."""
+        if status == 429:
+            kind = "rate_limit_error"
+        elif status >= 500:
+            kind = "server_error"
+        else:
+            kind = "invalid_request_error"
+        return {"error": {"message": f"mock provider error (HTTP {status})", "type": kind, "code": status}}
+
+
+def _arguments(step: Step) -> dict[str, str]:
+    if step.kind == "shell":
+        return {"command": step.command}
+    if step.kind == "read":
+        return {"path": step.path}
+    return {"path": step.path, "content": step.content}
+
+
+def wire_usage(usage: Usage) -> dict[str, Any]:
+    """The `usage` object that makes Pi parse exactly `usage` (see the module docstring)."""
+    cached = usage.cache_read + usage.cache_write
+    prompt = usage.input + cached
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": usage.output,
+        "total_tokens": prompt + usage.output,
+        "prompt_tokens_details": {"cached_tokens": cached, "cache_write_tokens": usage.cache_write},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning},
+    }

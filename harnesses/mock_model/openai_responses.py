@@ -1,0 +1,166 @@
+"""OpenAI Responses, streamed, as Codex's `wire_api = "responses"` provider consumes it.
+
+Codex sends its whole conversation in `input` on every request (`store: false`), so the number of
+assistant-side items already there (function calls, custom tool calls, assistant messages) is the
+number of model responses served so far: the server stays stateless and a retried request gets the
+same step. Steps become Codex's tools: `shell` and `read` run through `exec_command` (`{"cmd": ...}`,
+a read is `cat PATH`), `write` is an `apply_patch` custom tool call whose free-form patch adds the
+file (Codex's `*** Add File` replaces an existing file), `final` is an assistant message.
+
+Usage mapping (checked against Codex 0.171's `turn.completed` and rollout `token_usage_record`):
+OpenAI counts cached and cache-write tokens inside `input_tokens` and reasoning tokens inside
+`output_tokens`. The mock's `Usage.input` is the uncached input (the rig's `Metrics` convention), so
+
+    input_tokens = input + cache_read + cache_write
+    input_tokens_details = {cached_tokens: cache_read, cache_write_tokens: cache_write}
+    output_tokens = output (reasoning included), output_tokens_details.reasoning_tokens = reasoning
+
+Codex reports these as `input_tokens`, `cached_input_tokens`, `cache_write_input_tokens`,
+`output_tokens` and `reasoning_output_tokens`; the adapter's uncached input is
+`input_tokens - cached_input_tokens - cache_write_input_tokens`, which equals `Usage.input` exactly.
+"""
+
+import json
+import shlex
+
+from harnesses.mock_model.policy import Step
+from harnesses.mock_model.server import Usage, sse
+
+# Items a model response leaves in the conversation; Codex resends each of them (plus the tool
+# outputs and its own context messages, which are not model turns).
+_ASSISTANT_ITEMS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
+# exec_command returns after `yield_time_ms` even if the command still runs (default 10 s, at most
+# 30 s); the longest wait keeps a slow gate from turning into a session the next step never polls.
+_YIELD_TIME_MS = 30000
+
+
+class OpenAIResponses:
+    """`POST /v1/responses` with `stream: true`, as Codex's `responses` wire API expects it."""
+
+    name = "openai-responses"
+    path = "/v1/responses"
+
+    def turn(self, request: dict) -> int:
+        """Assistant-side items already in `input`: tool calls and assistant messages."""
+        count = 0
+        for item in request.get("input") or []:
+            if not isinstance(item, dict):
+                continue
+            kind = item.get("type")
+            if kind in _ASSISTANT_ITEMS or (kind in (None, "message") and item.get("role") == "assistant"):
+                count += 1
+        return count
+
+    def tool_name(self, step: Step) -> str | None:
+        """Codex's tool for a step; None for a final answer."""
+        return {"shell": "exec_command", "read": "exec_command", "write": "apply_patch"}.get(step.kind)
+
+    def events(self, step: Step, usage: Usage, request: dict, response_id: str) -> list[bytes]:
+        """response.created, one output item (added, text deltas, done), response.completed with usage."""
+        model = str(request.get("model") or "mock-model")
+        item = output_item(step, response_id)
+        out = [
+            _event("response.created", response=_response(response_id, model, "in_progress", [], None)),
+            _event("response.in_progress", response=_response(response_id, model, "in_progress", [], None)),
+        ]
+        if item["type"] == "message":
+            where = {"item_id": item["id"], "output_index": 0, "content_index": 0}
+            part = {"type": "output_text", "text": "", "annotations": []}
+            out += [
+                _event("response.output_item.added", output_index=0, item={**item, "content": []}),
+                _event("response.content_part.added", **where, part=part),
+                _event("response.output_text.delta", **where, delta=step.text),
+                _event("response.output_text.done", **where, text=step.text),
+                _event("response.content_part.done", **where, part={**part, "text": step.text}),
+            ]
+        else:
+            out.append(_event("response.output_item.added", output_index=0, item=item))
+        out.append(_event("response.output_item.done", output_index=0, item=item))
+        out.append(
+            _event("response.completed", response=_response(response_id, model, "completed", [item], usage))
+        )
+        return out
+
+    def error_body(self, status: int) -> dict:
+        """OpenAI's error envelope."""
+        if status == 429:
+            kind, code = "rate_limit_error", "rate_limit_exceeded"
+        elif status >= 500:
+            kind, code = "server_error", "server_error"
+        else:
+            kind, code = "invalid_request_error", "invalid_request_error"
+        return {
+            "error": {
+                "message": f"mock provider error (HTTP {status})",
+                "type": kind,
+                "param": None,
+                "code": code,
+            }
+        }
+
+
+def usage_body(usage: Usage) -> dict:
+    """The Responses `usage` object for `usage` (see the module docstring for the mapping)."""
+    input_tokens = usage.input + usage.cache_read + usage.cache_write
+    return {
+        "input_tokens": input_tokens,
+        "input_tokens_details": {"cached_tokens": usage.cache_read, "cache_write_tokens": usage.cache_write},
+        "output_tokens": usage.output,
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning},
+        "total_tokens": input_tokens + usage.output,
+    }
+
+
+def add_file_patch(path: str, content: str) -> str:
+    """An apply_patch patch that creates `path` with `content` (or replaces it: Add File overwrites)."""
+    lines = content.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    body = "".join(f"+{line}\n" for line in lines)
+    return f"*** Begin Patch\n*** Add File: {path}\n{body}*** End Patch"
+
+
+def output_item(step: Step, response_id: str) -> dict:
+    """The one output item a step becomes; ids derive from the response id, so they are unique."""
+    if step.kind == "final":
+        return {
+            "type": "message",
+            "id": f"msg_{response_id}",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": step.text, "annotations": []}],
+        }
+    if step.kind == "write":
+        return {
+            "type": "custom_tool_call",
+            "id": f"ctc_{response_id}",
+            "call_id": f"call_{response_id}",
+            "name": "apply_patch",
+            "input": add_file_patch(step.path, step.content),
+            "status": "completed",
+        }
+    command = step.command if step.kind == "shell" else f"cat {shlex.quote(step.path)}"
+    return {
+        "type": "function_call",
+        "id": f"fc_{response_id}",
+        "call_id": f"call_{response_id}",
+        "name": "exec_command",
+        "arguments": json.dumps({"cmd": command, "yield_time_ms": _YIELD_TIME_MS}),
+        "status": "completed",
+    }
+
+
+def _response(response_id: str, model: str, status: str, output: list[dict], usage: Usage | None) -> dict:
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": 0,
+        "status": status,
+        "model": model,
+        "output": output,
+        "usage": usage_body(usage) if usage is not None else None,
+    }
+
+
+def _event(kind: str, **fields: object) -> bytes:
+    return sse({"type": kind, **fields}, event=kind)

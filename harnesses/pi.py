@@ -1,0 +1,455 @@
+"""The Pi adapter: `pi -p --mode json` (@mariozechner/pi-coding-agent) in an isolated agent directory.
+
+Isolation: every run gets its own HOME (`run_dir/home`) and agent directory (`run_dir/agent`,
+PI_CODING_AGENT_DIR) holding only `models.json` and `settings.json`; extensions, skill discovery,
+prompt templates and themes are off; the environment is built from nothing (`cli.base_env`).
+
+Provider (`models.json`):
+- `kind = "mock"`: a provider `mock` (api `openai-completions`) at the mock model's base URL + `/v1`,
+  with one model (`model`, default `mock-model`) priced like a mid-range model so Pi computes a cost.
+- `kind = "real"` with `base_url`: an entry for `provider.name` with that `baseUrl` and `apiKey` naming
+  `api_key_env` (Pi reads a variable name there). For a provider Pi knows (anthropic, openai,
+  openrouter, ...) this overrides only its endpoint and key; for another name it defines an
+  OpenAI-compatible provider (`openai-completions`) with the one model `model`.
+- `kind = "real"` without `base_url`: Pi's built-in provider `provider.name`, unchanged; the key is
+  passed in `api_key_env`, which must then be the variable Pi reads for it (ANTHROPIC_API_KEY,
+  OPENAI_API_KEY, OPENROUTER_API_KEY, ...). The key never appears on the command line.
+
+`settings.json` turns Pi's own retries and the SDK's retries off and bounds a request's wait for
+response headers (`provider_timeout_ms` in the condition's harness_options, default 30 s): a dead
+or erroring provider then ends the run in seconds, and the rig quarantines and reruns it.
+
+Conditions: AGENTS.md is a workspace overlay Pi reads natively (from the cwd and its ancestors; the
+rig guarantees no ancestor holds one; the agent directory holds none). Each skill directory of
+`condition.skills` is copied into `run_dir/skills/<name>` and loaded with `--skill` (discovery stays
+off, so nothing else loads): Pi lists it in the system prompt with the copy's SKILL.md path, so the
+agent is never pointed into the rig's repository, where solutions and hidden tests live.
+`condition.tools` becomes `--tools a,b` (Pi's tool names), an empty list `--no-tools`.
+
+Logs: stdout (`--mode json`) is the event stream, a superset of the session file, which Pi names
+`<timestamp>_<uuid>.jsonl` in `--session-dir` and creates only once a first assistant message
+exists; the watchdog therefore watches stdout and stderr only, and after the run the session file
+is copied to `run_dir/session.jsonl`, which `parse_session` reads (with stdout.log for retry events,
+and as the fallback when no session file was written).
+"""
+
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from harnesses import shell
+from harnesses.base import AgentRun, Condition, Metrics, run_agent_process
+from harnesses.cli import Provider, api_key, base_env, cli_version, find_cli
+from harnesses.mock_model.session import mock_model
+from rig.paths import REPO_ROOT
+from rig.tasks import Task
+
+BIN_ENV = "RIG_PI_BIN"
+SESSION_FILE = "session.jsonl"
+MOCK_PROVIDER = "mock"
+MOCK_MODEL = "mock-model"
+MOCK_KEY_ENV = "MOCK_API_KEY"
+# USD per million tokens: Pi multiplies usage by these to report a cost, as for a real model.
+MOCK_COST = {"input": 3, "output": 15, "cacheRead": 0.3, "cacheWrite": 3.75}
+DEFAULT_PROVIDER_TIMEOUT_MS = 30_000
+INFRA_SIGNATURE = "pi_provider_error"
+TRUNCATED_SIGNATURE = "pi_truncated_stream"
+COST_SOURCE = "harness"
+# Summing many small float costs leaves noise in the last digits; a record should not carry it.
+_COST_DIGITS = 9
+_NAME_LINE = re.compile(r"^name:\s*(.+?)\s*$")
+
+
+class PiHarness:
+    """A HarnessAdapter for Pi (`pi`), version-pinned in harnesses/node."""
+
+    name = "pi"
+    # Pi realises every condition natively (AGENTS.md, --skill, --tools): nothing to map.
+    condition_mapping: str | None = None
+
+    def __init__(
+        self, task: Task, provider: Provider, model: str | None, thinking: str | None, stall_s: float
+    ) -> None:
+        if provider.kind == "real" and not (provider.name and model):
+            raise ValueError("a real provider for pi needs provider.name and a model")
+        self.task = task
+        self.provider = provider
+        self.model = model
+        self.thinking = thinking
+        self.stall_s = stall_s
+
+    def version(self) -> str:
+        """`pi --version` of the CLI that runs."""
+        path = find_cli("pi", BIN_ENV)
+        version = cli_version(path)
+        # Pi 0.73.1 prints its version on stderr, which cli_version does not read.
+        return _stderr_version(path) if version.startswith("unknown") else version
+
+    def command(self, prompt: str, condition: Condition, run_dir: Path, skill_dirs: list[Path]) -> list[str]:
+        """The `pi` command line for one run (the prompt last)."""
+        if prompt.startswith("-"):
+            # Pi would parse it as an option, and it refuses a bare `--` separator.
+            raise ValueError("a prompt for pi must not start with '-'")
+        provider = MOCK_PROVIDER if self.provider.kind == "mock" else str(self.provider.name)
+        command = [
+            str(find_cli("pi", BIN_ENV)),
+            "-p",
+            "--mode",
+            "json",
+            "--no-extensions",
+            "--no-skills",
+            "--no-prompt-templates",
+            "--no-themes",
+            "--session-dir",
+            str(run_dir / "session"),
+            "--model",
+            f"{provider}/{self._model_id()}",
+        ]
+        thinking = condition.thinking or self.thinking
+        if thinking:
+            command += ["--thinking", thinking]
+        for skill in skill_dirs:
+            command += ["--skill", str(skill)]
+        if condition.tools is not None:
+            command += ["--tools", ",".join(condition.tools)] if condition.tools else ["--no-tools"]
+        return [*command, prompt]
+
+    def run(self, workdir: Path, prompt: str, condition: Condition, run_dir: Path, timeout: int) -> AgentRun:
+        """Run Pi in `workdir`; streams, session and Pi's config go to `run_dir`."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        home, agent_dir = run_dir / "home", run_dir / "agent"
+        home.mkdir(exist_ok=True)
+        agent_dir.mkdir(exist_ok=True)
+        skill_dirs = [install_skill(skill, run_dir / "skills") for skill in condition.skills]
+        command = self.command(prompt, condition, run_dir, skill_dirs)
+        timeout_ms = int(condition.harness_options.get("provider_timeout_ms", DEFAULT_PROVIDER_TIMEOUT_MS))
+        (agent_dir / "settings.json").write_text(json.dumps(settings(timeout_ms), indent=2) + "\n")
+        key_env = MOCK_KEY_ENV if self.provider.kind == "mock" else str(self.provider.api_key_env)
+        env = base_env(
+            home,
+            {
+                "PI_CODING_AGENT_DIR": str(agent_dir),
+                key_env: api_key(self.provider),
+                "PI_OFFLINE": "1",
+                "PI_TELEMETRY": "0",
+            },
+        )
+        if self.provider.kind == "mock":
+            with mock_model(self.task, condition.harness_options, run_dir) as base_url:
+                self._write_models(agent_dir, f"{base_url}/v1")
+                run = run_agent_process(command, workdir, env, run_dir, timeout, self.stall_s)
+        else:
+            self._write_models(agent_dir, self.provider.base_url)
+            run = run_agent_process(command, workdir, env, run_dir, timeout, self.stall_s)
+        return run.model_copy(update={"session_path": save_session(run_dir)})
+
+    def parse_session(self, run: AgentRun) -> Metrics:
+        """Metrics from the saved session and event stream alone."""
+        return parse_files(run.session_path, run.stdout_path)
+
+    def infra_signature(self, run: AgentRun, metrics: Metrics) -> str | None:
+        """The provider failure this run shows, if any (Pi exits 0 on all of them).
+
+        `pi_provider_error`: the last assistant message stopped with "error", or the event
+        stream's last `auto_retry_end` says retrying failed. `pi_truncated_stream`: a response
+        ended without usage, i.e. the stream was cut before its end; Pi accepts such a response
+        as complete (and runs its possibly partial tool call), so the run's tokens and behaviour
+        cannot be trusted.
+        """
+        stream = read_jsonl(run.stdout_path)
+        if metrics.stop_reasons and metrics.stop_reasons[-1] == "error":
+            return INFRA_SIGNATURE
+        retry_ends = [e for e in stream if e.get("type") == "auto_retry_end"]
+        if retry_ends and retry_ends[-1].get("success") is False:
+            return INFRA_SIGNATURE
+        if any(truncated(m) for m in _messages(read_jsonl(run.session_path), stream)):
+            return TRUNCATED_SIGNATURE
+        return None
+
+    def _model_id(self) -> str:
+        if self.provider.kind == "mock":
+            return self.model or MOCK_MODEL
+        return str(self.model)
+
+    def _write_models(self, agent_dir: Path, base_url: str | None) -> None:
+        config = models_config(self.provider, self._model_id(), base_url)
+        if config is not None:
+            (agent_dir / "models.json").write_text(json.dumps(config, indent=2) + "\n")
+
+
+@cache
+def _stderr_version(path: Path) -> str:
+    proc = subprocess.run(
+        [str(path), "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env=base_env(Path("/nonexistent"), {}),
+    )
+    lines = (proc.stdout.strip() or proc.stderr.strip()).splitlines()
+    return lines[0].strip() if lines else f"unknown (exit {proc.returncode})"
+
+
+def models_config(provider: Provider, model: str, base_url: str | None) -> dict[str, Any] | None:
+    """Pi's models.json for `provider` (see the module docstring), or None for a built-in as is."""
+    if provider.kind == "mock":
+        return {
+            "providers": {
+                MOCK_PROVIDER: {
+                    "baseUrl": base_url,
+                    "api": "openai-completions",
+                    "apiKey": MOCK_KEY_ENV,
+                    "models": [
+                        {
+                            "id": model,
+                            "reasoning": True,
+                            "contextWindow": 128000,
+                            "maxTokens": 16384,
+                            "cost": MOCK_COST,
+                        }
+                    ],
+                }
+            }
+        }
+    if not base_url:
+        return None
+    entry: dict[str, Any] = {"baseUrl": base_url, "apiKey": provider.api_key_env}
+    if str(provider.name) not in BUILTIN_PROVIDERS:
+        entry |= {"api": "openai-completions", "models": [{"id": model}]}
+    return {"providers": {str(provider.name): entry}}
+
+
+# Pi 0.73.1's built-in providers (pi-ai getProviders(); a test compares): another name needs models.
+BUILTIN_PROVIDERS = frozenset(
+    {
+        "amazon-bedrock",
+        "anthropic",
+        "azure-openai-responses",
+        "cerebras",
+        "cloudflare-ai-gateway",
+        "cloudflare-workers-ai",
+        "deepseek",
+        "fireworks",
+        "github-copilot",
+        "google",
+        "google-vertex",
+        "groq",
+        "huggingface",
+        "kimi-coding",
+        "minimax",
+        "minimax-cn",
+        "mistral",
+        "moonshotai",
+        "moonshotai-cn",
+        "openai",
+        "openai-codex",
+        "opencode",
+        "opencode-go",
+        "openrouter",
+        "vercel-ai-gateway",
+        "xai",
+        "xiaomi",
+        "xiaomi-token-plan-ams",
+        "xiaomi-token-plan-cn",
+        "xiaomi-token-plan-sgp",
+        "zai",
+    }
+)
+
+
+def settings(timeout_ms: int) -> dict[str, Any]:
+    """Pi's settings.json: no retries anywhere, a bounded wait for each provider request."""
+    return {"retry": {"enabled": False, "provider": {"maxRetries": 0, "timeoutMs": timeout_ms}}}
+
+
+def install_skill(skill: str, skills_root: Path) -> Path:
+    """Copy a skill directory (relative to the rig's repository, or absolute) to `skills_root/<name>`.
+
+    The copy is named after the skill's `name:` so Pi's check that a skill's name matches its
+    directory holds.
+    """
+    source = Path(skill) if Path(skill).is_absolute() else REPO_ROOT / skill
+    skill_md = source / "SKILL.md"
+    if not skill_md.is_file():
+        raise ValueError(f"skill {skill!r} has no SKILL.md ({skill_md} is missing)")
+    name = skill_name(skill_md.read_text(encoding="utf-8")) or source.name
+    target = skills_root / name
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(source, target)
+    return target
+
+
+def skill_name(text: str) -> str | None:
+    """The `name:` of a SKILL.md's YAML front matter (between the leading `---` lines), if any."""
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        return None
+    for line in lines[1:]:
+        if line.strip() == "---":
+            return None
+        match = _NAME_LINE.match(line)
+        if match:
+            return match.group(1).strip("'\"") or None
+    return None
+
+
+def save_session(run_dir: Path) -> Path | None:
+    """Copy Pi's session file from `run_dir/session/` to `run_dir/session.jsonl`; None if none exists."""
+    files = sorted((run_dir / "session").glob("*.jsonl"))
+    if not files:
+        return None
+    # One run writes one session; should there be more, the newest (names start with a timestamp).
+    target = run_dir / SESSION_FILE
+    shutil.copyfile(files[-1], target)
+    return target
+
+
+def read_jsonl(path: Path | None) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file, skipping lines that do not parse (a torn last line)."""
+    if path is None or not path.is_file():
+        return []
+    events = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+def _messages(session: list[dict[str, Any]], stream: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """The conversation's messages: from the session file, else the event stream's message_end events.
+
+    Pi writes the session file only once an assistant message exists; the stream always has them.
+    """
+    source = [e.get("message") for e in session if e.get("type") == "message"]
+    if not source:
+        source = [e.get("message") for e in stream if e.get("type") == "message_end"]
+    return (m for m in source if isinstance(m, dict))
+
+
+def truncated(message: dict[str, Any]) -> bool:
+    """An assistant response that ended without usage: its stream was cut before the usage chunk.
+
+    Providers report usage at the end of every complete response (Pi asks for it), so zero
+    tokens on a response Pi did not mark as failed means the end of the stream never arrived.
+    """
+    if message.get("role") != "assistant" or message.get("stopReason") in ("error", "aborted"):
+        return False
+    usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
+    return _int(usage.get("totalTokens")) == 0
+
+
+def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
+    """Metrics of one Pi run from its session file and its `--mode json` event stream."""
+    session, stream = read_jsonl(session_path), read_jsonl(stdout_path)
+    metrics = Metrics()
+    header = next((e for e in session + stream if e.get("type") == "session"), {})
+    cwd = header.get("cwd") if isinstance(header.get("cwd"), str) else None
+    for entry in session:
+        if entry.get("type") == "model_change":
+            metrics.model = f"{entry.get('provider')}/{entry.get('modelId')}"
+        elif entry.get("type") == "thinking_level_change":
+            metrics.thinking_level = entry.get("thinkingLevel")
+    costs: list[float] = []
+    read_order: list[str] = []
+    for message in _messages(session, stream):
+        role = message.get("role")
+        if role == "assistant":
+            cost = _count_assistant(metrics, message, read_order)
+            if cost is not None:
+                costs.append(cost)
+            if metrics.model is None and message.get("provider") and message.get("model"):
+                metrics.model = f"{message['provider']}/{message['model']}"
+        elif role == "toolResult" and message.get("isError") is True:
+            metrics.tool_errors += 1
+    # Each failed provider request is an assistant message with stopReason "error", kept in the
+    # session even when Pi retries it (a retry that gives up repeats that message's error); a
+    # stream cut before its end is a response without usage, which Pi takes as complete.
+    metrics.transport_failures = metrics.stop_reasons.count("error") + sum(
+        truncated(m) for m in _messages(session, stream)
+    )
+    for event in stream:
+        if event.get("type") == "auto_retry_end" and event.get("success") is False:
+            final = str(event.get("finalError", ""))
+            if final and final not in metrics.error_messages:
+                metrics.error_messages.append(final)
+    if costs:
+        metrics.cost_usd = round(sum(costs), _COST_DIGITS)
+        metrics.cost_source = COST_SOURCE
+    seen: set[str] = set()
+    for raw in read_order:
+        path = _relative(raw, cwd)
+        if path and path not in seen:
+            seen.add(path)
+            metrics.read_paths.append(path)
+    metrics.docs_read = [p for p in metrics.read_paths if shell.is_doc(p)]
+    metrics.read_skill = any(shell.is_skill(p) for p in metrics.read_paths)
+    metrics.bash_search_commands = [c for c in metrics.bash_commands if shell.is_search(c)]
+    metrics.ran_check_script = any(shell.runs_check_script(c) for c in metrics.bash_commands)
+    metrics.ran_pytest = any(shell.runs_pytest(c) for c in metrics.bash_commands)
+    return metrics
+
+
+def _count_assistant(metrics: Metrics, message: dict[str, Any], read_order: list[str]) -> float | None:
+    """Fold one assistant message into `metrics`; return its cost, if it reports one."""
+    metrics.assistant_messages += 1
+    stop_reason = message.get("stopReason")
+    if isinstance(stop_reason, str):
+        metrics.stop_reasons.append(stop_reason)
+    if message.get("errorMessage"):
+        metrics.error_messages.append(str(message["errorMessage"]))
+    content = message.get("content") if isinstance(message.get("content"), list) else []
+    texts = []
+    for item in content:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "text":
+            texts.append(str(item.get("text", "")))
+        elif item.get("type") == "toolCall":
+            name = str(item.get("name"))
+            arguments = item.get("arguments") if isinstance(item.get("arguments"), dict) else {}
+            metrics.tool_calls += 1
+            metrics.tool_calls_by_name[name] = metrics.tool_calls_by_name.get(name, 0) + 1
+            if name == "bash" and isinstance(arguments.get("command"), str):
+                metrics.bash_commands.append(arguments["command"])
+                read_order.extend(shell.read_paths(arguments["command"]))
+            elif name == "read" and isinstance(arguments.get("path"), str):
+                read_order.append(arguments["path"])
+    if stop_reason == "stop":
+        metrics.final_text = "\n".join(texts)
+    usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
+    metrics.input_tokens += _int(usage.get("input"))
+    metrics.output_tokens += _int(usage.get("output"))
+    metrics.cache_read_tokens += _int(usage.get("cacheRead"))
+    metrics.cache_write_tokens += _int(usage.get("cacheWrite"))
+    # Pi 0.73.1 keeps no reasoning count (OpenAI's output already includes it); read it if a
+    # later version adds one.
+    metrics.reasoning_tokens += _int(usage.get("reasoning"))
+    metrics.total_tokens += _int(usage.get("totalTokens"))
+    cost = usage.get("cost")
+    if isinstance(cost, dict) and isinstance(cost.get("total"), int | float):
+        return float(cost["total"])
+    return None
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _relative(path: str, cwd: str | None) -> str:
+    """A read path relative to the workspace: `./` and the workspace's absolute prefix removed."""
+    if cwd and path.startswith(cwd.rstrip("/") + "/"):
+        path = path[len(cwd.rstrip("/")) + 1 :]
+    while path.startswith("./"):
+        path = path[2:]
+    return path

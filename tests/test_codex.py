@@ -1,0 +1,643 @@
+"""The Codex adapter: parsing runs captured from real Codex, and the real CLI driven by the mock model."""
+
+import json
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+from conftest import run_check_json
+
+from harnesses.base import AgentRun, Condition, Metrics
+from harnesses.cli import NODE_BIN, Provider, find_cli
+from harnesses.codex import (
+    COST_SOURCE,
+    MOCK_KEY_ENV,
+    REASONING_EFFORTS,
+    STREAM_IDLE_TIMEOUT_MS,
+    TURN_FAILED_SIGNATURE,
+    CodexHarness,
+    install_skill,
+    parse_files,
+    price,
+    read_jsonl,
+    signature,
+    toml,
+    tool_switches,
+)
+from harnesses.mock_model.openai_responses import OpenAIResponses, add_file_patch, usage_body
+from harnesses.mock_model.policy import Policy, Step, patch_command
+from harnesses.mock_model.server import MockModelServer, Usage
+from harnesses.mock_model.session import LEDGER_FILE
+from rig.classify import classify
+from rig.paths import REPO_ROOT
+from rig.tasks import Task, load_tasks
+from rig.workspace import apply_patch, tree_digest
+
+DATA = Path(__file__).parent / "data" / "codex"
+TASK_ID = "t1_fix_pagination"
+SKILL = "tasks/t5_migration/skill"
+SKILL_NAME = "taskapp-migration"
+# The usage the captured runs were served with (see tests/data/codex/README.md).
+CAPTURED = Usage(input=1000, output=100, cache_read=500, cache_write=40, reasoning=20)
+# genai-prices 0.2.3's gpt-5.5, USD per million tokens: input 5, cached input 0.5, output 30; a cache
+# write (OpenAI has no such price) costs as input.
+GPT55 = {"input": 5.0, "cache_read": 0.5, "cache_write": 5.0, "output": 30.0}
+STALL_S = 30.0
+# A provider failure must end a run in seconds; Codex starts in about half a second.
+FAULT_WALL_S = 15.0
+# The silence watchdog's setting for the hang tests, and the slack allowed on top of it.
+HANG_STALL_S = 5.0
+HANG_SLACK_S = 6.0
+
+
+@pytest.fixture(scope="module")
+def task() -> Task:
+    return load_tasks(only=[TASK_ID])[0]
+
+
+@pytest.fixture
+def workspace(taskapp: Path, task: Task) -> Path:
+    """A fixture copy in the task's setup state, as the pipeline would prepare it."""
+    apply_patch(taskapp, task.setup_patch)
+    return taskapp
+
+
+def captured(case: str, exit_code: int = 0) -> AgentRun:
+    """The AgentRun of a captured run, as `rig reclassify` rebuilds it from stored files."""
+    folder = DATA / case
+    return AgentRun(
+        command=["codex"],
+        exit_code=exit_code,
+        timed_out=False,
+        stalled=False,
+        wall_s=1.0,
+        session_path=folder / "session.jsonl",
+        stdout_path=folder / "stdout.log",
+        stderr_path=folder / "stderr.log",
+    )
+
+
+def ledger(folder: Path) -> tuple[dict[str, int], dict[str, int]]:
+    """Token totals, response count and tool calls by name of what the mock served in full."""
+    entries = [
+        e for e in json.loads((folder / LEDGER_FILE).read_text())["ledger"] if e["outcome"] == "served"
+    ]
+    keys = ("input", "output", "cache_read", "cache_write", "reasoning")
+    totals = {key: sum(e["usage"][key] for e in entries) for key in keys}
+    totals["responses"] = len(entries)
+    tools: dict[str, int] = {}
+    for entry in entries:
+        if entry["tool"]:
+            tools[entry["tool"]] = tools.get(entry["tool"], 0) + 1
+    return totals, tools
+
+
+def parsed_tokens(metrics: Metrics) -> dict[str, int]:
+    return {
+        "input": metrics.input_tokens,
+        "output": metrics.output_tokens,
+        "cache_read": metrics.cache_read_tokens,
+        "cache_write": metrics.cache_write_tokens,
+        "reasoning": metrics.reasoning_tokens,
+        "responses": metrics.assistant_messages,
+    }
+
+
+def gpt55_cost(usage: Usage, responses: int) -> float:
+    per_response = (
+        usage.input * GPT55["input"]
+        + usage.cache_read * GPT55["cache_read"]
+        + usage.cache_write * GPT55["cache_write"]
+        + usage.output * GPT55["output"]
+    )
+    return responses * per_response / 1e6
+
+
+def harness(
+    task: Task, provider: Provider | None = None, model: str | None = None, **kw: float
+) -> CodexHarness:
+    return CodexHarness(task, provider or Provider(), model, "high", kw.get("stall_s", STALL_S))
+
+
+def tool_outputs(session: Path) -> list[str]:
+    """The output text of every tool call in a rollout, in order."""
+    return [
+        str(e["payload"]["output"])
+        for e in read_jsonl(session)
+        if e.get("type") == "response_item"
+        and e["payload"].get("type") in ("function_call_output", "custom_tool_call_output")
+    ]
+
+
+class RecordingResponses(OpenAIResponses):
+    """The real Responses protocol, keeping every request body so a test can read what Codex sent."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict] = []
+
+    def events(self, step: Step, usage: Usage, request: dict, response_id: str) -> list[bytes]:
+        self.requests.append(request)
+        return super().events(step, usage, request, response_id)
+
+
+# --- parse_session on runs captured from real Codex ---------------------------------------------
+
+
+def test_captured_success_parses_exactly(task):
+    run = captured("success")
+    codex = harness(task)
+    metrics = codex.parse_session(run)
+
+    assert metrics.model == "gpt-5.5"
+    assert metrics.thinking_level == "high"
+    assert metrics.assistant_messages == 11
+    assert metrics.tool_calls == 10
+    assert metrics.tool_calls_by_name == {"exec_command": 8, "apply_patch": 2}
+    # The patch that could not write `docs` (a directory) failed to run; `cat does-not-exist.txt`
+    # ran and exited 1, which is the command's failure, not the tool's.
+    assert metrics.tool_errors == 1
+    assert metrics.input_tokens == 11 * CAPTURED.input
+    assert metrics.output_tokens == 11 * CAPTURED.output
+    assert metrics.cache_read_tokens == 11 * CAPTURED.cache_read
+    assert metrics.cache_write_tokens == 11 * CAPTURED.cache_write
+    assert metrics.reasoning_tokens == 11 * CAPTURED.reasoning
+    assert metrics.total_tokens == 11 * (CAPTURED.input + CAPTURED.cache_read + CAPTURED.cache_write + 100)
+    assert metrics.cost_usd == pytest.approx(gpt55_cost(CAPTURED, 11), abs=1e-9)
+    assert metrics.cost_source == COST_SOURCE == "genai-prices 0.2.3"
+    assert metrics.stop_reasons == ["completed"]
+    assert metrics.error_messages == [] and metrics.transport_failures == 0
+    assert metrics.bash_commands == [
+        "cat AGENTS.md",
+        "grep -rn 'has_next' taskapp | head -3",
+        "sed -n 40,45p taskapp/utils/pagination.py",
+        "cat does-not-exist.txt",
+        patch_command(task.solution_patch.read_text()),
+        "python scripts/check.py",
+        "python -m pytest -q tests/unit 2>&1 | tail -1",
+        'echo "CI=$CI"',
+    ]
+    assert metrics.bash_search_commands == ["grep -rn 'has_next' taskapp | head -3"]
+    assert metrics.read_paths == ["AGENTS.md", "taskapp/utils/pagination.py", "does-not-exist.txt"]
+    assert metrics.docs_read == ["AGENTS.md"]
+    assert metrics.ran_check_script and metrics.ran_pytest and not metrics.read_skill
+    assert metrics.final_text == "Fixed: has_next now compares with <."
+    assert codex.infra_signature(run, metrics) is None
+    assert not classify(run, metrics, None, STALL_S).is_infra
+    # The parsed tokens and tool calls equal what the mock served.
+    totals, tools = ledger(DATA / "success")
+    assert parsed_tokens(metrics) == totals
+    assert metrics.tool_calls_by_name == tools
+    # The gate passed inside the agent's shell (the rig's python), and the parent's CI=true did
+    # not reach the agent.
+    outputs = tool_outputs(DATA / "success" / "session.jsonl")
+    assert any(o.endswith("check passed\n") for o in outputs)
+    assert outputs[-1].endswith("Output:\nCI=\n")
+
+
+def test_event_stream_alone_gives_the_same_counts():
+    """Without a rollout the stream's items and turn totals give the same counts; model, effort and
+    per-response prices are only in the rollout."""
+    folder = DATA / "success"
+    from_rollout = parse_files(folder / "session.jsonl", folder / "stdout.log")
+    from_stream = parse_files(None, folder / "stdout.log")
+
+    assert from_stream.model is None and from_stream.thinking_level is None
+    assert from_stream.cost_usd is None and from_stream.cost_source == f"{COST_SOURCE}: no model recorded"
+    same = {"model", "thinking_level", "cost_usd", "cost_source"}
+    assert from_stream.model_dump(exclude=same) == from_rollout.model_dump(exclude=same)
+
+
+def test_stream_turn_totals_equal_the_rollout_records():
+    """Codex's own two accounts of usage agree: turn.completed sums the per-response records."""
+    folder = DATA / "success"
+    [turn] = [e for e in read_jsonl(folder / "stdout.log") if e["type"] == "turn.completed"]
+    records = [
+        e["payload"]["usage"]
+        for e in read_jsonl(folder / "session.jsonl")
+        if e["type"] == "token_usage_record"
+    ]
+
+    assert len(records) == 11
+    for key, value in turn["usage"].items():
+        assert value == sum(r[key] for r in records), key
+    # What the mock sent for one response, as Codex recorded it.
+    assert records[0] == {
+        "input_tokens": 1540,
+        "cached_input_tokens": 500,
+        "cache_write_input_tokens": 40,
+        "output_tokens": 100,
+        "reasoning_output_tokens": 20,
+        "total_tokens": 1640,
+    }
+
+
+def test_torn_last_line_is_skipped(tmp_path):
+    lines = (DATA / "success" / "session.jsonl").read_text().splitlines(keepends=True)
+    torn = tmp_path / "session.jsonl"
+    torn.write_text("".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2])
+
+    metrics = parse_files(torn, None)
+
+    # The last line is task_complete: without it and without a stream, no turn end is known.
+    assert metrics.assistant_messages == 11
+    assert metrics.stop_reasons == [] and metrics.final_text is None
+
+
+def test_no_files_at_all_is_no_model_turn(tmp_path, task):
+    run = AgentRun(
+        command=["codex"],
+        exit_code=1,
+        timed_out=False,
+        stalled=False,
+        wall_s=0.5,
+        session_path=None,
+        stdout_path=tmp_path / "stdout.log",
+        stderr_path=tmp_path / "stderr.log",
+    )
+    codex = harness(task)
+    metrics = codex.parse_session(run)
+
+    assert metrics == Metrics()
+    assert classify(run, metrics, codex.infra_signature(run, metrics), STALL_S).rule == "no_model_turn"
+
+
+@pytest.mark.parametrize(
+    ("case", "rule", "message"),
+    [
+        (
+            "http_500",
+            "codex_internal_server_error",
+            "We\u2019re currently experiencing high demand, which may cause temporary errors.",
+        ),
+        ("server_down", "codex_http_connection_failed", "Connection failed: error sending request"),
+    ],
+)
+def test_captured_provider_failures_are_infrastructure(task, case, rule, message):
+    run = captured(case, exit_code=1)
+    codex = harness(task)
+    metrics = codex.parse_session(run)
+
+    assert metrics.assistant_messages == 0 and metrics.tool_calls == 0
+    assert metrics.stop_reasons == ["error"]
+    assert metrics.error_messages == [message]
+    assert metrics.transport_failures == 1
+    assert metrics.total_tokens == 0 and metrics.cost_usd is None
+    assert codex.infra_signature(run, metrics) == rule
+    verdict = classify(run, metrics, codex.infra_signature(run, metrics), STALL_S)
+    assert verdict.is_infra and verdict.rule == rule and verdict.detail == message
+
+
+def test_captured_cut_stream_ran_its_tool_then_failed(task):
+    run = captured("cut_stream", exit_code=1)
+    codex = harness(task)
+    metrics = codex.parse_session(run)
+
+    # The tool call was complete when the stream broke, so Codex ran it; no response completed.
+    assert metrics.tool_calls_by_name == {"exec_command": 1} and metrics.bash_commands == ["cat README.md"]
+    assert metrics.assistant_messages == 0 and metrics.total_tokens == 0
+    assert metrics.stop_reasons == ["error"] and metrics.transport_failures == 1
+    assert codex.infra_signature(run, metrics) == "codex_other"
+    assert classify(run, metrics, "codex_other", STALL_S).is_infra
+
+
+def test_captured_recovered_stream_retry_counts_the_failure_but_is_scored(task):
+    run = captured("stream_retry_recovered")
+    codex = harness(task)
+    metrics = codex.parse_session(run)
+
+    assert metrics.transport_failures == 1
+    assert metrics.error_messages == [
+        "Reconnecting... 1/1 (stream disconnected before completion: stream closed before response.completed)"
+    ]
+    assert metrics.stop_reasons == ["completed"] and metrics.final_text == "Nothing to change."
+    assert codex.infra_signature(run, metrics) is None
+    assert not classify(run, metrics, None, STALL_S).is_infra
+    totals, tools = ledger(DATA / "stream_retry_recovered")
+    assert parsed_tokens(metrics) == totals
+    # The cut response's tool call ran and stayed in the history: the ledger, which counts only
+    # responses served in full, does not have it.
+    assert tools == {} and metrics.tool_calls_by_name == {"exec_command": 1}
+
+
+def test_signature_names_the_error_info_and_spares_the_agents_own_failures(tmp_path):
+    def rollout(info: object) -> list[dict]:
+        path = tmp_path / "rollout.jsonl"
+        error = {"message": "m", "codex_error_info": info}
+        path.write_text(
+            json.dumps({"type": "event_msg", "payload": {"type": "task_complete", "error": error}})
+        )
+        return read_jsonl(path)
+
+    assert (
+        signature(rollout("response_too_many_failed_attempts"), [])
+        == "codex_response_too_many_failed_attempts"
+    )
+    assert signature(rollout({"response_stream_disconnected": {"http_status_code": None}}), []) == (
+        "codex_response_stream_disconnected"
+    )
+    assert signature(rollout("context_window_exceeded"), []) is None
+    assert signature(rollout(None), []) == TURN_FAILED_SIGNATURE
+    assert signature([], [{"type": "turn.failed", "error": {"message": "x"}}]) == TURN_FAILED_SIGNATURE
+    assert signature([], [{"type": "turn.completed"}]) is None
+
+
+def test_price_needs_a_model_genai_prices_knows():
+    usage = {
+        "input_tokens": 1540,
+        "cached_input_tokens": 500,
+        "cache_write_input_tokens": 40,
+        "output_tokens": 100,
+    }
+
+    assert price([("gpt-5.5", "2026-01-01T00:00:00Z", usage)]) == (
+        pytest.approx(gpt55_cost(CAPTURED, 1), abs=1e-12),
+        COST_SOURCE,
+    )
+    assert price([("mock-model", None, usage)]) == (None, f"{COST_SOURCE}: model 'mock-model' not priced")
+
+
+# --- configuration, without running Codex ---------------------------------------------------------
+
+
+def test_command_line(task, tmp_path):
+    codex = harness(task)
+    command = codex.command(tmp_path, "-Fix it.", codex.effort(Condition(name="c", thinking="low")))
+
+    assert command == [
+        str(find_cli("codex", "RIG_CODEX_BIN")),
+        "exec",
+        "--json",
+        "--strict-config",
+        "--skip-git-repo-check",
+        "-C",
+        str(tmp_path),
+        "--dangerously-bypass-approvals-and-sandbox",
+        "-c",
+        'model_reasoning_effort="low"',
+        "--",
+        "-Fix it.",
+    ]
+    assert codex.effort(Condition(name="d")) == "high"
+    assert CodexHarness(task, Provider(), None, None, STALL_S).effort(Condition(name="u")) is None
+    assert "-c" not in codex.command(tmp_path, "Go.", None)
+    with pytest.raises(ValueError, match="no reasoning effort codex knows"):
+        codex.effort(Condition(name="x", thinking="max"))
+    assert "xhigh" in REASONING_EFFORTS
+
+
+def test_config_for_the_mock_and_a_real_provider(task):
+    mock = tomllib.loads(toml(harness(task).config("http://127.0.0.1:9/v1", None)))
+    assert mock == {
+        "model": "gpt-5.5",
+        "model_provider": "mock",
+        "check_for_update_on_startup": False,
+        "model_providers": {
+            "mock": {
+                "name": "mock",
+                "base_url": "http://127.0.0.1:9/v1",
+                "wire_api": "responses",
+                "env_key": MOCK_KEY_ENV,
+                "request_max_retries": 0,
+                "stream_max_retries": 0,
+                "stream_idle_timeout_ms": STREAM_IDLE_TIMEOUT_MS,
+            }
+        },
+        "analytics": {"enabled": False},
+        "feedback": {"enabled": False},
+        "features": {"plugins": False, "unbounded_connection_retries": False},
+    }
+    openai = Provider(kind="real", name="openai", api_key_env="OPENAI_API_KEY")
+    real = tomllib.loads(
+        toml(harness(task, openai, "gpt-5.1-codex").config("https://api.openai.com/v1", None))
+    )
+    assert real["model"] == "gpt-5.1-codex" and real["model_provider"] == "rig"
+    assert real["model_providers"]["rig"]["env_key"] == "OPENAI_API_KEY"
+    assert real["model_providers"]["rig"]["name"] == "openai"
+    with pytest.raises(ValueError, match="needs a model"):
+        CodexHarness(task, openai, None, None, STALL_S)
+
+
+def test_tool_lists_map_to_config_switches(task):
+    assert tool_switches(None) == []
+    everything = ["exec_command", "write_stdin", "apply_patch", "tool_search", "view_image", "web_search"]
+    assert tool_switches(everything + ["get_goal", "create_goal", "update_goal", "request_user_input"]) == []
+    config = harness(task).config("http://x/v1", ["exec_command", "apply_patch", "tool_search"])
+    assert config["features"] == {
+        "plugins": False,
+        "unbounded_connection_retries": False,
+        "view_image": False,
+        "goals": False,
+    }
+    assert config["web_search"] == "disabled"
+    assert config["tools"] == {"experimental_request_user_input": {"enabled": False}}
+    with pytest.raises(ValueError, match="no tools"):
+        tool_switches(["bash", "apply_patch", "tool_search"])
+    with pytest.raises(ValueError, match="cannot remove"):
+        tool_switches(["exec_command"])
+
+
+def test_skill_is_copied_under_its_own_name(tmp_path):
+    target = install_skill(SKILL, tmp_path / "skills")
+
+    assert target == tmp_path / "skills" / SKILL_NAME
+    assert (target / "SKILL.md").read_bytes() == (REPO_ROOT / SKILL / "SKILL.md").read_bytes()
+    with pytest.raises(ValueError, match="no SKILL.md"):
+        install_skill("tasks/t5_migration", tmp_path / "skills")
+
+
+def test_mock_protocol_counts_turns_and_translates_steps():
+    protocol = OpenAIResponses()
+    history = [
+        {"type": "message", "role": "developer", "content": []},
+        {"type": "message", "role": "user", "content": []},
+        {"type": "function_call", "call_id": "a", "name": "exec_command", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "a", "output": "..."},
+        {"type": "custom_tool_call", "call_id": "b", "name": "apply_patch", "input": "..."},
+        {"type": "custom_tool_call_output", "call_id": "b", "output": "..."},
+        {"type": "message", "role": "assistant", "content": []},
+        {"type": "message", "role": "user", "content": []},
+    ]
+    assert protocol.turn({"input": history}) == 3
+    assert protocol.turn({}) == 0
+    assert [protocol.tool_name(Step(kind)) for kind in ("shell", "read", "write", "final")] == [
+        "exec_command",
+        "exec_command",
+        "apply_patch",
+        None,
+    ]
+    assert (
+        add_file_patch("a/b.txt", "x\ny\n") == "*** Begin Patch\n*** Add File: a/b.txt\n+x\n+y\n*** End Patch"
+    )
+    assert add_file_patch("e.txt", "") == "*** Begin Patch\n*** Add File: e.txt\n*** End Patch"
+    assert protocol.error_body(500)["error"]["type"] == "server_error"
+    events = [
+        json.loads(e.decode().split("data: ", 1)[1])
+        for e in protocol.events(Step("final", text="hi"), CAPTURED, {}, "r1")
+    ]
+    assert [e["type"] for e in events][0] == "response.created" and events[-1]["type"] == "response.completed"
+    assert events[-1]["response"]["usage"] == usage_body(CAPTURED)
+    assert "".join(e.get("delta", "") for e in events) == "hi"
+
+
+# --- the real CLI against the mock model ------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_version_is_the_pinned_cli(task):
+    package = NODE_BIN.parent / "@openai" / "codex" / "package.json"
+    assert harness(task).version() == f"codex-cli {json.loads(package.read_text())['version']}"
+
+
+@pytest.mark.slow
+def test_solution_succeeds_and_metrics_equal_the_ledger(workspace, task, tmp_path, monkeypatch):
+    monkeypatch.setenv("CI", "true")
+    usage = {"input": 1111, "output": 222, "cache_read": 333, "cache_write": 44, "reasoning": 55}
+    condition = Condition(name="solution", harness_options={"mock_usage": usage})
+    run_dir = tmp_path / "run"
+    codex = harness(task)
+    run = codex.run(workspace, task.spec.prompt, condition, run_dir, 120)
+    metrics = codex.parse_session(run)
+
+    assert run.exit_code == 0 and not run.timed_out and not run.stalled
+    code, report = run_check_json(workspace)
+    assert code == 0 and report["ok"], report
+    # The rollout was saved where `rig reclassify` looks; CODEX_HOME keeps only its config.
+    assert run.session_path == run_dir / "session.jsonl"
+    assert read_jsonl(run.session_path)[0]["type"] == "session_meta"
+    assert sorted(p.name for p in (run_dir / "codex-home").iterdir()) == ["config.toml", "skills"]
+    totals, tools = ledger(run_dir)
+    assert totals["responses"] == 4
+    assert parsed_tokens(metrics) == totals
+    assert metrics.tool_calls_by_name == tools == {"exec_command": 3}
+    assert metrics.total_tokens == 4 * (1111 + 333 + 44 + 222)
+    assert metrics.cost_usd == pytest.approx(gpt55_cost(Usage(**usage), 4), abs=1e-9)
+    assert metrics.model == "gpt-5.5" and metrics.thinking_level == "high"
+    assert metrics.ran_check_script and metrics.docs_read == ["README.md"]
+    assert metrics.tool_errors == 0 and metrics.transport_failures == 0
+    # The gate ran in the agent's shell with the rig's interpreter (its pinned ruff and pytest).
+    assert any(o.endswith("check passed\n") for o in tool_outputs(run.session_path))
+    assert codex.infra_signature(run, metrics) is None
+    assert not classify(run, metrics, None, STALL_S).is_infra
+    assert codex.condition_mapping is None
+    # Re-parsing from the stored files alone (as reclassify does) gives the same metrics.
+    stored = AgentRun(**run.model_dump(exclude={"session_path"}), session_path=run_dir / "session.jsonl")
+    assert codex.parse_session(stored) == metrics
+
+
+@pytest.mark.slow
+def test_nothing_changes_nothing(workspace, task, tmp_path):
+    before = tree_digest(workspace)
+    codex = harness(task)
+    run = codex.run(
+        workspace,
+        task.spec.prompt,
+        Condition(name="n", harness_options={"mock_policy": "nothing"}),
+        tmp_path / "run",
+        120,
+    )
+    metrics = codex.parse_session(run)
+
+    assert run.exit_code == 0
+    assert tree_digest(workspace) == before
+    assert metrics.tool_calls_by_name == {"exec_command": 1} and metrics.assistant_messages == 2
+    assert metrics.final_text == "Nothing to change."
+    assert not classify(run, metrics, codex.infra_signature(run, metrics), STALL_S).is_infra
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("faults", "rule"),
+    [
+        ({"mode": "down"}, "codex_http_connection_failed"),
+        ({"mode": "http_error", "status": 500}, "codex_internal_server_error"),
+    ],
+)
+def test_provider_failure_is_infrastructure_within_seconds(workspace, task, tmp_path, faults, rule):
+    condition = Condition(name="f", harness_options={"mock_faults": faults})
+    codex = harness(task)
+    start = time.monotonic()
+    run = codex.run(workspace, task.spec.prompt, condition, tmp_path / "run", 120)
+    metrics = codex.parse_session(run)
+    elapsed = time.monotonic() - start
+
+    assert elapsed < FAULT_WALL_S
+    assert run.exit_code == 1 and not run.stalled
+    verdict = classify(run, metrics, codex.infra_signature(run, metrics), STALL_S)
+    assert verdict.is_infra and verdict.rule == rule
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["never_answer", "silence"])
+def test_hung_server_ends_as_stalled(workspace, task, tmp_path, mode):
+    """Codex waits forever for response headers, and 20 s for a silent stream: the watchdog is faster."""
+    condition = Condition(name="h", harness_options={"mock_faults": {"mode": mode}})
+    codex = harness(task, stall_s=HANG_STALL_S)
+    start = time.monotonic()
+    run = codex.run(workspace, task.spec.prompt, condition, tmp_path / "run", 120)
+    metrics = codex.parse_session(run)
+    elapsed = time.monotonic() - start
+
+    assert run.stalled and run.exit_code is None
+    assert HANG_STALL_S <= elapsed < HANG_STALL_S + HANG_SLACK_S
+    verdict = classify(run, metrics, codex.infra_signature(run, metrics), HANG_STALL_S)
+    assert verdict.is_infra and verdict.rule == "stalled"
+
+
+@pytest.mark.slow
+def test_environment_skills_tools_and_agents_md_reach_codex_as_configured(
+    workspace, task, tmp_path, monkeypatch
+):
+    """Through the real-provider path, with a recording server: what Codex sent and what its shell saw."""
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setenv("RIG_PARENT_ONLY", "leaked")
+    monkeypatch.setenv("RIG_TEST_KEY", "test-key")
+    protocol = RecordingResponses()
+    policy = Policy("env", (Step("shell", command='echo "CI=$CI"; env | sort'), Step("final", text="ok")))
+    tools = ["exec_command", "apply_patch", "tool_search", "web_search"]
+    condition = Condition(name="e", skills=[SKILL], tools=tools, thinking="low")
+    with MockModelServer(policy, protocols=[protocol]) as server:
+        provider = Provider(
+            kind="real", name="mock", base_url=f"{server.base_url}/v1", api_key_env="RIG_TEST_KEY"
+        )
+        codex = CodexHarness(task, provider, "gpt-5.5", None, STALL_S)
+        run = codex.run(workspace, "Look around.", condition, tmp_path / "run", 120)
+    metrics = codex.parse_session(run)
+
+    assert run.exit_code == 0 and metrics.final_text == "ok"
+    [output] = tool_outputs(run.session_path)
+    assert "\nCI=\n" in output and "RIG_PARENT_ONLY" not in output
+    assert f"CODEX_HOME={tmp_path / 'run' / 'codex-home'}" in output
+    first = protocol.requests[0]
+    assert first["reasoning"]["effort"] == "low" and metrics.thinking_level == "low"
+    sent_tools = {t.get("name") or t.get("type") for t in first["tools"]}
+    assert sent_tools == {"exec_command", "write_stdin", "apply_patch", "tool_search", "web_search"}
+    texts = [
+        c.get("text", "") for item in first["input"] if item.get("type") == "message" for c in item["content"]
+    ]
+    skills = next(t for t in texts if "<skills_instructions>" in t)
+    assert f"- {SKILL_NAME}: " in skills and str(tmp_path / "run" / "codex-home" / "skills") in skills
+    assert any(t.startswith("# AGENTS.md instructions for") for t in texts)
+    assert codex.condition_mapping == (
+        f"skills copied to $CODEX_HOME/skills/: {SKILL_NAME}; tools removed by config: "
+        "create_goal, get_goal, request_user_input, update_goal, view_image"
+    )
+    assert (tmp_path / "run" / "codex-home" / "skills" / SKILL_NAME / "SKILL.md").is_file()
+
+
+@pytest.mark.slow
+def test_without_agents_md_codex_sees_none(workspace, task, tmp_path, monkeypatch):
+    monkeypatch.setenv("RIG_TEST_KEY", "test-key")
+    (workspace / "AGENTS.md").unlink()
+    protocol = RecordingResponses()
+    with MockModelServer(Policy("f", (Step("final", text="ok"),)), protocols=[protocol]) as server:
+        provider = Provider(
+            kind="real", name="mock", base_url=f"{server.base_url}/v1", api_key_env="RIG_TEST_KEY"
+        )
+        run = CodexHarness(task, provider, "gpt-5.5", None, STALL_S).run(
+            workspace, "Hello.", Condition(name="n"), tmp_path / "run", 120
+        )
+
+    assert run.exit_code == 0
+    sent = json.dumps(protocol.requests[0]["input"])
+    assert "AGENTS.md instructions" not in sent and "check.py` is the gate" not in sent

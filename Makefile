@@ -8,6 +8,7 @@ BIN := $(VENV)/bin
 demo: setup
 	$(BIN)/rig calibrate
 	$(BIN)/rig run experiments/scripted_smoke.toml
+	.ci/isolated $(BIN)/rig calibrate --harness all
 
 # Tests run in a loopback-only network namespace where the machine allows it.
 test: setup-dev lint

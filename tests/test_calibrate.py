@@ -115,3 +115,28 @@ def test_unknown_task_is_named(tmp_path):
     assert proc.returncode == 2
     assert "unknown task t0_nope" in proc.stderr
     assert "t1_fix_pagination" in proc.stderr
+
+
+@pytest.mark.slow
+def test_calibrate_every_real_harness_against_the_mock():
+    proc = rig_calibrate("--harness", "all", "--task", "t1_fix_pagination", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    checks = json.loads(proc.stdout)["checks"]
+    assert sorted({c["harness"] for c in checks}) == ["claude-code", "codex", "pi"]
+    for harness in ("pi", "claude-code", "codex"):
+        names = [c["name"] for c in checks if c["harness"] == harness]
+        assert names == [
+            "t1_fix_pagination solution",
+            "t1_fix_pagination nothing",
+            "server_down",
+            "http_500",
+            "stall",
+        ]
+    assert all(c["passed"] for c in checks), [c for c in checks if not c["passed"]]
+    assert all("equal the mock's ledger" in c["reason"] for c in checks if c["name"].endswith("solution"))
+
+
+def test_unknown_harness_is_named():
+    proc = rig_calibrate("--harness", "aider")
+    assert proc.returncode == 2
+    assert "unknown harness 'aider'; use one of pi, claude-code, codex or all" in proc.stderr

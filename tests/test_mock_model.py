@@ -1,0 +1,109 @@
+"""The mock model server over real HTTP on 127.0.0.1: policies, faults and the ledger."""
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from harnesses.mock_model import Faults, MockModelServer, Step, Usage
+from harnesses.mock_model.policy import Policy
+
+CHAT = "/v1/chat/completions"
+POLICY = Policy("two-steps", (Step("shell", command="echo hi"), Step("final", text="Done.")))
+
+
+def post(url: str, body: dict, timeout: float = 10) -> tuple[int, str]:
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def chat(history: int) -> dict:
+    messages = [{"role": "user", "content": "go"}]
+    messages += [{"role": "assistant", "content": "x"}] * history
+    return {"model": "mock-model", "stream": True, "messages": messages}
+
+
+def test_steps_follow_the_conversation_and_the_ledger_counts_them():
+    with MockModelServer(POLICY, usage=Usage(input=10, output=2, cache_read=5)) as server:
+        status, first = post(server.base_url + CHAT, chat(0))
+        assert status == 200 and '"bash"' in first and "echo hi" in first
+        status, again = post(server.base_url + CHAT, chat(0))
+        assert again.replace("mock-1", "mock-0") == first  # a retry gets the same step
+        status, last = post(server.base_url + CHAT, chat(1))
+        assert "Done." in last and last.rstrip().endswith("data: [DONE]")
+        assert server.totals() == {
+            "input": 30,
+            "output": 6,
+            "cache_read": 15,
+            "cache_write": 0,
+            "reasoning": 0,
+            "responses": 3,
+        }
+        assert server.tool_calls() == {"bash": 2}
+
+
+def test_http_errors_for_the_first_n_requests_then_service():
+    with MockModelServer(POLICY, faults=Faults(mode="http_error", status=529, first_n=2)) as server:
+        outcomes = [post(server.base_url + CHAT, chat(0))[0] for _ in range(3)]
+        assert outcomes == [529, 529, 200]
+        assert [e.outcome for e in server.ledger] == ["http_error", "http_error", "served"]
+        assert server.totals()["responses"] == 1
+
+
+def test_unknown_paths_are_404():
+    with MockModelServer(POLICY) as server:
+        assert post(server.base_url + "/v1/embeddings", {})[0] == 404
+
+
+def test_never_answer_holds_the_request_until_the_server_stops():
+    server = MockModelServer(POLICY, faults=Faults(mode="never_answer")).start()
+    url = server.base_url + CHAT
+    with pytest.raises((TimeoutError, urllib.error.URLError)):
+        post(url, chat(0), timeout=1)
+    stopper = threading.Timer(0.5, server.stop)
+    stopper.start()
+    start = time.monotonic()
+    with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
+        post(url, chat(0), timeout=5)
+    assert time.monotonic() - start < 5
+    assert [e.outcome for e in server.ledger][:1] == ["never_answer"]
+
+
+def test_cut_stream_ends_before_the_usage():
+    with MockModelServer(POLICY, faults=Faults(mode="cut_stream", after_events=1)) as server:
+        status, body = post(server.base_url + CHAT, chat(0))
+        assert status == 200
+        assert "[DONE]" not in body and '"usage"' not in body
+        assert server.totals()["responses"] == 0
+
+
+def test_serve_command_prints_its_url_and_ledger():
+    rig = str(Path(sys.executable).with_name("rig"))
+    proc = subprocess.Popen(
+        [rig, "mock-model", "serve", "--task", "t1_fix_pagination", "--policy", "nothing"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("mock model (nothing) on http://127.0.0.1:")
+        url = line.split(" on ")[1].split()[0]
+        status, body = post(url + CHAT, chat(0))
+        assert status == 200 and '"read"' in body
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    ledger = json.loads(out)
+    assert [(e["protocol"], e["outcome"], e["tool"]) for e in ledger] == [("openai-chat", "served", "read")]

@@ -8,7 +8,8 @@ session. Its behaviour is chosen by `condition.harness_options["policy"]`:
   task's reference or named decoy patch, run the gate;
 - `nothing`, `sleep` (`harness_options["seconds"]`), `hang`, `stall`, `crash`, `write_outside`,
   `tamper`: behaviours the pipeline must classify or contain;
-- `infra_no_turn`, `infra_error_only`, `flaky` (infra failure on attempt 1 only): provider failures.
+- `infra_no_turn`, `infra_error_only`, `flaky` (infra failure on attempt 1 only): provider failures;
+- `bernoulli` (`harness_options["p"]`): the solution with probability p, else nothing, seeded per run.
 
 The attempt number comes from the run directory's name (`attempt-<n>`).
 """
@@ -76,6 +77,10 @@ class ScriptedHarness:
             command += ["--patch", str(patch.resolve())]
         if policy == "sleep":
             command += ["--seconds", str(options.get("seconds", 0))]
+        if policy == "bernoulli":
+            # Seeded by run id and attempt: the same run always makes the same choice.
+            seed_key = f"{run_dir.parent.name}/{run_dir.name}"
+            command += ["--success-rate", str(float(options.get("p", 0.5))), "--seed-key", seed_key]
         home = run_dir / "home"
         home.mkdir(parents=True, exist_ok=True)
         return run_agent_process(
@@ -99,7 +104,7 @@ class ScriptedHarness:
             if not patch.is_file():
                 raise ValueError(f"task {self.task.id} has no decoy {name!r} ({patch} is missing)")
             return patch
-        if policy in ("solution", "flaky"):
+        if policy in ("solution", "flaky", "bernoulli"):
             return self.task.solution_patch
         return None
 

@@ -11,6 +11,7 @@ Standard library only: it must run under any interpreter the adapter is given.
 import argparse
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -243,6 +244,17 @@ def policy_flaky(agent: Agent, args: argparse.Namespace) -> None:
         policy_solution(agent, args)
 
 
+def policy_bernoulli(agent: Agent, args: argparse.Namespace) -> None:
+    """The reference solution with probability --success-rate, else nothing; seeded by --seed-key.
+
+    A stand-in for an agent that succeeds at some rate, so that statistics have something to find.
+    """
+    if random.Random(args.seed_key).random() < args.success_rate:
+        policy_solution(agent, args)
+    else:
+        policy_nothing(agent, args)
+
+
 POLICIES: dict[str, Callable[[Agent, argparse.Namespace], None]] = {
     "solution": policy_solution,
     "decoy": policy_solution,
@@ -256,9 +268,10 @@ POLICIES: dict[str, Callable[[Agent, argparse.Namespace], None]] = {
     "infra_no_turn": policy_infra_no_turn,
     "infra_error_only": policy_infra_error_only,
     "flaky": policy_flaky,
+    "bernoulli": policy_bernoulli,
 }
 
-NEEDS_PATCH = frozenset({"solution", "decoy", "flaky"})
+NEEDS_PATCH = frozenset({"solution", "decoy", "flaky", "bernoulli"})
 
 
 def heredoc(path: str, content: str) -> str:
@@ -283,6 +296,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--thinking")
     parser.add_argument("--prompt", default="")
+    parser.add_argument("--success-rate", type=float, default=1.0)
+    parser.add_argument("--seed-key", default="")
     return parser.parse_args(argv)
 
 

@@ -71,6 +71,8 @@ def make_context(
     keep_workspaces: bool = False,
 ) -> RunContext:
     """Check the runs root, pin every input, and bind the results folder to this design."""
+    # Agents run in their workspace: every path handed to them must be absolute.
+    results_root, runs_root = results_root.resolve(), runs_root.resolve()
     for condition in experiment.conditions:
         for skill in condition.skills:
             if not (repo_root / skill / "SKILL.md").is_file():

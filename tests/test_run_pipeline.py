@@ -392,3 +392,14 @@ def test_bernoulli_policy_is_seeded_per_run(tmp_path):
         r["run_id"]: r["success"] for r in read_jsonl(tmp_path / "again" / "results" / "coin" / "runs.jsonl")
     }
     assert second == first
+
+
+def test_relative_results_and_runs_roots_work(tmp_path):
+    exp = write_experiment(tmp_path, "rel", condition("sol", "solution"), tasks=["t1_fix_pagination"])
+    env = {**os.environ, "RIG_RESULTS_ROOT": "res", "RIG_RUNS_ROOT": "runs"}
+    proc = subprocess.run(
+        [RIG, "run", str(exp)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    (record,) = read_jsonl(tmp_path / "res" / "rel" / "runs.jsonl")
+    assert record["success"] and not record["infra"]["is_infra"]

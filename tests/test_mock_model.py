@@ -107,3 +107,38 @@ def test_serve_command_prints_its_url_and_ledger():
         out, _ = proc.communicate(timeout=30)
     ledger = json.loads(out)
     assert [(e["protocol"], e["outcome"], e["tool"]) for e in ledger] == [("openai-chat", "served", "read")]
+
+
+def test_context_sensitive_policy_depends_on_what_reached_the_model():
+    from harnesses.mock_model.policy import AGENTS_MD_MARKER, ContextSensitivePolicy
+
+    follow = Policy("follow", (Step("final", text="followed"),))
+    stray = Policy("stray", (Step("final", text="strayed"),))
+    fixture_agents = (Path(__file__).parents[1] / "fixtures" / "taskapp" / "AGENTS.md").read_text()
+    assert AGENTS_MD_MARKER in fixture_agents
+    keys = [f"run-{i}" for i in range(400)]
+
+    def follow_rate(text: str) -> float:
+        chosen = [ContextSensitivePolicy("p", follow, stray, 0.9, 0.3, key).resolve(text)[0] for key in keys]
+        return sum(c is follow for c in chosen) / len(keys)
+
+    assert 0.85 < follow_rate(f"system: {fixture_agents}") < 0.95
+    assert 0.25 < follow_rate("system: no context files") < 0.35
+    policy = ContextSensitivePolicy("p", follow, stray, 0.9, 0.3, "run-7")
+    assert policy.resolve(fixture_agents) == policy.resolve(fixture_agents)
+    _, why = policy.resolve(fixture_agents)
+    assert why["context_seen"] is True and why["p"] == 0.9
+
+
+def test_server_decides_once_per_conversation():
+    from harnesses.mock_model.policy import ContextSensitivePolicy
+
+    follow = Policy("follow", (Step("shell", command="echo follow"), Step("final", text="ok")))
+    stray = Policy("stray", (Step("shell", command="echo stray"), Step("final", text="ok")))
+    policy = ContextSensitivePolicy("p", follow, stray, 1.0, 0.0, "k", marker="MAGIC")
+    with MockModelServer(policy) as server:
+        body = chat(0)
+        body["messages"][0]["content"] = "MAGIC words"
+        assert "echo follow" in post(server.base_url + CHAT, body)[1]
+        assert "echo follow" in post(server.base_url + CHAT, chat(0))[1]
+        assert server.resolution["branch"] == "follow"

@@ -1,5 +1,6 @@
 """Harness-neutral policies: what the mock model does, one step per model response."""
 
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -61,3 +62,33 @@ def replay_patch(name: str, patch: Path) -> Policy:
 def do_nothing() -> Policy:
     """Look at the README, change nothing, answer."""
     return Policy("nothing", (Step("read", path="README.md"), Step("final", text="Nothing to change.")))
+
+
+# A line of the fixture's AGENTS.md: seen in a request, it means AGENTS.md reached the model.
+AGENTS_MD_MARKER = "Rules for coding agents working in this repository"
+
+
+@dataclass(frozen=True)
+class ContextSensitivePolicy:
+    """A simulated agent that does better when AGENTS.md reached it: for the offline A/B demo.
+
+    On the first request it looks for `marker` in what the harness sent; it then follows `follow`
+    with probability `p_with` (marker seen) or `p_without` (not seen), else `stray`. The draw is
+    seeded by `seed_key` (the run id and attempt), so every run is reproducible.
+    """
+
+    name: str
+    follow: Policy
+    stray: Policy
+    p_with: float
+    p_without: float
+    seed_key: str
+    marker: str = AGENTS_MD_MARKER
+
+    def resolve(self, request_text: str) -> tuple[Policy, dict]:
+        """The concrete policy for this conversation, and what decided it."""
+        seen = self.marker in request_text
+        p = self.p_with if seen else self.p_without
+        draw = random.Random(self.seed_key).random()
+        chosen = self.follow if draw < p else self.stray
+        return chosen, {"context_seen": seen, "p": p, "draw": round(draw, 6), "branch": chosen.name}

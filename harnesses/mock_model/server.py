@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Literal, Protocol
 
-from harnesses.mock_model.policy import Policy, Step
+from harnesses.mock_model.policy import ContextSensitivePolicy, Policy, Step
 
 FaultMode = Literal["none", "http_error", "silence", "never_answer", "cut_stream"]
 Outcome = Literal["served", "http_error", "silence", "never_answer", "cut_stream"]
@@ -86,7 +86,7 @@ def sse(data: dict | str, event: str | None = None) -> bytes:
 class MockModelServer:
     """A mock model provider. Use as a context manager; `base_url` is valid once started."""
 
-    policy: Policy
+    policy: Policy | ContextSensitivePolicy
     usage: Usage = field(default_factory=Usage)
     faults: Faults = field(default_factory=Faults)
     protocols: list[WireProtocol] | None = None
@@ -103,6 +103,8 @@ class MockModelServer:
         self._requests = 0
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
+        self._resolved: Policy | None = self.policy if isinstance(self.policy, Policy) else None
+        self.resolution: dict | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -161,6 +163,14 @@ class MockModelServer:
                 counts[entry.tool] = counts.get(entry.tool, 0) + 1
         return counts
 
+    def concrete_policy(self, body: bytes) -> Policy:
+        """The policy of this conversation; a context-sensitive one decides on its first request."""
+        with self._lock:
+            if self._resolved is None:
+                assert isinstance(self.policy, ContextSensitivePolicy)
+                self._resolved, self.resolution = self.policy.resolve(body.decode("utf-8", "replace"))
+            return self._resolved
+
     def _next_request_index(self) -> int:
         with self._lock:
             index = self._requests
@@ -199,10 +209,10 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
                 request = {}
             index = server._next_request_index()
             turn = protocol.turn(request)
-            step = server.policy.step(turn)
+            step = server.concrete_policy(body).step(turn)
             faults = server.faults
             if faults.applies(index):
-                self._misbehave(protocol, turn, faults, request)
+                self._misbehave(protocol, turn, faults, request, step)
                 return
             events = protocol.events(step, server.usage, request, f"mock-{index}")
             self._start_stream(protocol, request)
@@ -224,7 +234,9 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Connection", "close")
             self.end_headers()
 
-        def _misbehave(self, protocol: WireProtocol, turn: int, faults: Faults, request: dict) -> None:
+        def _misbehave(
+            self, protocol: WireProtocol, turn: int, faults: Faults, request: dict, step: Step
+        ) -> None:
             if faults.mode == "http_error":
                 payload = json.dumps(protocol.error_body(faults.status)).encode()
                 self.send_response(faults.status)
@@ -242,7 +254,7 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
             if faults.mode == "never_answer":
                 server._stopping.wait()
                 return
-            events = protocol.events(server.policy.step(turn), server.usage, request, "mock-fault")
+            events = protocol.events(step, server.usage, request, "mock-fault")
             self._start_stream(protocol, request)
             for event in events[: faults.after_events]:
                 self.wfile.write(event)

@@ -7,16 +7,31 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from harnesses.mock_model.policy import Policy, do_nothing, replay_patch
+from harnesses.mock_model.policy import ContextSensitivePolicy, Policy, do_nothing, replay_patch
 from harnesses.mock_model.server import Faults, MockModelServer, Usage
 from rig.tasks import Task
 
 LEDGER_FILE = "mock-ledger.json"
 
 
-def policy_for(task: Task, options: dict[str, Any]) -> Policy:
-    """`mock_policy`: solution (default), nothing, or decoy (with `decoy`)."""
+def policy_for(task: Task, options: dict[str, Any], seed_key: str = "") -> Policy | ContextSensitivePolicy:
+    """`mock_policy`: solution (default), nothing, decoy (with `decoy`), or agents_md_sensitive.
+
+    agents_md_sensitive simulates an agent that replays the solution with probability `p_with`
+    when the AGENTS.md text reached it and `p_without` when it did not, and otherwise applies the
+    task's first decoy (a plausible wrong solution).
+    """
     name = options.get("mock_policy", "solution")
+    if name == "agents_md_sensitive":
+        stray = sorted(task.spec.decoys)[0]
+        return ContextSensitivePolicy(
+            name="agents_md_sensitive",
+            follow=replay_patch("solution", task.solution_patch),
+            stray=replay_patch(f"decoy:{stray}", task.decoy_patch(stray)),
+            p_with=float(options.get("p_with", 0.9)),
+            p_without=float(options.get("p_without", 0.4)),
+            seed_key=seed_key,
+        )
     if name == "solution":
         return replay_patch("solution", task.solution_patch)
     if name == "decoy":
@@ -26,7 +41,7 @@ def policy_for(task: Task, options: dict[str, Any]) -> Policy:
         return replay_patch(f"decoy:{decoy}", task.decoy_patch(decoy))
     if name == "nothing":
         return do_nothing()
-    raise ValueError(f"unknown mock_policy {name!r}; use solution, decoy or nothing")
+    raise ValueError(f"unknown mock_policy {name!r}; use solution, decoy, nothing or agents_md_sensitive")
 
 
 @contextmanager
@@ -40,7 +55,7 @@ def mock_model(task: Task, options: dict[str, Any], run_dir: Path) -> Iterator[s
     if down:
         fault_options.pop("mode")
     server = MockModelServer(
-        policy_for(task, options),
+        policy_for(task, options, seed_key=f"{run_dir.parent.name}/{run_dir.name}"),
         usage=Usage(**options.get("mock_usage", {})),
         faults=Faults(**fault_options),
     ).start()
@@ -53,6 +68,5 @@ def mock_model(task: Task, options: dict[str, Any], run_dir: Path) -> Iterator[s
         if not down:
             server.stop()
         ledger = [asdict(entry) for entry in server.ledger]
-        (run_dir / LEDGER_FILE).write_text(
-            json.dumps({"policy": server.policy.name, "ledger": ledger}, indent=2)
-        )
+        summary = {"policy": server.policy.name, "resolution": server.resolution, "ledger": ledger}
+        (run_dir / LEDGER_FILE).write_text(json.dumps(summary, indent=2))

@@ -316,3 +316,88 @@ def mock_serve(
     finally:
         server.stop()
         typer.echo(json.dumps([asdict(e) for e in server.ledger], indent=2))
+
+
+def _results_folder(experiment_path: Path, results_root: Path | None) -> Path:
+    from rig import paths
+    from rig.experiment import ExperimentError, load_experiment
+
+    try:
+        name = load_experiment(experiment_path).name
+    except ExperimentError as exc:
+        raise _fail(str(exc)) from exc
+    folder = (results_root or paths.RESULTS_DIR) / name
+    if not (folder / "runs.jsonl").is_file():
+        raise _fail(f"{folder} has no runs.jsonl; run `rig run {experiment_path}` first")
+    return folder
+
+
+@app.command()
+def report(
+    experiment: Annotated[Path, typer.Argument(help="The experiment config whose results to report.")],
+    vs: Annotated[
+        Path | None, typer.Option("--vs", help="Compare with another experiment, arm by arm.")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="Output folder (default: the results folder).")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="md or html.")] = "md",
+    allow_mixed_pins: Annotated[
+        bool, typer.Option(help="Pool records whose pins (hashes, harness version, model) differ.")
+    ] = False,
+    results_root: ResultsOption = None,
+) -> None:
+    """Write report.md (or .html), failures.md and figures: per-cell rates, comparisons with CIs."""
+    from rig.analysis import PoolingError
+    from rig.report import build_report
+
+    if fmt not in ("md", "html"):
+        raise _fail(f"unknown format {fmt!r}; use md or html")
+    folders = [_results_folder(experiment, results_root)]
+    if vs is not None:
+        folders.append(_results_folder(vs, results_root))
+    target = out or folders[0]
+    try:
+        written = build_report(folders, target, vs=vs is not None, fmt=fmt, allow_mixed_pins=allow_mixed_pins)
+    except (PoolingError, ValueError) as exc:
+        raise _fail(str(exc)) from exc
+    for path in written:
+        typer.echo(str(path))
+
+
+@app.command()
+def power(
+    tasks: Annotated[int, typer.Option(min=1, help="Tasks in the design.")] = 5,
+    base_rate: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Success rate of the reference arm.")
+    ] = 0.5,
+    effect: Annotated[float, typer.Option(help="Difference in success rate to detect (b - a).")] = 0.2,
+    cost_ratio: Annotated[
+        float | None, typer.Option(help="Also: ratio of median costs to detect (e.g. 0.7).")
+    ] = None,
+    cost_sigma: Annotated[float, typer.Option(help="Log-normal sigma of per-run cost.")] = 0.5,
+    alpha: Annotated[float, typer.Option(help="Significance level.")] = 0.05,
+    target: Annotated[float, typer.Option(help="Power wanted.")] = 0.8,
+    sims: Annotated[int, typer.Option(min=50, help="Simulated experiments per design.")] = 400,
+    seed: int = 0,
+) -> None:
+    """Repetitions per task needed to detect an effect, by simulating the experiment's design."""
+    from rig.analysis import reps_for_power, reps_for_power_cost
+
+    try:
+        reps = reps_for_power(base_rate, effect, tasks, alpha=alpha, target=target, n_sim=sims, seed=seed)
+    except ValueError as exc:
+        raise _fail(str(exc)) from exc
+    typer.echo(
+        f"success {base_rate:.2f} -> {base_rate + effect:.2f} over {tasks} tasks: "
+        f"{reps} repetitions per task per condition for power {target:.2f} at alpha {alpha}"
+    )
+    if cost_ratio is not None:
+        try:
+            cost_reps = reps_for_power_cost(
+                cost_ratio, cost_sigma, tasks, alpha=alpha, target=target, n_sim=sims, seed=seed
+            )
+        except ValueError as exc:
+            raise _fail(str(exc)) from exc
+        typer.echo(
+            f"median cost x{cost_ratio:.2f} (sigma {cost_sigma}) over {tasks} tasks: "
+            f"{cost_reps} repetitions per task per condition for power {target:.2f} at alpha {alpha}"
+        )

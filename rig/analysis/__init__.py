@@ -1,0 +1,52 @@
+"""The statistics layer of rig: load scored runs, compare arms, and plan experiments by power.
+
+pandas, scipy and statsmodels are imported here and only here (never by rig.cli at import time),
+so the rest of the rig starts fast and works without them.
+"""
+
+from rig.analysis.load import COLUMNS, INFRA_COLUMNS, PoolingError, infra_summary, load_runs
+from rig.analysis.power import power_cost, power_success, reps_for_power, reps_for_power_cost
+from rig.analysis.stats import (
+    CELL_COLUMNS,
+    CMH_TEST,
+    EXACT_TEST,
+    METRICS,
+    WILCOXON_TEST,
+    Comparison,
+    cell_table,
+    compare_conditions,
+    compare_metric,
+    compare_success,
+    holm,
+    paired_median_test,
+    stratified_test,
+    wilcoxon_min_p,
+    wilson_interval,
+)
+
+__all__ = [
+    "CELL_COLUMNS",
+    "CMH_TEST",
+    "COLUMNS",
+    "EXACT_TEST",
+    "INFRA_COLUMNS",
+    "METRICS",
+    "WILCOXON_TEST",
+    "Comparison",
+    "PoolingError",
+    "cell_table",
+    "compare_conditions",
+    "compare_metric",
+    "compare_success",
+    "holm",
+    "infra_summary",
+    "load_runs",
+    "paired_median_test",
+    "power_cost",
+    "power_success",
+    "reps_for_power",
+    "reps_for_power_cost",
+    "stratified_test",
+    "wilcoxon_min_p",
+    "wilson_interval",
+]

@@ -1,0 +1,546 @@
+"""The statistics a report states: per-cell rates with intervals, and arm-vs-arm comparisons.
+
+The design being analysed: a few tasks (strata), each run several times under each condition
+(arm). Tasks differ a lot in difficulty, so every comparison is paired by task: only tasks present
+in both arms are used, the success test is stratified by task, the metric test works on per-task
+medians, and every bootstrap resamples tasks (the unit we want to generalise over) as well as runs.
+
+Conventions: arm `a` is the reference, `b` the arm compared with it; a success effect is the
+difference of rates b - a, a metric effect the ratio of medians b / a; intervals are 95% (CONFIDENCE).
+
+Which success test runs when (`stratified_test`):
+
+- the exact conditional test (an exact Cochran-Mantel-Haenszel test): given each task's 2x2
+  margins, arm b's successes in that task follow a hypergeometric law under "no effect" (common
+  odds ratio 1), whatever the task's own success rate is; the statistic is arm b's total successes,
+  whose null law is the convolution of those hypergeometric laws; the two-sided p-value sums the
+  probabilities of every total no more likely than the observed one (as Fisher's exact test and R's
+  `mantelhaen.test(exact = TRUE)` do; with a single task it *is* Fisher's exact test). It is exact
+  at any count, never anti-conservative, and cheap at the sizes of agent experiments (tens to
+  hundreds of runs), so it is the test used whenever the convolution has at most
+  EXACT_MAX_SUPPORT points;
+- beyond that (tens of thousands of runs, where the asymptotics are excellent) the asymptotic
+  Cochran-Mantel-Haenszel test (statsmodels `StratifiedTable.test_null_odds`, continuity-corrected).
+
+Tasks whose outcome is constant across both arms (all pass or all fail) carry no information about
+the difference and drop out of both tests; with no informative task the p-value is 1.
+"""
+
+import functools
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+CONFIDENCE = 0.95
+METRICS: tuple[str, ...] = ("success", "cost_usd", "total_tokens", "tool_calls", "wall_s")
+# Points in the support of the exact test's statistic above which the asymptotic CMH test runs.
+# The convolution costs at most support x largest stratum, i.e. well under a second at this size.
+EXACT_MAX_SUPPORT = 20_000
+EXACT_TEST = "exact conditional test (exact CMH, stratified by task)"
+CMH_TEST = "Cochran-Mantel-Haenszel test (stratified by task, continuity-corrected)"
+WILCOXON_TEST = "Wilcoxon signed-rank test on per-task medians"
+# Probabilities within this relative tolerance of the observed one count as "as likely": the
+# floating-point guard of Fisher's exact test in R and scipy, so one stratum gives the same p.
+_REL_TOL = 1 + 1e-7
+# Cap on bootstrap draws held in memory at once by the metric bootstrap (values, not bytes).
+_BOOT_CHUNK_VALUES = 2_000_000
+
+CELL_COLUMNS: tuple[str, ...] = (
+    "task",
+    "condition",
+    "n",
+    "successes",
+    "success_rate",
+    "ci_low",
+    "ci_high",
+    "median_cost_usd",
+    "median_total_tokens",
+    "median_tool_calls",
+    "median_wall_s",
+)
+
+
+@dataclass
+class Comparison:
+    """Arm b against reference arm a on one metric, pooled over the tasks both arms ran.
+
+    `effect` is rate_b - rate_a for success (`effect_kind` "difference") and median_b / median_a
+    for the other metrics ("ratio"); [`ci_low`, `ci_high`] is its 95% task-clustered bootstrap
+    interval; `p_value` comes from `test`; `p_adjusted` is the Holm-adjusted p-value across all
+    comparisons of one report (set by `compare_conditions`). `n_tasks` counts the tasks used, `n_a`
+    and `n_b` the runs. `per_task` holds, for success, {task, successes_a, n_a, successes_b, n_b,
+    fisher_p} (Fisher's exact two-sided p of that task alone, unadjusted) and for metrics {task,
+    median_a, median_b, n_a, n_b}. `note` explains anything unusual (missing values, no test).
+    """
+
+    metric: str
+    a: str
+    b: str
+    effect_kind: str
+    effect: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    test: str
+    p_adjusted: float | None = None
+    n_tasks: int = 0
+    n_a: int = 0
+    n_b: int = 0
+    per_task: list[dict[str, Any]] = field(default_factory=list)
+    note: str | None = None
+
+
+# -- intervals and cells ---------------------------------------------------------------------
+
+
+def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a success rate of k successes in n runs.
+
+    Unlike the textbook Wald interval it stays inside [0, 1] and keeps close to its nominal
+    coverage at the small n and extreme rates of agent experiments (0/3, 10/10). n == 0 gives
+    (0.0, 1.0): no runs, no information.
+    """
+    if n == 0:
+        return (0.0, 1.0)
+    if not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    z = float(sps.norm.ppf(1 - (1 - confidence) / 2))
+    p = k / n
+    denom = 1 + z * z / n
+    center = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    # At k == 0 or k == n the bound is exactly 0 or 1; do not let rounding say otherwise.
+    low = 0.0 if k == 0 else max(0.0, center - half)
+    high = 1.0 if k == n else min(1.0, center + half)
+    return (low, high)
+
+
+def _median(values: pd.Series) -> float:
+    values = pd.to_numeric(values, errors="coerce").dropna()
+    return float(values.median()) if len(values) else math.nan
+
+
+def cell_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per (task, condition) cell, then per condition over all tasks (task "ALL").
+
+    n runs, successes, success_rate = successes / n with its 95% Wilson interval
+    (ci_low, ci_high), and medians of cost (NaN runs without a cost ignored), total tokens, tool
+    calls and wall time. Rows follow the order tasks and conditions first appear in `df`.
+    """
+    tasks = list(dict.fromkeys(df["task"]))
+    conditions = list(dict.fromkeys(df["condition"]))
+    groups = dict(iter(df.groupby(["task", "condition"], sort=False)))
+    rows = []
+
+    def row(task: str, condition: str, cell: pd.DataFrame) -> dict[str, Any]:
+        n = len(cell)
+        k = int(cell["success"].sum())
+        low, high = wilson_interval(k, n)
+        return {
+            "task": task,
+            "condition": condition,
+            "n": n,
+            "successes": k,
+            "success_rate": k / n,
+            "ci_low": low,
+            "ci_high": high,
+            "median_cost_usd": _median(cell["cost_usd"]),
+            "median_total_tokens": _median(cell["total_tokens"]),
+            "median_tool_calls": _median(cell["tool_calls"]),
+            "median_wall_s": _median(cell["wall_s"]),
+        }
+
+    for task in tasks:
+        for condition in conditions:
+            cell = groups.get((task, condition))
+            if cell is not None and len(cell):
+                rows.append(row(task, condition, cell))
+    for condition in conditions:
+        rows.append(row("ALL", condition, df[df["condition"] == condition]))
+    return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
+
+
+# -- the stratified success test -------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=65536)
+def _null_pmf(n_a: int, n_b: int, m: int) -> tuple[int, np.ndarray]:
+    """Law of arm b's successes in one task given its margins, with no effect: hypergeometric.
+
+    n_a + n_b runs of which m succeeded; under odds ratio 1 every way of choosing which runs
+    succeeded is equally likely, so arm b's count is hypergeometric. Returns (lowest value, pmf).
+    """
+    low, high = max(0, m - n_a), min(n_b, m)
+    pmf = sps.hypergeom.pmf(np.arange(low, high + 1), n_a + n_b, m, n_b)
+    pmf.setflags(write=False)
+    return low, pmf
+
+
+def _exact_conditional_p(k_b: np.ndarray, n_a: np.ndarray, n_b: np.ndarray, m: np.ndarray) -> float:
+    law = np.ones(1)
+    offset = 0
+    for nat, nbt, mt in zip(n_a.tolist(), n_b.tolist(), m.tolist(), strict=True):
+        low, pmf = _null_pmf(nat, nbt, mt)
+        law = np.convolve(law, pmf)
+        offset += low
+    observed = law[int(k_b.sum()) - offset]
+    # Dividing by the law's own total removes its rounding error, so that a p-value including
+    # every outcome is exactly 1.0.
+    return float(min(1.0, law[law <= observed * _REL_TOL].sum() / law.sum()))
+
+
+def stratified_test(
+    successes_a: Sequence[int] | np.ndarray,
+    n_a: Sequence[int] | np.ndarray,
+    successes_b: Sequence[int] | np.ndarray,
+    n_b: Sequence[int] | np.ndarray,
+    *,
+    method: str = "auto",
+) -> tuple[float, str]:
+    """Two-sided p-value of "no difference in success between the arms", stratified by task.
+
+    One entry per task in each sequence. The exact conditional test (exact CMH) runs unless its
+    support exceeds EXACT_MAX_SUPPORT points, then the asymptotic CMH test (see the module
+    docstring); `method` "exact" or "cmh" forces one. Tasks with a constant outcome, or missing
+    an arm, are uninformative and dropped; with none left the p-value is 1.0. Returns (p, test name).
+    This is the one success test of the rig: compare_success and power_success both call it.
+    """
+    ka, na = np.asarray(successes_a, dtype=np.int64), np.asarray(n_a, dtype=np.int64)
+    kb, nb = np.asarray(successes_b, dtype=np.int64), np.asarray(n_b, dtype=np.int64)
+    if not (ka.shape == na.shape == kb.shape == nb.shape) or ka.ndim != 1:
+        raise ValueError("successes and run counts need one entry per task, in both arms")
+    if (ka < 0).any() or (kb < 0).any() or (ka > na).any() or (kb > nb).any():
+        raise ValueError("successes must be between 0 and the number of runs")
+    m = ka + kb
+    keep = (na > 0) & (nb > 0) & (m > 0) & (m < na + nb)
+    if method not in ("auto", "exact", "cmh"):
+        raise ValueError(f"unknown method {method!r}; use auto, exact or cmh")
+    if method == "auto":
+        support = int((np.minimum(nb, m) - np.maximum(0, m - na))[keep].sum()) + 1
+        method = "exact" if support <= EXACT_MAX_SUPPORT else "cmh"
+    name = EXACT_TEST if method == "exact" else CMH_TEST
+    if not keep.any():
+        return 1.0, name
+    ka, na, kb, nb, m = ka[keep], na[keep], kb[keep], nb[keep], m[keep]
+    if method == "exact":
+        return _exact_conditional_p(kb, na, nb, m), name
+    from statsmodels.stats.contingency_tables import StratifiedTable
+
+    tables = np.stack([np.stack([kb, nb - kb]), np.stack([ka, na - ka])]).astype(float)
+    result = StratifiedTable(tables).test_null_odds(correction=True)
+    return float(result.pvalue), name
+
+
+# -- comparisons -----------------------------------------------------------------------------
+
+
+def _check_arms(df: pd.DataFrame, a: str, b: str) -> None:
+    present = list(dict.fromkeys(df["condition"]))
+    for arm in (a, b):
+        if arm not in present:
+            raise ValueError(f"condition {arm!r} is not in the data; conditions: {', '.join(present)}")
+    if a == b:
+        raise ValueError(f"cannot compare condition {a!r} with itself")
+
+
+def _percentile_ci(draws: np.ndarray) -> tuple[float, float]:
+    draws = draws[np.isfinite(draws)]
+    if not len(draws):
+        return (math.nan, math.nan)
+    tail = (1 - CONFIDENCE) / 2
+    low, high = np.quantile(draws, [tail, 1 - tail])
+    return (float(low), float(high))
+
+
+def _success_counts(df: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
+    """Per task run by both arms (order of appearance): successes_a, n_a, successes_b, n_b."""
+    sub = df[df["condition"].isin([a, b])]
+    counts = sub.groupby(["task", "condition"], sort=False)["success"].agg(["sum", "count"])
+    rows = []
+    for task in dict.fromkeys(sub["task"]):
+        if (task, a) in counts.index and (task, b) in counts.index:
+            ca, cb = counts.loc[(task, a)], counts.loc[(task, b)]
+            rows.append((task, int(ca["sum"]), int(ca["count"]), int(cb["sum"]), int(cb["count"])))
+    return pd.DataFrame(rows, columns=["task", "successes_a", "n_a", "successes_b", "n_b"])
+
+
+def _boot_success_diff(
+    ka: np.ndarray, na: np.ndarray, kb: np.ndarray, nb: np.ndarray, n_boot: int, rng: np.random.Generator
+) -> np.ndarray:
+    # Two stages: draw tasks with replacement (both arms keep their pairing), then redraw each
+    # drawn task's runs with replacement within each arm, i.e. Binomial(n, k/n) successes.
+    tasks = rng.integers(0, len(ka), size=(n_boot, len(ka)))
+    succ_a = rng.binomial(na[tasks], (ka / na)[tasks])
+    succ_b = rng.binomial(nb[tasks], (kb / nb)[tasks])
+    return succ_b.sum(axis=1) / nb[tasks].sum(axis=1) - succ_a.sum(axis=1) / na[tasks].sum(axis=1)
+
+
+def compare_success(df: pd.DataFrame, a: str, b: str, n_boot: int = 2000, seed: int = 0) -> Comparison:
+    """Success rate of arm b minus arm a, pooled over the runs of the tasks both arms ran.
+
+    Interval: 95% percentile interval of a task-clustered two-stage bootstrap (`n_boot` draws,
+    seeded): draw as many tasks as there are, with replacement, then within each drawn task redraw
+    each arm's runs with replacement, and recompute the pooled difference. Resampling tasks makes
+    the interval speak for tasks like these, not only for these five; resampling runs on top adds
+    the run-to-run noise again, which makes the interval somewhat conservative (wider), a price we
+    pay for few tasks, where a tasks-only bootstrap is too narrow.
+
+    p-value: `stratified_test` (exact conditional test stratified by task; asymptotic CMH only for
+    huge experiments). Per task, Fisher's exact test of that task alone (unadjusted) is reported in
+    `per_task`. The interval and the test can disagree near the boundary: the test is the decision.
+    """
+    _check_arms(df, a, b)
+    counts = _success_counts(df, a, b)
+    ka, na = counts["successes_a"].to_numpy(), counts["n_a"].to_numpy()
+    kb, nb = counts["successes_b"].to_numpy(), counts["n_b"].to_numpy()
+    if not len(counts):
+        return Comparison(
+            "success", a, b, "difference", math.nan, math.nan, math.nan, 1.0, EXACT_TEST,
+            note=f"no task was run under both {a} and {b}",
+        )  # fmt: skip
+    effect = float(kb.sum() / nb.sum() - ka.sum() / na.sum())
+    draws = _boot_success_diff(ka, na, kb, nb, n_boot, np.random.default_rng(seed))
+    ci_low, ci_high = _percentile_ci(draws)
+    p_value, test = stratified_test(ka, na, kb, nb)
+    per_task = []
+    for task, sa, n_ta, sb, n_tb in counts.itertuples(index=False):
+        fisher_p = float(sps.fisher_exact([[sb, n_tb - sb], [sa, n_ta - sa]]).pvalue)
+        per_task.append(
+            {"task": task, "successes_a": sa, "n_a": n_ta}
+            | {"successes_b": sb, "n_b": n_tb, "fisher_p": fisher_p}
+        )
+    m = ka + kb
+    informative = (m > 0) & (m < na + nb)
+    note = None
+    if not informative.any():
+        note = "every task's outcome was the same in all runs of both arms: no information, p = 1"
+    return Comparison(
+        metric="success",
+        a=a,
+        b=b,
+        effect_kind="difference",
+        effect=effect,
+        ci_low=ci_low,
+        ci_high=ci_high,
+        p_value=p_value,
+        test=test,
+        n_tasks=len(counts),
+        n_a=int(na.sum()),
+        n_b=int(nb.sum()),
+        per_task=per_task,
+        note=note,
+    )
+
+
+def wilcoxon_min_p(n_tasks: int) -> float:
+    """Smallest two-sided p-value the Wilcoxon signed-rank test can give with n_tasks pairs.
+
+    Up to 50 pairs scipy computes the exact (or, with ties, the full permutation) null law, whose
+    most extreme outcome (every difference of one sign) has probability 2 / 2**n: 0.0625 for 5
+    tasks, so 5 tasks can never reach p < 0.05. Above 50 pairs it uses the normal approximation,
+    which has no useful floor (returned as 0).
+    """
+    if n_tasks < 1:
+        return 1.0
+    return min(1.0, 2.0 ** (1 - n_tasks)) if n_tasks <= 50 else 0.0
+
+
+def _tied(d: np.ndarray) -> np.ndarray:
+    magnitudes = np.sort(np.abs(d), axis=1)
+    return (magnitudes[:, 0] == 0) | (np.diff(magnitudes, axis=1) == 0).any(axis=1)
+
+
+def paired_median_test(differences: np.ndarray) -> np.ndarray:
+    """Two-sided Wilcoxon signed-rank p-values, one per row of per-task differences of medians.
+
+    `differences` has shape (n_tasks,) or (rows, n_tasks). scipy.stats.wilcoxon with its defaults
+    (zero differences dropped; exact null law without ties, full permutation with ties up to 13
+    pairs, normal approximation beyond). A row with fewer than 2 tasks or only zero differences
+    gets p = 1. Rows with ties or zeros are tested one by one, so that every row gets exactly the
+    p-value it would get alone (scipy picks the method for a whole batch). This is the one metric
+    test of the rig: compare_metric and power_cost both call it.
+    """
+    d = np.atleast_2d(np.asarray(differences, dtype=float))
+    p = np.ones(d.shape[0])
+    if d.shape[1] < 2:
+        return p
+    testable = (d != 0).any(axis=1)
+    tied = _tied(d)
+    with warnings.catch_warnings():
+        # scipy warns about ties/zeros switching methods; that choice is documented above.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        clean = testable & ~tied
+        if clean.any():
+            p[clean] = sps.wilcoxon(d[clean], axis=1).pvalue
+        for i in np.flatnonzero(testable & tied):
+            p[i] = float(sps.wilcoxon(d[i]).pvalue)
+    return np.where(np.isnan(p), 1.0, p)
+
+
+def _pooled_median_draws(values: list[np.ndarray], tasks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Pooled median of each bootstrap sample: drawn tasks, each with its runs redrawn."""
+    n_boot, n_tasks = tasks.shape
+    sizes = np.array([len(v) for v in values])
+    width = int(sizes.max())
+    padded = np.full((n_tasks, width), np.nan)
+    for t, v in enumerate(values):
+        padded[t, : len(v)] = v
+    out = np.empty(n_boot)
+    # Chunks keep memory bounded for big experiments; a few chunks at most in practice.
+    step = max(1, _BOOT_CHUNK_VALUES // (n_tasks * width))
+    for start in range(0, n_boot, step):
+        chosen = tasks[start : start + step]
+        n = sizes[chosen][..., None]
+        runs = (rng.random((len(chosen), n_tasks, width)) * n).astype(np.int64)
+        sample = padded[chosen[..., None], runs]
+        sample[np.arange(width) >= n] = np.nan
+        out[start : start + step] = np.nanmedian(sample.reshape(len(chosen), -1), axis=1)
+    return out
+
+
+def compare_metric(
+    df: pd.DataFrame, metric: str, a: str, b: str, n_boot: int = 2000, seed: int = 0
+) -> Comparison:
+    """Ratio of the median of `metric` under arm b to that under arm a (pooled over runs).
+
+    Runs whose value is missing (NaN, e.g. a harness that reports no cost) are dropped, and only
+    tasks with values in both arms are used. Interval: 95% percentile interval of the same
+    task-clustered two-stage bootstrap as compare_success (tasks drawn with replacement, then each
+    arm's runs within each drawn task). p-value: Wilcoxon signed-rank test on the per-task paired
+    medians (median_b - median_a per task; `paired_median_test`): a test over tasks, so with few
+    tasks it is weak and with 5 or fewer it can never reach 0.05 (the note says so). With fewer
+    than 2 tasks or no difference at all, p = 1.0 and the note says why. If an arm has no value at
+    all, effect and interval are NaN and p = 1.0.
+    """
+    _check_arms(df, a, b)
+    if metric not in df.columns:
+        raise ValueError(f"unknown metric {metric!r}; the columns are {', '.join(map(str, df.columns))}")
+    sub = df.loc[df["condition"].isin([a, b]), ["task", "condition"]].copy()
+    sub["value"] = pd.to_numeric(df.loc[sub.index, metric], errors="coerce").astype(float)
+    notes = []
+    dropped = int(sub["value"].isna().sum())
+    sub = sub[sub["value"].notna()]
+    label = "cost" if metric == "cost_usd" else metric
+    missing = [arm for arm in (a, b) if not (sub["condition"] == arm).any()]
+    if missing:
+        return Comparison(
+            metric, a, b, "ratio", math.nan, math.nan, math.nan, 1.0, WILCOXON_TEST,
+            n_a=int((sub["condition"] == a).sum()), n_b=int((sub["condition"] == b).sum()),
+            note=f"no {label} reported for {' and '.join(missing)}",
+        )  # fmt: skip
+    if dropped:
+        notes.append(f"{dropped} runs without {label} dropped")
+    by_cell = {key: g["value"].to_numpy() for key, g in sub.groupby(["task", "condition"], sort=False)}
+    tasks = [t for t in dict.fromkeys(sub["task"]) if (t, a) in by_cell and (t, b) in by_cell]
+    if not tasks:
+        notes.append(f"no task has {label} in both {a} and {b}")
+        return Comparison(
+            metric, a, b, "ratio", math.nan, math.nan, math.nan, 1.0, WILCOXON_TEST, note="; ".join(notes)
+        )
+    values_a = [by_cell[(t, a)] for t in tasks]
+    values_b = [by_cell[(t, b)] for t in tasks]
+    median_a = float(np.median(np.concatenate(values_a)))
+    median_b = float(np.median(np.concatenate(values_b)))
+    rng = np.random.default_rng(seed)
+    if median_a == 0:
+        effect, ci_low, ci_high = math.nan, math.nan, math.nan
+        notes.append(f"median {label} of {a} is 0: the ratio is undefined")
+    else:
+        effect = median_b / median_a
+        drawn = rng.integers(0, len(tasks), size=(n_boot, len(tasks)))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            draws = _pooled_median_draws(values_b, drawn, rng) / _pooled_median_draws(values_a, drawn, rng)
+        ci_low, ci_high = _percentile_ci(draws)
+    task_a = np.array([np.median(v) for v in values_a])
+    task_b = np.array([np.median(v) for v in values_b])
+    differences = task_b - task_a
+    p_value = float(paired_median_test(differences)[0])
+    if len(tasks) < 2:
+        notes.append("fewer than 2 tasks in both arms: no Wilcoxon test, p = 1")
+    elif not differences.any():
+        notes.append("per-task medians are equal in every task: p = 1")
+    elif wilcoxon_min_p(differing := int(np.count_nonzero(differences))) >= 0.05:
+        notes.append(f"with {differing} tasks that differ the Wilcoxon test cannot reach p < 0.05")
+    per_task = [
+        {"task": t, "median_a": float(ma), "median_b": float(mb), "n_a": len(va), "n_b": len(vb)}
+        for t, ma, mb, va, vb in zip(tasks, task_a, task_b, values_a, values_b, strict=True)
+    ]
+    return Comparison(
+        metric=metric,
+        a=a,
+        b=b,
+        effect_kind="ratio",
+        effect=effect,
+        ci_low=ci_low,
+        ci_high=ci_high,
+        p_value=p_value,
+        test=WILCOXON_TEST,
+        n_tasks=len(tasks),
+        n_a=sum(len(v) for v in values_a),
+        n_b=sum(len(v) for v in values_b),
+        per_task=per_task,
+        note="; ".join(notes) or None,
+    )
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values, in the input order.
+
+    Step-down: the i-th smallest of m p-values is multiplied by (m - i + 1), then made monotone
+    (never smaller than the one before it) and capped at 1. Rejecting where adjusted p < alpha
+    keeps the chance of any false positive among all comparisons at most alpha, under any
+    dependence between them. NaN stays NaN and does not count in m.
+    """
+    p = np.asarray(list(pvalues), dtype=float)
+    adjusted = np.full(len(p), np.nan)
+    valid = np.flatnonzero(~np.isnan(p))
+    order = valid[np.argsort(p[valid], kind="stable")]
+    m = len(order)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        adjusted[i] = running
+    return [float(x) for x in adjusted]
+
+
+def compare_conditions(
+    df: pd.DataFrame,
+    reference: str | None = None,
+    metrics: Sequence[str] = METRICS,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> list[Comparison]:
+    """Every condition against the reference on every metric, with Holm-adjusted p-values.
+
+    The reference defaults to the first condition in order of appearance (load_runs orders rows
+    by the conditions' declared order, so that is the first declared arm). "success" goes through
+    compare_success, any other metric (a numeric column) through compare_metric; only tasks run in
+    both arms count. p_adjusted is Holm's adjustment across all the comparisons returned, so a
+    report of many comparisons still controls the chance of any false positive.
+    """
+    conditions = list(dict.fromkeys(df["condition"]))
+    if reference is None:
+        reference = conditions[0]
+    elif reference not in conditions:
+        raise ValueError(f"reference {reference!r} is not a condition; conditions: {', '.join(conditions)}")
+    comparisons = []
+    for other in conditions:
+        if other == reference:
+            continue
+        for metric in metrics:
+            if metric == "success":
+                comparisons.append(compare_success(df, reference, other, n_boot=n_boot, seed=seed))
+            else:
+                comparisons.append(compare_metric(df, metric, reference, other, n_boot=n_boot, seed=seed))
+    for comparison, adjusted in zip(comparisons, holm([c.p_value for c in comparisons]), strict=True):
+        comparison.p_adjusted = adjusted
+    return comparisons

@@ -1,0 +1,839 @@
+"""`rig report`: the design, the pins, per-cell rates, comparisons with CIs, behaviour, figures.
+
+One or more results folders (one per experiment) become:
+
+- `report.md` (or one self-contained `report.html`): the design and pins, the per-cell table with
+  the infrastructure reruns under it, every comparison as an effect with its 95% CI next to its raw
+  and Holm-adjusted p, per-task Fisher tests, a behaviour table and the figures;
+- `failures.md`: every failed scored run, grouped by failing stage and failed hidden tests, with
+  relative links to its receipts, the work queue for reading transcripts;
+- `figures/*.png`.
+
+The report body is built once as a list of blocks and rendered to Markdown or HTML, so both
+formats always hold the same content. Nothing time-dependent is written: given the results and the
+seed, the output is byte-for-byte the same.
+"""
+
+import base64
+import html
+import json
+import math
+import os
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rig import figures
+from rig.analysis import Comparison, cell_table, compare_conditions, infra_summary, load_runs, wilson_interval
+from rig.store import ResultsStore
+
+# check.py's stage order (the order a reader fixes them in), then the verdicts after check.py.
+STAGE_ORDER = ("ruff", "pytest", "generated", "raise_scan", "magic_numbers", "registry", "hidden", "verify")
+RECEIPTS = (
+    "record.json",
+    "diff.patch",
+    "check.json",
+    "hidden-junit.xml",
+    "session.jsonl",
+    "stdout.log",
+    "stderr.log",
+)
+FIGURE_FILES = {
+    "success_by_task": "figures/success_by_task.png",
+    "cost_distribution": "figures/cost_distribution.png",
+    "effects_forest": "figures/effects_forest.png",
+}
+METRIC_LABELS = {
+    "success": "success rate",
+    "cost_usd": "cost (USD)",
+    "total_tokens": "total tokens",
+    "tool_calls": "tool calls",
+    "wall_s": "wall time",
+}
+DASH = "—"
+
+
+# -- document blocks ----------------------------------------------------------------------------
+#
+# Inline text uses a tiny Markdown subset that both renderers understand: `code`, **bold** and
+# [text](relative link).
+
+
+@dataclass(frozen=True)
+class Heading:
+    level: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Para:
+    text: str
+
+
+@dataclass(frozen=True)
+class Bullets:
+    items: list[str]
+
+
+@dataclass(frozen=True)
+class Table:
+    headers: list[str]
+    rows: list[list[str]]
+    # Columns (by index) aligned right: the numeric ones.
+    right: frozenset[int] = field(default_factory=frozenset)
+
+
+@dataclass(frozen=True)
+class Image:
+    path: Path
+    rel: str
+    caption: str
+
+
+Block = Heading | Para | Bullets | Table | Image
+
+
+def code(value: object) -> str:
+    """`value` as an inline code span (backticks inside would end the span, so they are replaced)."""
+    return "`" + str(value).replace("`", "'") + "`"
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(blocks: list[Block]) -> str:
+    """The blocks as GitHub-flavoured Markdown; images are linked by their relative path."""
+    out: list[str] = []
+    for block in blocks:
+        if isinstance(block, Heading):
+            out.append("#" * block.level + " " + block.text)
+        elif isinstance(block, Para):
+            out.append(block.text)
+        elif isinstance(block, Bullets):
+            out.append("\n".join(f"- {item}" for item in block.items))
+        elif isinstance(block, Table):
+            aligns = ["---:" if i in block.right else ":---" for i in range(len(block.headers))]
+            lines = [
+                "| " + " | ".join(_md_cell(h) for h in block.headers) + " |",
+                "| " + " | ".join(aligns) + " |",
+            ]
+            lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in block.rows]
+            out.append("\n".join(lines))
+        else:
+            out.append(f"![{block.caption}]({block.rel})\n\n*{block.caption}*")
+    return "\n\n".join(out) + "\n"
+
+
+_CODE_SPAN = re.compile(r"(`[^`]*`)")
+_BOLD = re.compile(r"\*\*(.+?)\*\*")
+_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
+
+
+def _inline_html(text: str) -> str:
+    parts = []
+    for piece in _CODE_SPAN.split(text):
+        if piece.startswith("`") and piece.endswith("`") and len(piece) >= 2:
+            parts.append(f"<code>{html.escape(piece[1:-1])}</code>")
+        else:
+            escaped = html.escape(piece)
+            escaped = _BOLD.sub(r"<strong>\1</strong>", escaped)
+            parts.append(_LINK.sub(r'<a href="\2">\1</a>', escaped))
+    return "".join(parts)
+
+
+_CSS = """
+body { font: 15px/1.5 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #1f2328;
+       max-width: 1180px; margin: 2em auto; padding: 0 1.5em; }
+h1 { border-bottom: 2px solid #d0d7de; padding-bottom: .3em; }
+h2 { border-bottom: 1px solid #d0d7de; padding-bottom: .2em; margin-top: 2em; }
+table { border-collapse: collapse; margin: .8em 0 1.2em; font-size: 13px; }
+th, td { border: 1px solid #d0d7de; padding: 4px 9px; vertical-align: top; }
+th { background: #f6f8fa; text-align: left; }
+td.r, th.r { text-align: right; font-variant-numeric: tabular-nums; }
+tr:nth-child(even) td { background: #fbfbfc; }
+code { font: 12px/1.4 ui-monospace, Menlo, Consolas, monospace; background: #f3f4f6;
+       padding: 1px 4px; border-radius: 4px; }
+figure { margin: 1.2em 0; }
+figure img { max-width: 100%; border: 1px solid #eaeef2; }
+figcaption { color: #57606a; font-size: 13px; }
+"""
+
+
+def render_html(blocks: list[Block], title: str) -> str:
+    """The blocks as one self-contained HTML page: inline CSS, figures as base64 PNG data URIs."""
+    body: list[str] = []
+    for block in blocks:
+        if isinstance(block, Heading):
+            body.append(f"<h{block.level}>{_inline_html(block.text)}</h{block.level}>")
+        elif isinstance(block, Para):
+            body.append(f"<p>{_inline_html(block.text)}</p>")
+        elif isinstance(block, Bullets):
+            items = "".join(f"<li>{_inline_html(item)}</li>" for item in block.items)
+            body.append(f"<ul>{items}</ul>")
+        elif isinstance(block, Table):
+
+            def cell(tag: str, i: int, text: str, right: frozenset[int] = block.right) -> str:
+                cls = ' class="r"' if i in right else ""
+                return f"<{tag}{cls}>{_inline_html(text)}</{tag}>"
+
+            head = "".join(cell("th", i, h) for i, h in enumerate(block.headers))
+            rows = "".join(
+                "<tr>" + "".join(cell("td", i, c) for i, c in enumerate(row)) + "</tr>" for row in block.rows
+            )
+            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+        else:
+            data = base64.b64encode(block.path.read_bytes()).decode("ascii")
+            caption = _inline_html(block.caption)
+            body.append(
+                f'<figure><img alt="{html.escape(block.caption)}" src="data:image/png;base64,{data}">'
+                f"<figcaption>{caption}</figcaption></figure>"
+            )
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{html.escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        + "\n".join(body)
+        + "\n</body>\n</html>\n"
+    )
+
+
+# -- number formats ---------------------------------------------------------------------------
+
+
+def _missing(value: object) -> bool:
+    if value is None:
+        return True
+    try:
+        return math.isnan(float(value))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return True
+
+
+def fmt_pct(value: object, digits: int = 1) -> str:
+    """A share in [0, 1] as a percentage, e.g. 0.6667 -> "66.7%"."""
+    return DASH if _missing(value) else f"{float(value) * 100:.{digits}f}%"  # type: ignore[arg-type]
+
+
+def fmt_ci_pct(low: object, high: object) -> str:
+    """A CI of a share as "[40.0%, 85.1%]"."""
+    if _missing(low) or _missing(high):
+        return DASH
+    return f"[{fmt_pct(low)}, {fmt_pct(high)}]"
+
+
+def fmt_p(value: object) -> str:
+    """A p-value with 3 significant digits."""
+    return DASH if _missing(value) else f"{float(value):.3g}"  # type: ignore[arg-type]
+
+
+def fmt_usd(value: object) -> str:
+    """Dollars with 4 decimals (one run costs cents or less)."""
+    return DASH if _missing(value) else f"${float(value):.4f}"  # type: ignore[arg-type]
+
+
+def fmt_count(value: object) -> str:
+    """A count or median count: thousands separators, decimals only when there are any."""
+    if _missing(value):
+        return DASH
+    number = float(value)  # type: ignore[arg-type]
+    return f"{number:,.0f}" if number.is_integer() else f"{number:,.1f}"
+
+
+def fmt_seconds(value: object) -> str:
+    """Seconds with one decimal."""
+    return DASH if _missing(value) else f"{float(value):.1f} s"  # type: ignore[arg-type]
+
+
+def fmt_effect(c: Comparison) -> tuple[str, str]:
+    """(effect, 95% CI) as text: success differences in percentage points, ratios as x-fold."""
+    if _missing(c.effect):
+        return DASH, DASH
+    if c.effect_kind == "difference":
+        ci = (
+            DASH
+            if _missing(c.ci_low) or _missing(c.ci_high)
+            else f"[{c.ci_low * 100:+.1f}, {c.ci_high * 100:+.1f}] pp"
+        )
+        return f"{c.effect * 100:+.1f} pp", ci
+    ci = DASH if _missing(c.ci_low) or _missing(c.ci_high) else f"[{c.ci_low:.2f}×, {c.ci_high:.2f}×]"
+    return f"{c.effect:.2f}×", ci
+
+
+def _short(digest: str) -> str:
+    return digest[:12]
+
+
+# -- inputs -----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Source:
+    """One results folder: its design (experiment.json) and its scored records."""
+
+    folder: Path
+    design: dict[str, Any]
+    digest: str | None
+    records: list[dict[str, Any]]
+
+    @property
+    def name(self) -> str:
+        if self.design.get("name"):
+            return str(self.design["name"])
+        names = sorted({str(r.get("experiment")) for r in self.records})
+        return names[0] if names else self.folder.name
+
+
+def _read_source(folder: Path) -> _Source:
+    design_path = folder / "experiment.json"
+    design: dict[str, Any] = {}
+    digest = None
+    if design_path.is_file():
+        raw = json.loads(design_path.read_text())
+        design = raw.get("experiment", raw)
+        digest = raw.get("digest")
+    return _Source(folder, design, digest, ResultsStore(folder).read_runs())
+
+
+def _arm_order(df: pd.DataFrame, sources: list[_Source]) -> list[str]:
+    """Arms in the order the designs declare them (experiment order, then condition order)."""
+    if df.empty:
+        return []
+    experiments = {s.name: i for i, s in enumerate(sources)}
+    declared = {
+        (s.name, c.get("name")): j for s in sources for j, c in enumerate(s.design.get("conditions", []))
+    }
+    keys: dict[str, tuple[int, int, str]] = {}
+    for exp, arm in zip(df["experiment"], df["condition"], strict=True):
+        key = (experiments.get(exp, len(experiments)), declared.get((exp, arm), 10_000), str(arm))
+        keys[arm] = min(keys.get(arm, key), key)
+    return sorted(keys, key=lambda a: keys[a])
+
+
+# -- sections ---------------------------------------------------------------------------------
+
+
+def _design_blocks(sources: list[_Source], tasks: list[str]) -> list[Block]:
+    blocks: list[Block] = [Heading(2, "1. Design and pins")]
+    for source in sources:
+        d = source.design
+        blocks.append(Heading(3, f"Experiment {code(source.name)}"))
+        if not d:
+            blocks.append(Para(f"No experiment.json in {code(source.folder.name)}; design unknown."))
+        seen_tasks = sorted({str(r["task"]) for r in source.records})
+        declared = d.get("tasks", "all")
+        task_text = (
+            f"all ({', '.join(code(t) for t in seen_tasks)})"
+            if declared == "all"
+            else ", ".join(code(t) for t in declared)
+        )
+        provider = d.get("provider") or {}
+        timeouts = d.get("timeouts") or {}
+        items = [
+            f"title: {d.get('title') or DASH}",
+            f"harness: {code(d.get('harness', DASH))}, model: {_setting(d.get('model'))}, "
+            f"thinking: {_setting(d.get('thinking'))}, provider: {code(provider.get('kind', DASH))}"
+            + (f" ({code(provider['name'])})" if provider.get("name") else ""),
+            f"tasks: {task_text}",
+            f"repetitions: {d.get('repetitions', DASH)}, seed: {d.get('seed', DASH)}, "
+            f"workers: {d.get('workers', DASH)}, max attempts per run: {d.get('max_attempts', DASH)}",
+            "timeouts: "
+            + (
+                ", ".join(
+                    f"{k.removesuffix('_s')} {_setting(v) if v is None else f'{float(v):g} s'}"
+                    for k, v in sorted(timeouts.items())
+                )
+                or DASH
+            ),
+        ]
+        if source.digest:
+            items.append(f"design digest: {code(_short(source.digest))}")
+        blocks.append(Bullets(items))
+        rows = []
+        for c in d.get("conditions", []):
+            writes = c.get("write_files") or {}
+            rows.append(
+                [
+                    code(c.get("name")),
+                    ", ".join(code(p) for p in c.get("remove_files") or []) or DASH,
+                    ", ".join(f"{code(p)} ({len(str(v))} chars)" for p, v in sorted(writes.items())) or DASH,
+                    ", ".join(code(s) for s in c.get("skills") or []) or DASH,
+                    DASH if c.get("tools") is None else ", ".join(code(t) for t in c["tools"]) or "(none)",
+                    DASH if c.get("thinking") is None else code(c["thinking"]),
+                    code(json.dumps(c.get("harness_options") or {}, sort_keys=True))
+                    if c.get("harness_options")
+                    else DASH,
+                ]
+            )
+        if rows:
+            blocks.append(
+                Table(
+                    ["condition", "removes", "writes", "skills", "tools", "thinking", "harness options"], rows
+                )
+            )
+        blocks += _pin_blocks(source, tasks)
+    return blocks
+
+
+def _setting(value: object) -> str:
+    """A design setting; None means the harness's or task's own default."""
+    return "default" if value is None else code(value)
+
+
+def _values(records: list[dict[str, Any]], get: Any) -> Counter[str]:
+    return Counter(str(get(r)) for r in records)
+
+
+def _pin_text(values: Counter[str], shorten: bool = False) -> str:
+    show = _short if shorten else (lambda v: v)
+    if len(values) <= 1:
+        return ", ".join(code(show(v)) for v in values) or DASH
+    # Only reachable with --allow-mixed-pins: every value is listed with how many runs carry it.
+    listed = ", ".join(f"{code(show(v))} ({n} runs)" for v, n in sorted(values.items()))
+    return f"**mixed**: {listed}"
+
+
+def _pin_blocks(source: _Source, tasks: list[str]) -> list[Block]:
+    records = source.records
+    if not records:
+        return [Para("No scored records, so no pins.")]
+    pins = [
+        ("rig version", lambda r: r["pins"]["rig_version"], False),
+        ("harness version", lambda r: r["pins"]["harness_version"], False),
+        ("model (configured)", lambda r: r.get("model"), False),
+        ("model (reported by the harness)", lambda r: (r.get("metrics") or {}).get("model"), False),
+        ("fixture hash", lambda r: r["pins"]["fixture_hash"], True),
+        ("python", lambda r: r["pins"]["python_version"], False),
+        ("ruff", lambda r: r["pins"]["ruff_version"], False),
+        ("pytest", lambda r: r["pins"]["pytest_version"], False),
+    ]
+    rows = [[name, _pin_text(_values(records, get), shorten)] for name, get, shorten in pins]
+    by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        by_task[str(r["task"])].append(r)
+    task_rows = [
+        [
+            code(task),
+            _pin_text(_values(by_task[task], lambda r: r["pins"]["task_hash"]), True),
+            _pin_text(_values(by_task[task], lambda r: r["pins"]["hidden_tests_hash"]), True),
+        ]
+        for task in [*tasks, *sorted(set(by_task) - set(tasks))]
+        if task in by_task
+    ]
+    return [
+        Para(
+            f"Pins of the {len(records)} scored records (hashes: first 12 hex digits; full in record.json):"
+        ),
+        Table(["pin", "value"], rows),
+        Table(["task", "task hash", "hidden-tests hash"], task_rows),
+    ]
+
+
+def _cell_blocks(
+    cells: pd.DataFrame, infra: pd.DataFrame, arms: list[str], tasks: list[str], arm_word: str
+) -> list[Block]:
+    blocks: list[Block] = [
+        Heading(2, "2. Success per cell"),
+        Para(
+            f"Scored runs per task and {arm_word}; success rate with its Wilson 95% CI; medians per run. "
+            f"**ALL** pools every task of a {arm_word}."
+        ),
+    ]
+    rows = []
+    for task in [*tasks, "ALL"]:
+        for arm in arms:
+            match = cells[(cells["task"] == task) & (cells["condition"] == arm)]
+            if match.empty:
+                continue
+            row = match.iloc[0]
+            label = "**ALL**" if task == "ALL" else code(task)
+            rows.append(
+                [
+                    label,
+                    code(arm),
+                    fmt_count(row["n"]),
+                    fmt_count(row["successes"]),
+                    fmt_pct(row["success_rate"]),
+                    fmt_ci_pct(row["ci_low"], row["ci_high"]),
+                    fmt_usd(row["median_cost_usd"]),
+                    fmt_count(row["median_total_tokens"]),
+                    fmt_count(row["median_tool_calls"]),
+                    fmt_seconds(row["median_wall_s"]),
+                ]
+            )
+    headers = [
+        "task",
+        arm_word,
+        "n",
+        "successes",
+        "success rate",
+        "95% CI",
+        "median cost",
+        "median tokens",
+        "median tool calls",
+        "median wall",
+    ]
+    blocks.append(Table(headers, rows, frozenset(range(2, len(headers)))))
+    blocks.append(Para(_infra_text(infra)))
+    return blocks
+
+
+def _infra_text(infra: pd.DataFrame) -> str:
+    reruns = int(infra["infra_reruns"].sum()) if not infra.empty else 0
+    quarantined = int(infra["quarantined"].sum()) if not infra.empty else 0
+    text = (
+        f"**Infrastructure:** {_plural(reruns, 'infra rerun')} in total (attempts lost to the provider or "
+        f"the harness, kept in quarantine.jsonl and run again), {_plural(quarantined, 'run')} still "
+        "quarantined (no scored record, so missing from the table above)"
+    )
+    hit = infra[(infra["infra_reruns"] > 0) | (infra["quarantined"] > 0)] if not infra.empty else infra
+    if hit.empty:
+        return text + f"; per cell: none in any of the {len(infra)} cells."
+    several = infra["experiment"].nunique() > 1
+    per_cell = [
+        f"{code(r.experiment) + ' ' if several else ''}{code(r.task)} / {code(r.condition)}: "
+        f"{_plural(int(r.infra_reruns), 'rerun')}, {int(r.quarantined)} quarantined"
+        for r in hit.sort_values(["experiment", "task", "condition"]).itertuples()
+    ]
+    return text + "; per cell: " + "; ".join(per_cell) + "."
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _newcombe(ka: int, na: int, kb: int, nb: int) -> tuple[float, float, float]:
+    """Difference of two proportions (b - a) with Newcombe's hybrid-score 95% CI from Wilson bounds."""
+    if na == 0 or nb == 0:
+        return math.nan, math.nan, math.nan
+    pa, pb = ka / na, kb / nb
+    la, ua = wilson_interval(ka, na)
+    lb, ub = wilson_interval(kb, nb)
+    diff = pb - pa
+    return diff, diff - math.hypot(pb - lb, ua - pa), diff + math.hypot(ub - pb, pa - la)
+
+
+def _comparison_blocks(comparisons: list[Comparison], arms: list[str], vs: bool) -> list[Block]:
+    blocks: list[Block] = [Heading(2, "3. Comparisons")]
+    if not comparisons:
+        blocks.append(
+            Para(f"Only one arm ({', '.join(code(a) for a in arms) or 'none'}): nothing to compare.")
+        )
+        return blocks
+    what = "experiment" if vs else "condition"
+    blocks.append(
+        Para(
+            f"Each row compares {what} B with the reference A ({code(arms[0])}). Success: difference in "
+            "success rate, B − A, in percentage points; cost, tokens, tool calls and wall time: ratio of "
+            "B to A (x-fold). Every effect has its 95% CI; p-values are Holm-adjusted across all rows."
+        )
+    )
+    rows = []
+    for c in comparisons:
+        effect, ci = fmt_effect(c)
+        # A p-value is never shown without the effect it tests (e.g. no costs at all: p = 1 by fiat).
+        shown = effect != DASH
+        rows.append(
+            [
+                METRIC_LABELS.get(c.metric, c.metric),
+                f"{code(c.b)} vs {code(c.a)}",
+                effect,
+                ci,
+                c.test,
+                fmt_p(c.p_value) if shown else DASH,
+                fmt_p(c.p_adjusted) if shown else DASH,
+                fmt_count(c.n_tasks),
+                f"{c.n_a} / {c.n_b}",
+                c.note or "",
+            ]
+        )
+    headers = ["metric", "B vs A", "effect", "95% CI", "test", "p", "p (Holm)", "tasks", "runs A / B", "note"]
+    blocks.append(Table(headers, rows, frozenset({2, 3, 5, 6, 7, 8})))
+    for c in comparisons:
+        if c.metric != "success" or not c.per_task:
+            continue
+        blocks.append(Heading(3, f"Per-task success: {code(c.b)} vs {code(c.a)} (Fisher exact)"))
+        task_rows = []
+        for t in c.per_task:
+            ka, na, kb, nb = (int(t[k]) for k in ("successes_a", "n_a", "successes_b", "n_b"))
+            diff, lo, hi = _newcombe(ka, na, kb, nb)
+            task_rows.append(
+                [
+                    code(t["task"]),
+                    f"{ka}/{na} ({fmt_pct(ka / na if na else math.nan, 0)})",
+                    f"{kb}/{nb} ({fmt_pct(kb / nb if nb else math.nan, 0)})",
+                    DASH if _missing(diff) else f"{diff * 100:+.1f} pp",
+                    DASH if _missing(lo) else f"[{lo * 100:+.1f}, {hi * 100:+.1f}] pp",
+                    fmt_p(t.get("fisher_p")),
+                ]
+            )
+        blocks.append(
+            Table(
+                ["task", f"A {c.a}", f"B {c.b}", "B − A", "95% CI (Newcombe)", "Fisher p (raw)"],
+                task_rows,
+                frozenset({1, 2, 3, 4, 5}),
+            )
+        )
+    blocks.append(
+        Para(
+            "Per-task Fisher p-values are unadjusted and, with few repetitions per task, have little "
+            "power; read them as a guide to where the pooled effect comes from."
+        )
+    )
+    return blocks
+
+
+def _share(series: pd.Series) -> str:
+    values = series.dropna().astype(bool)
+    if values.empty:
+        return DASH
+    return f"{fmt_pct(values.mean(), 0)} ({int(values.sum())}/{len(values)})"
+
+
+def _behaviour_blocks(df: pd.DataFrame, arms: list[str], arm_word: str) -> list[Block]:
+    rows = []
+    for arm in arms:
+        sub = df[df["condition"] == arm]
+        searches = sub["bash_search_commands"].astype(float)
+        rows.append(
+            [
+                code(arm),
+                str(len(sub)),
+                _share(sub["ran_check_script"]),
+                _share(sub["read_docs"]),
+                _share(sub["read_agents_md"]),
+                _share(sub["read_skill"]),
+                _share(sub["tampered"]),
+                f"{_share(searches > 0)}, mean {searches.mean():.2f}" if len(sub) else DASH,
+                _share(sub["ran_pytest"]),
+            ]
+        )
+    headers = [
+        arm_word,
+        "runs",
+        "ran check.py",
+        "read docs",
+        "read AGENTS.md",
+        "read SKILL.md",
+        "tampered",
+        "shell searches (runs, mean count)",
+        "ran pytest",
+    ]
+    return [
+        Heading(2, "4. Behaviour"),
+        Para(
+            f"Share of scored runs per {arm_word} that did each thing, as parsed from the saved sessions; "
+            "tampered = changed a protected file (restored before verification)."
+        ),
+        Table(headers, rows, frozenset(range(1, len(headers)))),
+    ]
+
+
+# -- failures.md ------------------------------------------------------------------------------
+
+
+def _stage_key(stage: str) -> tuple[int, str]:
+    return (STAGE_ORDER.index(stage) if stage in STAGE_ORDER else len(STAGE_ORDER), stage)
+
+
+def _oneline(message: object, limit: int = 120) -> str:
+    # An error message may span lines or hold backticks; either would break the one-line entry.
+    text = " ".join(str(message).split()).replace("`", "'")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _rel(path: Path, out_dir: Path) -> str:
+    return Path(os.path.relpath(path, out_dir)).as_posix()
+
+
+def write_failures(
+    df: pd.DataFrame, records: dict[Path, dict[str, Any]], out_dir: Path, several_experiments: bool
+) -> Path:
+    """Write failures.md: every failed scored run, by failing stage, then by failed hidden tests."""
+    failed = df[~df["success"].astype(bool)]
+    groups: dict[str, dict[tuple[str, ...], list[tuple[tuple[Any, ...], str]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for row in failed.itertuples():
+        folder = Path(row.artifacts)
+        record = records.get(folder.resolve(), {})
+        stage = str(row.failing_stage) if not _missing_str(row.failing_stage) else "(none recorded)"
+        hidden = record.get("hidden") or {}
+        hidden_failed = tuple(sorted(hidden.get("failed") or []))
+        check_failed = (record.get("check") or {}).get("failed") or []
+        links = " · ".join(
+            f"[{name}]({_rel(folder / name, out_dir)})" for name in RECEIPTS if (folder / name).is_file()
+        )
+        prefix = f"{code(row.experiment)} · " if several_experiments else ""
+        # With --vs the frame's condition is the experiment (the arm); the record keeps the real one.
+        condition = str(record.get("condition", row.condition))
+        details = []
+        if check_failed:
+            details.append("check failed: " + ", ".join(check_failed))
+        if hidden.get("error"):
+            details.append(f"hidden tests error: {_oneline(hidden['error'])}")
+        if record.get("verify_error"):
+            details.append(f"verify error: {_oneline(record['verify_error'])}")
+        if bool(row.timed_out):
+            details.append("timed out")
+        if bool(row.stalled):
+            details.append("stalled")
+        if bool(row.tampered):
+            details.append("tampered with protected files")
+        line = (
+            f"- {prefix}{code(row.task)} · {code(condition)} · rep {int(row.repetition)} · "
+            f"attempt {int(row.attempt)}" + (f" ({'; '.join(details)})" if details else "") + f": {links}"
+        )
+        sort_key = (
+            str(row.experiment),
+            str(row.task),
+            condition,
+            int(row.repetition),
+            int(row.attempt),
+        )
+        groups[stage][hidden_failed].append((sort_key, line))
+
+    total = len(df)
+    lines = [
+        "# Failures: the work queue",
+        "",
+        f"{len(failed)} of {total} scored runs failed. They are grouped by the first failing check.py stage "
+        "(`hidden`: check.py passed and only hidden tests failed), then by the hidden tests that failed. "
+        "Links are relative to this file.",
+        "",
+    ]
+    if groups:
+        lines += ["| failing stage | runs |", "| :--- | ---: |"]
+        for stage in sorted(groups, key=_stage_key):
+            lines.append(f"| {code(stage)} | {sum(len(v) for v in groups[stage].values())} |")
+        lines.append("")
+    for stage in sorted(groups, key=_stage_key):
+        by_tests = groups[stage]
+        lines += [f"## Stage {code(stage)} ({sum(len(v) for v in by_tests.values())} runs)", ""]
+        # Most common hidden-test signature first: it is the likeliest shared cause.
+        for tests in sorted(by_tests, key=lambda t: (-len(by_tests[t]), t)):
+            runs = sorted(by_tests[tests])
+            title = (
+                "Hidden tests failed: " + ", ".join(code(t) for t in tests)
+                if tests
+                else "No hidden test failed"
+            )
+            lines += [f"### {title} ({len(runs)} runs)", ""]
+            lines += [line for _, line in runs]
+            lines.append("")
+    if not groups:
+        lines += ["No failed runs.", ""]
+    path = out_dir / "failures.md"
+    path.write_text("\n".join(lines).rstrip("\n") + "\n")
+    return path
+
+
+def _missing_str(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value)) or value == ""
+
+
+# -- figures ----------------------------------------------------------------------------------
+
+
+def _draw_figures(
+    df: pd.DataFrame,
+    cells: pd.DataFrame,
+    comparisons: list[Comparison],
+    arms: list[str],
+    tasks: list[str],
+    out_dir: Path,
+    seed: int,
+    arm_word: str,
+) -> tuple[list[Path], bool]:
+    """Draw the three figures; returns their paths and whether the distribution shows cost."""
+    paths = [figures.success_by_task(cells, arms, tasks, out_dir / FIGURE_FILES["success_by_task"], arm_word)]
+    # Cost when any run reported one; a harness without cost reporting still has token counts.
+    has_cost = bool(df["cost_usd"].notna().any()) if not df.empty else False
+    metric = "cost_usd" if has_cost else "total_tokens"
+    values = {arm: [float(v) for v in df.loc[df["condition"] == arm, metric].dropna()] for arm in arms}
+    target = out_dir / FIGURE_FILES["cost_distribution"]
+    paths.append(figures.cost_distribution(values, arms, target, cost=has_cost, seed=seed, arm_word=arm_word))
+    paths.append(figures.effects_forest(comparisons, out_dir / FIGURE_FILES["effects_forest"], METRIC_LABELS))
+    return paths, has_cost
+
+
+# -- entry point ------------------------------------------------------------------------------
+
+
+def build_report(
+    folders: list[Path],
+    out_dir: Path,
+    vs: bool = False,
+    fmt: str = "md",
+    allow_mixed_pins: bool = False,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> list[Path]:
+    """Write the report of the results folders into `out_dir`; return the written paths.
+
+    With `vs`, each folder's experiment is one arm and the experiments are compared with each other;
+    otherwise the conditions are. Raises `rig.analysis.PoolingError` (before writing anything) when
+    records with different pins would be pooled and `allow_mixed_pins` is false.
+    """
+    if fmt not in ("md", "html"):
+        raise ValueError(f"unknown format {fmt!r}; use md or html")
+    folders = [Path(f).resolve() for f in folders]
+    out_dir = Path(out_dir).resolve()
+    df = load_runs(folders, allow_mixed_pins=allow_mixed_pins, arm_by_experiment=vs)
+    infra = infra_summary(folders)
+    sources = [_read_source(f) for f in folders]
+
+    arms = _arm_order(df, sources)
+    tasks = sorted(str(t) for t in df["task"].unique()) if not df.empty else []
+    cells = cell_table(df) if not df.empty else pd.DataFrame(columns=["task", "condition", "n"])
+    comparisons = (
+        compare_conditions(df, reference=arms[0], n_boot=n_boot, seed=seed) if len(arms) >= 2 else []
+    )
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    arm_word = "experiment" if vs else "condition"
+    figure_paths, has_cost = _draw_figures(df, cells, comparisons, arms, tasks, out_dir, seed, arm_word)
+    records = {
+        (s.folder / str(r["artifacts"])).resolve(): r
+        for s in sources
+        for r in s.records
+        if r.get("artifacts")
+    }
+    failures = write_failures(df, records, out_dir, several_experiments=len(sources) > 1)
+
+    names = [s.name for s in sources]
+    title = "rig report: " + (" vs ".join(names) if vs else ", ".join(names))
+    n_failed = int((~df["success"].astype(bool)).sum()) if not df.empty else 0
+    blocks: list[Block] = [
+        Heading(1, title),
+        Para(
+            f"{len(df)} scored runs in {len(tasks)} tasks x {len(arms)} "
+            f"{'experiments' if vs else 'conditions'}; {n_failed} failed, listed by failing stage in "
+            f"[failures.md](failures.md) with links to each run's receipts. "
+            "Success means check.py exit 0 and hidden pytest exit 0; nothing is judged by a model."
+        ),
+    ]
+    blocks += _design_blocks(sources, tasks)
+    blocks += _cell_blocks(cells, infra, arms, tasks, arm_word)
+    blocks += _comparison_blocks(comparisons, arms, vs)
+    blocks += _behaviour_blocks(df, arms, arm_word)
+    distribution = "Cost per run" if has_cost else "Total tokens per run (no run reported a cost)"
+    captions = [
+        f"Success rate per task and {arm_word} with Wilson 95% CIs (labels: successes/runs).",
+        f"{distribution} per {arm_word}: box (quartiles, median) and every run.",
+        "Every comparison: effect with its 95% CI; dashed line: no effect.",
+    ]
+    blocks.append(Heading(2, "5. Figures"))
+    for path, caption in zip(figure_paths, captions, strict=True):
+        blocks.append(Image(path, _rel(path, out_dir), caption))
+
+    if fmt == "html":
+        report = out_dir / "report.html"
+        report.write_text(render_html(blocks, title))
+    else:
+        report = out_dir / "report.md"
+        report.write_text(render_markdown(blocks))
+    return [report, failures, *figure_paths]

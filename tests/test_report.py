@@ -1,0 +1,291 @@
+"""`rig report` on a copy of the committed small results set, through the CLI and build_report.
+
+Every test works on copies under tmp_path: the committed set (tests/data/results_small/) is never
+written to. Reports are built once per module and shared, which keeps the module fast.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rig.report import build_report
+
+DATA = Path(__file__).parent / "data"
+SMALL = DATA / "results_small" / "results_small"
+CONFIG = DATA / "results_small.toml"
+RIG = str(Path(sys.executable).with_name("rig"))
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+FIGURES = ("success_by_task.png", "cost_distribution.png", "effects_forest.png")
+RUN_LINE = re.compile(
+    r"^- (?:`(?P<exp>[^`]+)` · )?`(?P<task>[^`]+)` · `(?P<cond>[^`]+)` · "
+    r"rep (?P<rep>\d+) · attempt (?P<att>\d+)"
+)
+
+
+def _records(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "runs.jsonl").read_text().splitlines() if line.strip()]
+
+
+def _copy_set(root: Path, name: str = "results_small") -> Path:
+    """Copy the committed set to root/<name>; under another name, rewrite the experiment name."""
+    dest = root / name
+    shutil.copytree(SMALL, dest)
+    if name != "results_small":
+        lines = []
+        for record in _records(dest):
+            record["experiment"] = name
+            lines.append(json.dumps(record, sort_keys=True))
+            (dest / record["artifacts"] / "record.json").write_text(
+                json.dumps(record, indent=2, sort_keys=True)
+            )
+        (dest / "runs.jsonl").write_text("\n".join(lines) + "\n")
+        design = json.loads((dest / "experiment.json").read_text())
+        design["experiment"]["name"] = name
+        (dest / "experiment.json").write_text(json.dumps(design, indent=2, sort_keys=True))
+    return dest
+
+
+def _rig(*args: str, root: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "RIG_RESULTS_ROOT": str(root)}
+    return subprocess.run([RIG, "report", *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A results root holding a copy of the small set and a renamed second copy, plus its config."""
+    base = tmp_path_factory.mktemp("results")
+    _copy_set(base)
+    _copy_set(base, "results_small_b")
+    # The experiment name defaults to the config file's stem.
+    shutil.copy(CONFIG, base / "results_small_b.toml")
+    return base
+
+
+@pytest.fixture(scope="module")
+def cli_md(root: Path) -> Path:
+    out = root / "out_cli"
+    proc = _rig(str(CONFIG), "--out", str(out), root=root)
+    assert proc.returncode == 0, proc.stderr
+    written = [Path(line) for line in proc.stdout.splitlines()]
+    assert out / "report.md" in written and out / "failures.md" in written
+    return out
+
+
+@pytest.fixture(scope="module")
+def direct_md(root: Path) -> tuple[Path, list[Path]]:
+    out = root / "out_direct"
+    written = build_report([root / "results_small"], out, n_boot=500, seed=3)
+    return out, written
+
+
+def _table_rows(text: str, header_start: str) -> list[list[str]]:
+    """The body rows of the first Markdown table whose header starts with `header_start`."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split(" | ")])
+    return rows
+
+
+def _check_report_md(out: Path) -> None:
+    text = (out / "report.md").read_text()
+    # 1. design and pins
+    assert "Experiment `results_small`" in text
+    assert "Small scripted A/B for analysis tests" in text
+    assert "repetitions: 3, seed: 11" in text
+    assert "`AGENTS.md`" in text  # the overlay of no_agents_md
+    assert "scripted-0.1.0" in text and "`9.2.0`" in text and "`0.17.6`" in text
+    record = _records(SMALL)[0]
+    assert record["pins"]["fixture_hash"][:12] in text
+    assert record["pins"]["task_hash"][:12] in text
+    # 2. per-cell table: 5 tasks x 2 conditions + an ALL row per condition
+    cells = _table_rows(text, "| task | condition | n |")
+    assert len(cells) == 12
+    keys = {(row[0], row[1]) for row in cells}
+    for task in {r["task"] for r in _records(SMALL)}:
+        assert (f"`{task}`", "`agents_md`") in keys and (f"`{task}`", "`no_agents_md`") in keys
+    all_rows = [row for row in cells if row[0] == "**ALL**"]
+    assert {row[1] for row in all_rows} == {"`agents_md`", "`no_agents_md`"}
+    successes = {c: sum(r["success"] for r in _records(SMALL) if r["condition"] == c) for c in ("agents_md",)}
+    agents_all = next(row for row in all_rows if row[1] == "`agents_md`")
+    assert agents_all[2] == "15" and agents_all[3] == str(successes["agents_md"])
+    assert re.fullmatch(r"\[\d+\.\d%, \d+\.\d%\]", agents_all[5])
+    assert agents_all[6].startswith("$")
+    assert "**Infrastructure:** 0 infra reruns in total" in text and "0 runs still quarantined" in text
+    assert "none in any of the 10 cells" in text
+    # 3. comparisons: success with effect, CI, raw p and Holm p; never a bare p
+    comparisons = _table_rows(text, "| metric | B vs A |")
+    success = next(row for row in comparisons if row[0] == "success rate")
+    assert success[1] == "`no_agents_md` vs `agents_md`"
+    assert re.fullmatch(r"[+-]\d+\.\d pp", success[2])
+    assert re.fullmatch(r"\[[+-]\d+\.\d, [+-]\d+\.\d\] pp", success[3])
+    assert re.fullmatch(r"[0-9.e-]+", success[5]) and re.fullmatch(r"[0-9.e-]+", success[6])
+    assert float(success[6]) >= float(success[5])
+    for row in comparisons:
+        assert row[2] != "—" or row[5] == "—", "a p-value without its effect"
+    ratio = next(row for row in comparisons if row[0] == "cost (USD)")
+    assert ratio[2].endswith("×") and ratio[3].startswith("[")
+    assert "Per-task success" in text and "Fisher p (raw)" in text
+    fisher = _table_rows(text, "| task | A agents_md |")
+    assert len(fisher) == 5
+    # 4. behaviour table, one row per condition
+    behaviour = _table_rows(text, "| condition | runs | ran check.py |")
+    assert [row[0] for row in behaviour] == ["`agents_md`", "`no_agents_md`"]
+    assert all(row[1] == "15" for row in behaviour)
+    # 5. figures are linked and exist
+    for name in FIGURES:
+        assert f"(figures/{name})" in text
+
+
+def _check_failures(out: Path, folders: list[Path]) -> None:
+    text = (out / "failures.md").read_text()
+    expected = {
+        (r["experiment"], r["task"], r["condition"], r["repetition"], r["attempt"]): r["failing_stage"]
+        for folder in folders
+        for r in _records(folder)
+        if not r["success"]
+    }
+    listed: dict[tuple, str] = {}
+    stage = None
+    default_exp = _records(folders[0])[0]["experiment"]
+    for line in text.splitlines():
+        if line.startswith("## Stage "):
+            stage = re.match(r"## Stage `([^`]+)`", line).group(1)  # type: ignore[union-attr]
+            continue
+        match = RUN_LINE.match(line)
+        if not match:
+            continue
+        key = (
+            match["exp"] or default_exp,
+            match["task"],
+            match["cond"],
+            int(match["rep"]),
+            int(match["att"]),
+        )
+        assert key not in listed, f"run listed twice: {key}"
+        listed[key] = stage  # type: ignore[assignment]
+        links = re.findall(r"\]\(([^)]+)\)", line)
+        assert "record.json" in " ".join(links) and "diff.patch" in " ".join(links)
+        for link in links:
+            assert not link.startswith("/"), link
+            assert (out / link).is_file(), f"broken link {link}"
+    assert listed == expected
+    assert f"{len(expected)} of " in text
+
+
+def test_cli_report_md(cli_md: Path) -> None:
+    _check_report_md(cli_md)
+    _check_failures(cli_md, [SMALL])
+
+
+def test_build_report_md(direct_md: tuple[Path, list[Path]]) -> None:
+    out, written = direct_md
+    assert [p.name for p in written] == ["report.md", "failures.md", *FIGURES]
+    assert all(p.is_file() for p in written)
+    _check_report_md(out)
+    _check_failures(out, [SMALL])
+    # The committed set stays untouched.
+    assert not (SMALL / "report.md").exists() and not (SMALL / "figures").exists()
+
+
+def test_figures_are_valid_pngs(direct_md: tuple[Path, list[Path]]) -> None:
+    from matplotlib.image import imread
+
+    out, _ = direct_md
+    for name in FIGURES:
+        path = out / "figures" / name
+        assert path.read_bytes()[:8] == PNG_MAGIC
+        image = imread(path)
+        assert image.shape[0] > 300 and image.shape[1] > 500
+
+
+def test_report_is_deterministic(root: Path, direct_md: tuple[Path, list[Path]]) -> None:
+    first, _ = direct_md
+    again = root / "out_again"
+    build_report([root / "results_small"], again, n_boot=500, seed=3)
+    for name in ("report.md", "failures.md", *(f"figures/{f}" for f in FIGURES)):
+        assert (again / name).read_bytes() == (first / name).read_bytes(), name
+
+
+def test_cli_html_is_self_contained(root: Path) -> None:
+    out = root / "out_html"
+    proc = _rig(str(CONFIG), "--out", str(out), "--format", "html", root=root)
+    assert proc.returncode == 0, proc.stderr
+    assert not (out / "report.md").exists()
+    page = (out / "report.html").read_text()
+    assert page.startswith("<!DOCTYPE html>")
+    assert page.count('src="data:image/png;base64,') == 3
+    assert not re.search(r"""(src|href)\s*=\s*["']?https?://""", page)
+    assert "<link" not in page and "<script" not in page
+    assert "Experiment <code>results_small</code>" in page
+    assert "<strong>ALL</strong>" in page and "p (Holm)" in page and "ran check.py" in page
+    _check_failures(out, [SMALL])
+
+
+def test_cli_vs_compares_experiments(root: Path) -> None:
+    out = root / "out_vs"
+    proc = _rig(str(CONFIG), "--vs", str(root / "results_small_b.toml"), "--out", str(out), root=root)
+    assert proc.returncode == 0, proc.stderr
+    text = (out / "report.md").read_text()
+    assert "Experiment `results_small`" in text and "Experiment `results_small_b`" in text
+    comparisons = _table_rows(text, "| metric | B vs A |")
+    success = next(row for row in comparisons if row[0] == "success rate")
+    assert "results_small_b" in success[1] and "results_small`" in success[1]
+    # Identical copies: no difference in success, with a CI around 0.
+    assert success[2] == "+0.0 pp"
+    _check_failures(out, [SMALL, root / "results_small_b"])
+
+
+def test_mixed_pins_refused_unless_allowed(tmp_path: Path) -> None:
+    folder = _copy_set(tmp_path)
+    records = _records(folder)
+    records[0]["harness_version"] = records[0]["pins"]["harness_version"] = "scripted-9.9.9"
+    (folder / "runs.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+
+    proc = _rig(str(CONFIG), "--out", str(tmp_path / "out"), root=tmp_path)
+    assert proc.returncode == 2
+    error = proc.stderr.strip()
+    assert len(error.splitlines()) == 1 and error.startswith("error:")
+    assert "--allow-mixed-pins" in error
+    assert not (tmp_path / "out").exists()
+
+    proc = _rig(str(CONFIG), "--out", str(tmp_path / "out"), "--allow-mixed-pins", root=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "**mixed**" in text and "scripted-9.9.9" in text
+
+
+def test_infra_and_missing_costs(tmp_path: Path) -> None:
+    """Quarantined attempts show per cell and in total; without costs the figure shows tokens."""
+    folder = _copy_set(tmp_path)
+    records = _records(folder)
+    for record in records:
+        record["metrics"]["cost_usd"] = None
+    (folder / "runs.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+    scored = next(r for r in records if r["run_id"] == "t2_add_endpoint__agents_md__r01")
+    lost = {**scored, "run_id": "t2_add_endpoint__agents_md__r04", "repetition": 4}
+    infra = {"is_infra": True, "rule": "no_model_turn", "detail": "no assistant turn"}
+    rerun = {**scored, "attempt": 1, "infra": infra}
+    lines = [json.dumps({**r, "infra": infra}, sort_keys=True) for r in (rerun, lost, {**lost, "attempt": 2})]
+    (folder / "quarantine.jsonl").write_text("\n".join(lines) + "\n")
+
+    out = tmp_path / "out"
+    build_report([folder], out, n_boot=200)
+    text = (out / "report.md").read_text()
+    assert "**Infrastructure:** 3 infra reruns in total" in text and "1 run still quarantined" in text
+    assert "`t2_add_endpoint` / `agents_md`: 3 reruns, 1 quarantined" in text
+    assert "Total tokens per run (no run reported a cost)" in text
+    cells = _table_rows(text, "| task | condition | n |")
+    assert all(row[6] == "—" for row in cells)  # no median cost
+    cost = next(row for row in _table_rows(text, "| metric | B vs A |") if row[0] == "cost (USD)")
+    assert cost[2:4] == ["—", "—"] and cost[5:7] == ["—", "—"] and "no cost reported" in cost[9]
+    assert (out / "figures" / "cost_distribution.png").read_bytes()[:8] == PNG_MAGIC

@@ -5,10 +5,12 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test lint setup setup-dev bench clean
 
+# The oracle proves itself, then the offline AGENTS.md A/B (a simulated agent behind the real Pi CLI),
+# then its report.
 demo: setup
 	$(BIN)/rig calibrate
-	$(BIN)/rig run experiments/scripted_smoke.toml
-	.ci/isolated $(BIN)/rig calibrate --harness all
+	.ci/isolated $(BIN)/rig run experiments/demo_agents_md.toml
+	$(BIN)/rig report experiments/demo_agents_md.toml
 
 # Tests run in a loopback-only network namespace where the machine allows it.
 test: setup-dev lint

@@ -39,8 +39,8 @@ from typing import Any
 from harnesses import shell
 from harnesses.base import AgentRun, Condition, Metrics, run_agent_process
 from harnesses.cli import Provider, api_key, base_env, cli_version, find_cli
+from harnesses.logs import as_int, derive_behaviour, read_jsonl
 from harnesses.mock_model.session import mock_model
-from harnesses.scripted import read_events
 from rig.paths import REPO_ROOT
 from rig.tasks import Task
 
@@ -280,7 +280,7 @@ def load_session(stdout_path: Path | None, transcript_path: Path | None) -> Sess
     session = Session()
     messages: dict[str, _Message] = {}
     from_stream: set[str] = set()
-    for event in read_events(stdout_path):
+    for event in read_jsonl(stdout_path):
         kind = event.get("type")
         if kind == "system" and event.get("subtype") == "init":
             session.cwd = _str(event.get("cwd")) or session.cwd
@@ -295,7 +295,7 @@ def load_session(stdout_path: Path | None, transcript_path: Path | None) -> Sess
                 from_stream.add(entry.id)
         elif kind == "user":
             _collect_tool_errors(session, event)
-    for record in read_events(transcript_path):
+    for record in read_jsonl(transcript_path):
         kind = record.get("type")
         if kind == "assistant":
             body = record.get("message")
@@ -404,17 +404,7 @@ def parse_files(stdout_path: Path | None, transcript_path: Path | None, command:
         metrics.final_text = result["result"]
     elif result is None and final_texts is not None:
         metrics.final_text = "\n".join(final_texts)
-    seen: set[str] = set()
-    for raw in read_order:
-        path = _relative(raw, session.cwd)
-        if path and path not in seen:
-            seen.add(path)
-            metrics.read_paths.append(path)
-    metrics.docs_read = [p for p in metrics.read_paths if shell.is_doc(p)]
-    metrics.read_skill = skill_invoked or any(shell.is_skill(p) for p in metrics.read_paths)
-    metrics.bash_search_commands = [c for c in metrics.bash_commands if shell.is_search(c)]
-    metrics.ran_check_script = any(shell.runs_check_script(c) for c in metrics.bash_commands)
-    metrics.ran_pytest = any(shell.runs_pytest(c) for c in metrics.bash_commands)
+    derive_behaviour(metrics, read_order, session.cwd, skill_invoked=skill_invoked)
     return metrics
 
 
@@ -432,10 +422,10 @@ def _fold_usage(metrics: Metrics, session: Session) -> None:
         # Killed before the end: the transcript's final usage per response is the best there is.
         totals = [m.usage for m in session.messages]
     for item in totals:
-        metrics.input_tokens += _int(item.get("input_tokens"))
-        metrics.output_tokens += _int(item.get("output_tokens"))
-        metrics.cache_read_tokens += _int(item.get("cache_read_input_tokens"))
-        metrics.cache_write_tokens += _int(item.get("cache_creation_input_tokens"))
+        metrics.input_tokens += as_int(item.get("input_tokens"))
+        metrics.output_tokens += as_int(item.get("output_tokens"))
+        metrics.cache_read_tokens += as_int(item.get("cache_read_input_tokens"))
+        metrics.cache_write_tokens += as_int(item.get("cache_creation_input_tokens"))
     metrics.total_tokens = (
         metrics.input_tokens + metrics.output_tokens + metrics.cache_read_tokens + metrics.cache_write_tokens
     )
@@ -471,16 +461,3 @@ def _thinking_level(command: list[str]) -> str | None:
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _relative(path: str, cwd: str | None) -> str:
-    """A read path relative to the workspace: `./` and the workspace's absolute prefix removed."""
-    if cwd and path.startswith(cwd.rstrip("/") + "/"):
-        path = path[len(cwd.rstrip("/")) + 1 :]
-    while path.startswith("./"):
-        path = path[2:]
-    return path

@@ -59,6 +59,7 @@ import genai_prices
 from harnesses import shell
 from harnesses.base import AgentRun, Condition, Metrics, run_agent_process
 from harnesses.cli import Provider, api_key, base_env, cli_version, find_cli
+from harnesses.logs import as_int, derive_behaviour, read_jsonl
 from harnesses.mock_model.session import mock_model
 from rig.paths import REPO_ROOT
 from rig.tasks import Task
@@ -346,21 +347,6 @@ def prune_codex_home(codex_home: Path, skills: list[Path]) -> None:
             path.unlink(missing_ok=True)
 
 
-def read_jsonl(path: Path | None) -> list[dict[str, Any]]:
-    """The JSON objects of a JSONL file, skipping lines that do not parse (a torn last line)."""
-    if path is None or not path.is_file():
-        return []
-    events = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
-
-
 def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
     """Metrics of one Codex run from its rollout copy and its `--json` event stream.
 
@@ -389,17 +375,7 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
     for command, workdir in shell_calls:
         metrics.bash_commands.append(command)
         read_order += [_join(workdir, p) for p in shell.read_paths(command)]
-    seen: set[str] = set()
-    for raw in read_order:
-        path = _relative(raw, cwd)
-        if path and path not in seen:
-            seen.add(path)
-            metrics.read_paths.append(path)
-    metrics.docs_read = [p for p in metrics.read_paths if shell.is_doc(p)]
-    metrics.read_skill = any(shell.is_skill(p) for p in metrics.read_paths)
-    metrics.bash_search_commands = [c for c in metrics.bash_commands if shell.is_search(c)]
-    metrics.ran_check_script = any(shell.runs_check_script(c) for c in metrics.bash_commands)
-    metrics.ran_pytest = any(shell.runs_pytest(c) for c in metrics.bash_commands)
+    derive_behaviour(metrics, read_order, cwd)
     return metrics
 
 
@@ -561,10 +537,10 @@ def price(responses: list[tuple[str | None, str | None, dict[str, Any]]]) -> tup
         try:
             calc = genai_prices.calc_price(
                 genai_prices.Usage(
-                    input_tokens=_int(usage.get("input_tokens")),
-                    cache_read_tokens=_int(usage.get("cached_input_tokens")),
-                    cache_write_tokens=_int(usage.get("cache_write_input_tokens")),
-                    output_tokens=_int(usage.get("output_tokens")),
+                    input_tokens=as_int(usage.get("input_tokens")),
+                    cache_read_tokens=as_int(usage.get("cached_input_tokens")),
+                    cache_write_tokens=as_int(usage.get("cache_write_input_tokens")),
+                    output_tokens=as_int(usage.get("output_tokens")),
                 ),
                 model,
                 provider_id=PRICE_PROVIDER,
@@ -578,15 +554,15 @@ def price(responses: list[tuple[str | None, str | None, dict[str, Any]]]) -> tup
 
 def _add_usage(metrics: Metrics, usage: dict[str, Any]) -> None:
     """Add one Codex usage object; the rig's input_tokens are the uncached ones."""
-    everything = _int(usage.get("input_tokens"))
-    cached, written = _int(usage.get("cached_input_tokens")), _int(usage.get("cache_write_input_tokens"))
-    output = _int(usage.get("output_tokens"))
+    everything = as_int(usage.get("input_tokens"))
+    cached, written = as_int(usage.get("cached_input_tokens")), as_int(usage.get("cache_write_input_tokens"))
+    output = as_int(usage.get("output_tokens"))
     metrics.input_tokens += everything - cached - written
     metrics.cache_read_tokens += cached
     metrics.cache_write_tokens += written
     metrics.output_tokens += output
-    metrics.reasoning_tokens += _int(usage.get("reasoning_output_tokens"))
-    metrics.total_tokens += _int(usage.get("total_tokens")) or everything + output
+    metrics.reasoning_tokens += as_int(usage.get("reasoning_output_tokens"))
+    metrics.total_tokens += as_int(usage.get("total_tokens")) or everything + output
 
 
 def _shell_command(name: str, payload: dict[str, Any]) -> tuple[str, str | None] | None:
@@ -662,21 +638,8 @@ def _timestamp(value: str | None) -> datetime | None:
         return None
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def _join(workdir: str | None, path: str) -> str:
     """A read path as seen from the session's cwd when the call ran in another `workdir`."""
     if workdir and not path.startswith("/"):
         return posixpath.normpath(posixpath.join(workdir, path))
-    return path
-
-
-def _relative(path: str, cwd: str | None) -> str:
-    """A read path relative to the workspace: `./` and the workspace's absolute prefix removed."""
-    if cwd and path.startswith(cwd.rstrip("/") + "/"):
-        path = path[len(cwd.rstrip("/")) + 1 :]
-    while path.startswith("./"):
-        path = path[2:]
     return path

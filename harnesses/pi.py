@@ -45,6 +45,7 @@ from typing import Any
 from harnesses import shell
 from harnesses.base import AgentRun, Condition, Metrics, run_agent_process
 from harnesses.cli import Provider, api_key, base_env, cli_version, find_cli
+from harnesses.logs import as_int, derive_behaviour, read_jsonl
 from harnesses.mock_model.session import mock_model
 from rig.paths import REPO_ROOT
 from rig.tasks import Task
@@ -311,21 +312,6 @@ def save_session(run_dir: Path) -> Path | None:
     return target
 
 
-def read_jsonl(path: Path | None) -> list[dict[str, Any]]:
-    """The JSON objects of a JSONL file, skipping lines that do not parse (a torn last line)."""
-    if path is None or not path.is_file():
-        return []
-    events = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
-
-
 def _messages(session: list[dict[str, Any]], stream: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     """The conversation's messages: from the session file, else the event stream's message_end events.
 
@@ -346,7 +332,7 @@ def truncated(message: dict[str, Any]) -> bool:
     if message.get("role") != "assistant" or message.get("stopReason") in ("error", "aborted"):
         return False
     usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
-    return _int(usage.get("totalTokens")) == 0
+    return as_int(usage.get("totalTokens")) == 0
 
 
 def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
@@ -386,17 +372,7 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
     if costs:
         metrics.cost_usd = round(sum(costs), _COST_DIGITS)
         metrics.cost_source = COST_SOURCE
-    seen: set[str] = set()
-    for raw in read_order:
-        path = _relative(raw, cwd)
-        if path and path not in seen:
-            seen.add(path)
-            metrics.read_paths.append(path)
-    metrics.docs_read = [p for p in metrics.read_paths if shell.is_doc(p)]
-    metrics.read_skill = any(shell.is_skill(p) for p in metrics.read_paths)
-    metrics.bash_search_commands = [c for c in metrics.bash_commands if shell.is_search(c)]
-    metrics.ran_check_script = any(shell.runs_check_script(c) for c in metrics.bash_commands)
-    metrics.ran_pytest = any(shell.runs_pytest(c) for c in metrics.bash_commands)
+    derive_behaviour(metrics, read_order, cwd)
     return metrics
 
 
@@ -428,28 +404,15 @@ def _count_assistant(metrics: Metrics, message: dict[str, Any], read_order: list
     if stop_reason == "stop":
         metrics.final_text = "\n".join(texts)
     usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
-    metrics.input_tokens += _int(usage.get("input"))
-    metrics.output_tokens += _int(usage.get("output"))
-    metrics.cache_read_tokens += _int(usage.get("cacheRead"))
-    metrics.cache_write_tokens += _int(usage.get("cacheWrite"))
+    metrics.input_tokens += as_int(usage.get("input"))
+    metrics.output_tokens += as_int(usage.get("output"))
+    metrics.cache_read_tokens += as_int(usage.get("cacheRead"))
+    metrics.cache_write_tokens += as_int(usage.get("cacheWrite"))
     # Pi 0.73.1 keeps no reasoning count (OpenAI's output already includes it); read it if a
     # later version adds one.
-    metrics.reasoning_tokens += _int(usage.get("reasoning"))
-    metrics.total_tokens += _int(usage.get("totalTokens"))
+    metrics.reasoning_tokens += as_int(usage.get("reasoning"))
+    metrics.total_tokens += as_int(usage.get("totalTokens"))
     cost = usage.get("cost")
     if isinstance(cost, dict) and isinstance(cost.get("total"), int | float):
         return float(cost["total"])
     return None
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _relative(path: str, cwd: str | None) -> str:
-    """A read path relative to the workspace: `./` and the workspace's absolute prefix removed."""
-    if cwd and path.startswith(cwd.rstrip("/") + "/"):
-        path = path[len(cwd.rstrip("/")) + 1 :]
-    while path.startswith("./"):
-        path = path[2:]
-    return path

@@ -14,7 +14,6 @@ session. Its behaviour is chosen by `condition.harness_options["policy"]`:
 The attempt number comes from the run directory's name (`attempt-<n>`).
 """
 
-import json
 import re
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 import rig
 from harnesses import shell
 from harnesses.base import DEFAULT_STALL_S, AgentRun, Condition, Metrics, run_agent_process
+from harnesses.logs import as_int, derive_behaviour, read_jsonl
 from rig.proc import BASE_PATH
 from rig.tasks import Task
 
@@ -127,24 +127,9 @@ def attempt_number(run_dir: Path) -> int:
     return int(match.group(1)) if match else 1
 
 
-def read_events(path: Path | None) -> list[dict[str, Any]]:
-    """The JSON objects of a JSONL file, skipping lines that do not parse (a torn last line)."""
-    if path is None or not path.is_file():
-        return []
-    events = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
-
-
 def parse_session_file(path: Path | None) -> Metrics:
     """Metrics of a scripted session file (see harnesses/scripted_agent.py for its format)."""
-    events = read_events(path)
+    events = read_jsonl(path)
     metrics = Metrics()
     cwd: str | None = None
     costs: list[float] = []
@@ -169,17 +154,7 @@ def parse_session_file(path: Path | None) -> Metrics:
     if costs:
         metrics.cost_usd = round(sum(costs), _COST_DIGITS)
         metrics.cost_source = COST_SOURCE
-    seen: set[str] = set()
-    for raw in read_order:
-        path_str = _relative(raw, cwd)
-        if path_str and path_str not in seen:
-            seen.add(path_str)
-            metrics.read_paths.append(path_str)
-    metrics.docs_read = [p for p in metrics.read_paths if shell.is_doc(p)]
-    metrics.read_skill = any(shell.is_skill(p) for p in metrics.read_paths)
-    metrics.bash_search_commands = [c for c in metrics.bash_commands if shell.is_search(c)]
-    metrics.ran_check_script = any(shell.runs_check_script(c) for c in metrics.bash_commands)
-    metrics.ran_pytest = any(shell.runs_pytest(c) for c in metrics.bash_commands)
+    derive_behaviour(metrics, read_order, cwd)
     return metrics
 
 
@@ -211,26 +186,13 @@ def _count_assistant(metrics: Metrics, message: dict[str, Any], read_order: list
     if stop_reason == "stop":
         metrics.final_text = "\n".join(texts)
     usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
-    metrics.input_tokens += _int(usage.get("input"))
-    metrics.output_tokens += _int(usage.get("output"))
-    metrics.cache_read_tokens += _int(usage.get("cacheRead"))
-    metrics.cache_write_tokens += _int(usage.get("cacheWrite"))
-    metrics.reasoning_tokens += _int(usage.get("reasoning"))
-    metrics.total_tokens += _int(usage.get("totalTokens"))
+    metrics.input_tokens += as_int(usage.get("input"))
+    metrics.output_tokens += as_int(usage.get("output"))
+    metrics.cache_read_tokens += as_int(usage.get("cacheRead"))
+    metrics.cache_write_tokens += as_int(usage.get("cacheWrite"))
+    metrics.reasoning_tokens += as_int(usage.get("reasoning"))
+    metrics.total_tokens += as_int(usage.get("totalTokens"))
     cost = usage.get("cost")
     if isinstance(cost, dict) and isinstance(cost.get("total"), int | float):
         return float(cost["total"])
     return None
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _relative(path: str, cwd: str | None) -> str:
-    """A read path relative to the workspace: `./` and the workspace's absolute prefix removed."""
-    if cwd and path.startswith(cwd.rstrip("/") + "/"):
-        path = path[len(cwd.rstrip("/")) + 1 :]
-    while path.startswith("./"):
-        path = path[2:]
-    return path

@@ -11,7 +11,8 @@ from conftest import run_check_json
 import rig
 from harnesses import scripted_agent as agent
 from harnesses.base import AgentRun, Condition, Metrics
-from harnesses.scripted import ScriptedHarness, attempt_number, read_events
+from harnesses.logs import read_jsonl
+from harnesses.scripted import ScriptedHarness, attempt_number
 from rig.paths import FIXTURE_DIR
 from rig.tasks import Task, load_tasks
 from rig.workspace import apply_patch, copy_fixture, tree_digest
@@ -50,7 +51,7 @@ def run_policy(
 
 
 def header(run: AgentRun) -> dict:
-    events = read_events(run.session_path)
+    events = read_jsonl(run.session_path)
     assert events and events[0]["type"] == "session"
     return events[0]
 
@@ -58,7 +59,7 @@ def header(run: AgentRun) -> dict:
 def tool_exit_codes(run: AgentRun) -> list[int]:
     return [
         e["message"]["details"]["exitCode"]
-        for e in read_events(run.session_path)
+        for e in read_jsonl(run.session_path)
         if e["type"] == "message" and e["message"]["role"] == "toolResult"
     ]
 
@@ -196,7 +197,7 @@ def test_hang_is_killed_with_its_whole_group(workspace, task, tmp_path):
     # Find the lingering child while the agent hangs, so the check below cannot pass vacuously.
     pgid = child = None
     while child is None and thread.is_alive():
-        events = read_events(run_dir / "session.jsonl")
+        events = read_jsonl(run_dir / "session.jsonl")
         pgid = events[0]["pid"] if events else None
         if pgid is not None:
             child = next((p for p in live_group_members(pgid) if cmdline(p) == ["sleep", "3600"]), None)

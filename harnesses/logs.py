@@ -37,6 +37,51 @@ def relative_path(path: str, cwd: str | None) -> str:
     return path
 
 
+def fold_pi_assistant(metrics: Metrics, message: dict[str, Any], read_order: list[str]) -> float | None:
+    """Fold one assistant message of a Pi-format session into `metrics`; return its cost, if any.
+
+    Pi writes this format, and the scripted agent imitates it so that the same parsing is tested.
+    """
+    metrics.assistant_messages += 1
+    stop_reason = message.get("stopReason")
+    if isinstance(stop_reason, str):
+        metrics.stop_reasons.append(stop_reason)
+    if message.get("errorMessage"):
+        metrics.error_messages.append(str(message["errorMessage"]))
+    content = message.get("content") if isinstance(message.get("content"), list) else []
+    texts = []
+    for item in content:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "text":
+            texts.append(str(item.get("text", "")))
+        elif item.get("type") == "toolCall":
+            name = str(item.get("name"))
+            arguments = item.get("arguments") if isinstance(item.get("arguments"), dict) else {}
+            metrics.tool_calls += 1
+            metrics.tool_calls_by_name[name] = metrics.tool_calls_by_name.get(name, 0) + 1
+            if name == "bash" and isinstance(arguments.get("command"), str):
+                metrics.bash_commands.append(arguments["command"])
+                read_order.extend(shell.read_paths(arguments["command"]))
+            elif name == "read" and isinstance(arguments.get("path"), str):
+                read_order.append(arguments["path"])
+    if stop_reason == "stop":
+        metrics.final_text = "\n".join(texts)
+    usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
+    metrics.input_tokens += as_int(usage.get("input"))
+    metrics.output_tokens += as_int(usage.get("output"))
+    metrics.cache_read_tokens += as_int(usage.get("cacheRead"))
+    metrics.cache_write_tokens += as_int(usage.get("cacheWrite"))
+    # Pi 0.73.1 keeps no reasoning count (OpenAI's output already includes it); read it if a
+    # later version adds one.
+    metrics.reasoning_tokens += as_int(usage.get("reasoning"))
+    metrics.total_tokens += as_int(usage.get("totalTokens"))
+    cost = usage.get("cost")
+    if isinstance(cost, dict) and isinstance(cost.get("total"), int | float):
+        return float(cost["total"])
+    return None
+
+
 def derive_behaviour(
     metrics: Metrics, read_order: list[str], cwd: str | None, skill_invoked: bool = False
 ) -> None:

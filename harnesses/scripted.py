@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import rig
-from harnesses import shell
 from harnesses.base import DEFAULT_STALL_S, AgentRun, Condition, Metrics, run_agent_process
-from harnesses.logs import as_int, derive_behaviour, read_jsonl
+from harnesses.logs import derive_behaviour, fold_pi_assistant, read_jsonl
 from rig.proc import BASE_PATH
 from rig.tasks import Task
 
@@ -146,7 +145,7 @@ def parse_session_file(path: Path | None) -> Metrics:
         elif kind == "message" and isinstance(event.get("message"), dict):
             message = event["message"]
             if message.get("role") == "assistant":
-                cost = _count_assistant(metrics, message, read_order)
+                cost = fold_pi_assistant(metrics, message, read_order)
                 if cost is not None:
                     costs.append(cost)
             elif message.get("role") == "toolResult" and message.get("isError") is True:
@@ -156,43 +155,3 @@ def parse_session_file(path: Path | None) -> Metrics:
         metrics.cost_source = COST_SOURCE
     derive_behaviour(metrics, read_order, cwd)
     return metrics
-
-
-def _count_assistant(metrics: Metrics, message: dict[str, Any], read_order: list[str]) -> float | None:
-    """Fold one assistant message into `metrics`; return its cost, if it reports one."""
-    metrics.assistant_messages += 1
-    stop_reason = message.get("stopReason")
-    if isinstance(stop_reason, str):
-        metrics.stop_reasons.append(stop_reason)
-    if message.get("errorMessage"):
-        metrics.error_messages.append(str(message["errorMessage"]))
-    content = message.get("content") if isinstance(message.get("content"), list) else []
-    texts = []
-    for item in content:
-        if not isinstance(item, dict):
-            continue
-        if item.get("type") == "text":
-            texts.append(str(item.get("text", "")))
-        elif item.get("type") == "toolCall":
-            name = str(item.get("name"))
-            arguments = item.get("arguments") if isinstance(item.get("arguments"), dict) else {}
-            metrics.tool_calls += 1
-            metrics.tool_calls_by_name[name] = metrics.tool_calls_by_name.get(name, 0) + 1
-            if name == "bash" and isinstance(arguments.get("command"), str):
-                metrics.bash_commands.append(arguments["command"])
-                read_order.extend(shell.read_paths(arguments["command"]))
-            elif name == "read" and isinstance(arguments.get("path"), str):
-                read_order.append(arguments["path"])
-    if stop_reason == "stop":
-        metrics.final_text = "\n".join(texts)
-    usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
-    metrics.input_tokens += as_int(usage.get("input"))
-    metrics.output_tokens += as_int(usage.get("output"))
-    metrics.cache_read_tokens += as_int(usage.get("cacheRead"))
-    metrics.cache_write_tokens += as_int(usage.get("cacheWrite"))
-    metrics.reasoning_tokens += as_int(usage.get("reasoning"))
-    metrics.total_tokens += as_int(usage.get("totalTokens"))
-    cost = usage.get("cost")
-    if isinstance(cost, dict) and isinstance(cost.get("total"), int | float):
-        return float(cost["total"])
-    return None

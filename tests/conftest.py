@@ -8,13 +8,30 @@ from pathlib import Path
 import pytest
 
 from rig.paths import FIXTURE_DIR
-from rig.workspace import copy_fixture
+from rig.tasks import Task, load_tasks
+from rig.workspace import apply_patch, copy_fixture
+
+# The task the harness tests run: a small bug fix whose baseline fails check.py.
+HARNESS_TASK = "t1_fix_pagination"
 
 
 @pytest.fixture
 def taskapp(tmp_path: Path) -> Path:
     """A fresh, cache-free copy of fixtures/taskapp that a test may change freely."""
     return copy_fixture(FIXTURE_DIR, tmp_path / "taskapp")
+
+
+@pytest.fixture(scope="module")
+def task() -> Task:
+    """The task the harness tests run."""
+    return load_tasks(only=[HARNESS_TASK])[0]
+
+
+@pytest.fixture
+def workspace(taskapp: Path, task: Task) -> Path:
+    """A fixture copy in the task's setup state, as the pipeline would prepare it."""
+    apply_patch(taskapp, task.setup_patch)
+    return taskapp
 
 
 def run_check_json(workdir: Path) -> tuple[int, dict]:

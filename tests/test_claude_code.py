@@ -25,29 +25,16 @@ from harnesses.mock_model.policy import Policy, Step
 from harnesses.mock_model.server import MockModelServer, Usage
 from harnesses.mock_model.session import LEDGER_FILE
 from rig.classify import classify
-from rig.tasks import Task, load_tasks
-from rig.workspace import apply_patch, tree_digest
+from rig.tasks import Task
+from rig.workspace import tree_digest
 
 DATA = Path(__file__).parent / "data" / "claude_code"
-TASK_ID = "t1_fix_pagination"
 # A line of the fixture's AGENTS.md that no other context file holds.
 AGENTS_MARK = "Endpoints need three pieces"
 SKILL = "tasks/t5_migration/skill"
 SKILL_NAME = "taskapp-migration"
 SOLUTION_USAGE = {"input": 1000, "output": 100, "cache_read": 500, "cache_write": 30}
 CHECK_COMMAND = "python scripts/check.py"
-
-
-@pytest.fixture(scope="module")
-def task() -> Task:
-    return load_tasks(only=[TASK_ID])[0]
-
-
-@pytest.fixture
-def workspace(taskapp: Path, task: Task) -> Path:
-    """A fixture copy in the task's setup state, as the pipeline would prepare it."""
-    apply_patch(taskapp, task.setup_patch)
-    return taskapp
 
 
 def saved_run(folder: Path, *, stdout: bool = True, transcript: bool = True) -> AgentRun:

@@ -31,11 +31,10 @@ from harnesses.mock_model.server import MockModelServer, Usage
 from harnesses.mock_model.session import LEDGER_FILE
 from rig.classify import classify
 from rig.paths import REPO_ROOT
-from rig.tasks import Task, load_tasks
-from rig.workspace import apply_patch, tree_digest
+from rig.tasks import Task
+from rig.workspace import tree_digest
 
 DATA = Path(__file__).parent / "data" / "codex"
-TASK_ID = "t1_fix_pagination"
 SKILL = "tasks/t5_migration/skill"
 SKILL_NAME = "taskapp-migration"
 # The usage the captured runs were served with (see tests/data/codex/README.md).
@@ -49,18 +48,6 @@ FAULT_WALL_S = 15.0
 # The silence watchdog's setting for the hang tests, and the slack allowed on top of it.
 HANG_STALL_S = 5.0
 HANG_SLACK_S = 6.0
-
-
-@pytest.fixture(scope="module")
-def task() -> Task:
-    return load_tasks(only=[TASK_ID])[0]
-
-
-@pytest.fixture
-def workspace(taskapp: Path, task: Task) -> Path:
-    """A fixture copy in the task's setup state, as the pipeline would prepare it."""
-    apply_patch(taskapp, task.setup_patch)
-    return taskapp
 
 
 def captured(case: str, exit_code: int = 0) -> AgentRun:

@@ -28,11 +28,10 @@ from harnesses.pi import (
 )
 from rig.classify import classify
 from rig.paths import REPO_ROOT
-from rig.tasks import Task, load_tasks
-from rig.workspace import apply_patch, tree_digest
+from rig.tasks import Task
+from rig.workspace import tree_digest
 
 DATA = Path(__file__).parent / "data" / "pi"
-TASK_ID = "t1_fix_pagination"
 SKILL = "tasks/t5_migration/skill"
 SKILL_NAME = "taskapp-migration"
 # The usage the captured runs were served with (see tests/data/pi/README.md).
@@ -42,18 +41,6 @@ CAPTURED_COST = (1000 * 3 + 100 * 15 + 500 * 0.3 + 40 * 3.75) / 1e6
 STALL_S = 30.0
 # A provider failure must end a run in seconds; Node start-up alone takes about one.
 FAULT_WALL_S = 15.0
-
-
-@pytest.fixture(scope="module")
-def task() -> Task:
-    return load_tasks(only=[TASK_ID])[0]
-
-
-@pytest.fixture
-def workspace(taskapp: Path, task: Task) -> Path:
-    """A fixture copy in the task's setup state, as the pipeline would prepare it."""
-    apply_patch(taskapp, task.setup_patch)
-    return taskapp
 
 
 def captured(case: str) -> AgentRun:

@@ -14,23 +14,10 @@ from harnesses.base import AgentRun, Condition, Metrics
 from harnesses.logs import read_jsonl
 from harnesses.scripted import ScriptedHarness, attempt_number
 from rig.paths import FIXTURE_DIR
-from rig.tasks import Task, load_tasks
+from rig.tasks import Task
 from rig.workspace import apply_patch, copy_fixture, tree_digest
 
-TASK_ID = "t1_fix_pagination"
 PROMPT = "Fix the pagination bug."
-
-
-@pytest.fixture(scope="module")
-def task() -> Task:
-    return load_tasks(only=[TASK_ID])[0]
-
-
-@pytest.fixture
-def workspace(taskapp: Path, task: Task) -> Path:
-    """A fixture copy in the task's setup state, as the pipeline would prepare it."""
-    apply_patch(taskapp, task.setup_patch)
-    return taskapp
 
 
 def run_policy(

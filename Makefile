@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint setup setup-dev bench clean
+.PHONY: demo test lint setup setup-dev sandbox bench clean
 
 # The oracle proves itself, then the offline AGENTS.md A/B (a simulated agent behind the real Pi CLI),
 # then its report.
@@ -22,8 +22,16 @@ lint: setup-dev
 
 NODE_STAMP := harnesses/node/node_modules/.package-lock.json
 
-setup: $(VENV)/.installed $(NODE_STAMP)
-setup-dev: $(VENV)/.installed-dev $(NODE_STAMP)
+setup: $(VENV)/.installed $(NODE_STAMP) sandbox
+setup-dev: $(VENV)/.installed-dev $(NODE_STAMP) sandbox
+
+# bubblewrap confines every agent (see `rig doctor`); without root or apt, rig runs agents
+# unconfined and says so in every record.
+sandbox:
+	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null || \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }; }; } || \
+	  echo "warning: bubblewrap not installed (apt-get install bubblewrap); agents will run unconfined" >&2
 
 # The harness CLIs, at the exact versions of the lock file.
 $(NODE_STAMP): harnesses/node/package-lock.json

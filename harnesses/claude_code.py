@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from harnesses import shell
-from harnesses.base import AgentRun, Condition, Metrics, run_agent_process
+from harnesses.base import AgentRun, Condition, Confinement, Metrics, run_agent_process
 from harnesses.cli import Provider, api_key, base_env, cli_version, find_cli
 from harnesses.logs import as_int, derive_behaviour, read_jsonl
 from harnesses.mock_model.session import mock_model
@@ -80,13 +80,20 @@ class ClaudeCodeHarness:
     name = "claude-code"
 
     def __init__(
-        self, task: Task, provider: Provider, model: str | None, thinking: str | None, stall_s: float
+        self,
+        task: Task,
+        provider: Provider,
+        model: str | None,
+        thinking: str | None,
+        stall_s: float,
+        confinement: Confinement | None = None,
     ) -> None:
         self.task = task
         self.provider = provider
         self.model = model
         self.thinking = thinking
         self.stall_s = stall_s
+        self.confinement = confinement
         # How the last run realised its condition for this harness; the runner records it.
         self.condition_mapping: str | None = None
         if thinking is not None:
@@ -144,10 +151,14 @@ class ClaudeCodeHarness:
         if self.provider.kind == "mock":
             with mock_model(self.task, options, run_dir) as base_url:
                 env = self._env(home, config, base_url, options)
-                run = run_agent_process(command, workdir, env, run_dir, timeout, self.stall_s, watched)
+                run = run_agent_process(
+                    command, workdir, env, run_dir, timeout, self.stall_s, watched, self.confinement
+                )
         else:
             env = self._env(home, config, self.provider.base_url, options)
-            run = run_agent_process(command, workdir, env, run_dir, timeout, self.stall_s, watched)
+            run = run_agent_process(
+                command, workdir, env, run_dir, timeout, self.stall_s, watched, self.confinement
+            )
         saved = _save_transcript(config, session_id, run_dir / SESSION_NAME)
         return run.model_copy(update={"session_path": saved})
 

@@ -57,7 +57,7 @@ from typing import Any
 import genai_prices
 
 from harnesses import shell
-from harnesses.base import AgentRun, Condition, Metrics, run_agent_process
+from harnesses.base import AgentRun, Condition, Confinement, Metrics, run_agent_process
 from harnesses.cli import Provider, api_key, base_env, cli_version, find_cli
 from harnesses.logs import as_int, derive_behaviour, read_jsonl
 from harnesses.mock_model.session import mock_model
@@ -124,7 +124,13 @@ class CodexHarness:
     name = "codex"
 
     def __init__(
-        self, task: Task, provider: Provider, model: str | None, thinking: str | None, stall_s: float
+        self,
+        task: Task,
+        provider: Provider,
+        model: str | None,
+        thinking: str | None,
+        stall_s: float,
+        confinement: Confinement | None = None,
     ) -> None:
         if provider.kind == "real" and not (model and provider.api_key_env):
             raise ValueError("a real provider for codex needs a model and provider.api_key_env")
@@ -133,6 +139,7 @@ class CodexHarness:
         self.model = model
         self.thinking = thinking
         self.stall_s = stall_s
+        self.confinement = confinement
         # How the last run realised its condition beyond the workspace overlays (the runner records it).
         self.condition_mapping: str | None = None
 
@@ -226,10 +233,14 @@ class CodexHarness:
         if self.provider.kind == "mock":
             with mock_model(self.task, condition.harness_options, run_dir) as base_url:
                 write_config(codex_home, self.config(f"{base_url}/v1", condition.tools))
-                run = run_agent_process(command, workdir, env, run_dir, timeout, self.stall_s, sessions)
+                run = run_agent_process(
+                    command, workdir, env, run_dir, timeout, self.stall_s, sessions, self.confinement
+                )
         else:
             write_config(codex_home, self.config(self.provider.base_url or OPENAI_BASE_URL, condition.tools))
-            run = run_agent_process(command, workdir, env, run_dir, timeout, self.stall_s, sessions)
+            run = run_agent_process(
+                command, workdir, env, run_dir, timeout, self.stall_s, sessions, self.confinement
+            )
         session = save_session(codex_home, run_dir, run.stdout_path)
         prune_codex_home(codex_home, skills)
         return run.model_copy(update={"session_path": session})

@@ -42,7 +42,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from harnesses.base import AgentRun, Condition, Metrics, run_agent_process
+from harnesses.base import AgentRun, Condition, Confinement, Metrics, run_agent_process
 from harnesses.cli import Provider, api_key, base_env, cli_version, find_cli
 from harnesses.logs import as_int, derive_behaviour, fold_pi_assistant, read_jsonl
 from harnesses.mock_model.session import mock_model
@@ -73,7 +73,13 @@ class PiHarness:
     condition_mapping: str | None = None
 
     def __init__(
-        self, task: Task, provider: Provider, model: str | None, thinking: str | None, stall_s: float
+        self,
+        task: Task,
+        provider: Provider,
+        model: str | None,
+        thinking: str | None,
+        stall_s: float,
+        confinement: Confinement | None = None,
     ) -> None:
         if provider.kind == "real" and not (provider.name and model):
             raise ValueError("a real provider for pi needs provider.name and a model")
@@ -82,6 +88,7 @@ class PiHarness:
         self.model = model
         self.thinking = thinking
         self.stall_s = stall_s
+        self.confinement = confinement
 
     def version(self) -> str:
         """`pi --version` of the CLI that runs."""
@@ -142,10 +149,14 @@ class PiHarness:
         if self.provider.kind == "mock":
             with mock_model(self.task, condition.harness_options, run_dir) as base_url:
                 self._write_models(agent_dir, f"{base_url}/v1")
-                run = run_agent_process(command, workdir, env, run_dir, timeout, self.stall_s)
+                run = run_agent_process(
+                    command, workdir, env, run_dir, timeout, self.stall_s, None, self.confinement
+                )
         else:
             self._write_models(agent_dir, self.provider.base_url)
-            run = run_agent_process(command, workdir, env, run_dir, timeout, self.stall_s)
+            run = run_agent_process(
+                command, workdir, env, run_dir, timeout, self.stall_s, None, self.confinement
+            )
         return run.model_copy(update={"session_path": save_session(run_dir)})
 
     def parse_session(self, run: AgentRun) -> Metrics:

@@ -7,20 +7,27 @@ session. Its behaviour is chosen by `condition.harness_options["policy"]`:
 - `solution` (default) / `decoy` (with `harness_options["decoy"]`): read the docs, apply the
   task's reference or named decoy patch, run the gate;
 - `nothing`, `sleep` (`harness_options["seconds"]`), `hang`, `stall`, `crash`, `write_outside`,
-  `tamper`: behaviours the pipeline must classify or contain;
+  `tamper`, `flood` (`stdout_bytes`, `stderr_bytes` of filler): behaviours the pipeline must
+  classify or contain;
 - `infra_no_turn`, `infra_error_only`, `flaky` (infra failure on attempt 1 only): provider failures;
-- `bernoulli` (`harness_options["p"]`): the solution with probability p, else nothing, seeded per run.
+- `bernoulli` (`harness_options["p"]`): the solution with probability p, else nothing, seeded per run;
+- `script` (`harness_options["commands"]`, a list of shell commands): read the README, run each
+  command as one bash turn, answer "Done." (the adversarial suite, tests/test_redteam.py).
 
-The attempt number comes from the run directory's name (`attempt-<n>`).
+The attempt number comes from the run directory's name (`attempt-<n>`). The agent is handed no
+path inside the rig's repository but its own script (which the sandbox exposes): the patch a
+policy applies and the commands of `script` are copied into the run directory first.
 """
 
+import json
 import re
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 import rig
-from harnesses.base import DEFAULT_STALL_S, AgentRun, Condition, Metrics, run_agent_process
+from harnesses.base import DEFAULT_STALL_S, AgentRun, Condition, Confinement, Metrics, run_agent_process
 from harnesses.logs import derive_behaviour, fold_pi_assistant, read_jsonl
 from rig.proc import BASE_PATH
 from rig.tasks import Task
@@ -29,6 +36,9 @@ AGENT_SCRIPT = Path(__file__).resolve().with_name("scripted_agent.py")
 DEFAULT_POLICY = "solution"
 DEFAULT_MODEL = "scripted-model"
 SESSION_NAME = "session.jsonl"
+# Inputs copied into the run directory (the attempt folder), so they are saved with the run.
+PATCH_COPY = "scripted-input.patch"
+SCRIPT_COPY = "scripted-input.json"
 INFRA_SIGNATURE = "scripted_provider_error"
 COST_SOURCE = "harness"
 _ATTEMPT_DIR = re.compile(r"^attempt-(\d+)$")
@@ -41,9 +51,16 @@ class ScriptedHarness:
 
     name = "scripted"
 
-    def __init__(self, task: Task, stall_s: float = DEFAULT_STALL_S, python: str = sys.executable) -> None:
+    def __init__(
+        self,
+        task: Task,
+        stall_s: float = DEFAULT_STALL_S,
+        python: str = sys.executable,
+        confinement: Confinement | None = None,
+    ) -> None:
         self.task = task
         self.stall_s = stall_s
+        self.confinement = confinement
         self.python = python
 
     def version(self) -> str:
@@ -71,11 +88,22 @@ class ScriptedHarness:
         ]
         if condition.thinking is not None:
             command += ["--thinking", condition.thinking]
+        run_dir.mkdir(parents=True, exist_ok=True)
         patch = self._patch(policy, options)
         if patch is not None:
-            command += ["--patch", str(patch.resolve())]
+            # A copy in the run directory: the repository (tasks/) is not the agent's to see.
+            copy = run_dir / PATCH_COPY
+            shutil.copyfile(patch, copy)
+            command += ["--patch", str(copy.resolve())]
+        if policy == "script":
+            script = run_dir / SCRIPT_COPY
+            script.write_text(json.dumps({"commands": script_commands(options)}, indent=2) + "\n")
+            command += ["--script", str(script.resolve())]
         if policy == "sleep":
             command += ["--seconds", str(options.get("seconds", 0))]
+        if policy == "flood":
+            command += ["--stdout-bytes", str(int(options.get("stdout_bytes", 0)))]
+            command += ["--stderr-bytes", str(int(options.get("stderr_bytes", 0)))]
         if policy == "bernoulli":
             # Seeded by run id and attempt: the same run always makes the same choice.
             seed_key = f"{run_dir.parent.name}/{run_dir.name}"
@@ -83,7 +111,7 @@ class ScriptedHarness:
         home = run_dir / "home"
         home.mkdir(parents=True, exist_ok=True)
         return run_agent_process(
-            command, workdir, self._env(home), run_dir, timeout, self.stall_s, session_path
+            command, workdir, self._env(home), run_dir, timeout, self.stall_s, session_path, self.confinement
         )
 
     def parse_session(self, run: AgentRun) -> Metrics:
@@ -118,6 +146,14 @@ class ScriptedHarness:
             "PYTHONNOUSERSITE": "1",
             "PYTHONDONTWRITEBYTECODE": "1",
         }
+
+
+def script_commands(options: dict[str, Any]) -> list[str]:
+    """`harness_options["commands"]` of the script policy: a non-empty list of shell commands."""
+    commands = options.get("commands")
+    if not isinstance(commands, list) or not commands or not all(isinstance(c, str) for c in commands):
+        raise ValueError("policy 'script' needs harness_options['commands'], a non-empty list of strings")
+    return list(commands)
 
 
 def attempt_number(run_dir: Path) -> int:

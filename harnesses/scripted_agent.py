@@ -225,6 +225,40 @@ def policy_tamper(agent: Agent, args: argparse.Namespace) -> None:
     agent.final(FINAL_DONE)
 
 
+def policy_script(agent: Agent, args: argparse.Namespace) -> None:
+    """Read the README, run each command of --script as one bash turn, answer "Done."
+
+    The commands come from a JSON file (`{"commands": [...]}`): the adversarial suite uses this
+    to try every way of getting a failing task scored as a success. Each command really runs in
+    the workspace; its exit code is recorded like any other tool call's.
+    """
+    commands = load_script(args.script)
+    agent.turn("Reading the project instructions first.", [("read", {"path": "README.md"})])
+    for number, command in enumerate(commands, 1):
+        agent.turn(f"Step {number} of {len(commands)}.", [("bash", {"command": command})])
+    agent.final(FINAL_DONE)
+
+
+def load_script(path: Path) -> list[str]:
+    """The commands of a script file: a JSON object whose `commands` is a list of strings."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    commands = data.get("commands") if isinstance(data, dict) else None
+    if not isinstance(commands, list) or not all(isinstance(c, str) for c in commands):
+        raise ValueError(f'{path}: expected {{"commands": ["shell command", ...]}}')
+    return commands
+
+
+def policy_flood(agent: Agent, args: argparse.Namespace) -> None:
+    """One turn, then --stdout-bytes and --stderr-bytes of filler straight to the two streams."""
+    agent.turn("Looking at the project.", [("read", {"path": "README.md"})])
+    block = b"x" * 1023 + b"\n"
+    for fd, total in ((1, args.stdout_bytes), (2, args.stderr_bytes)):
+        left = total
+        while left > 0:
+            left -= os.write(fd, block[: min(left, len(block))])
+    agent.final(FINAL_NOTHING)
+
+
 def policy_infra_no_turn(agent: Agent, args: argparse.Namespace) -> None:
     """What Pi does in json mode when the provider fails: no assistant message, exit 0."""
     agent.emit({"type": "provider_error", "status": PROVIDER_ERROR_STATUS, "message": PROVIDER_ERROR_MESSAGE})
@@ -265,6 +299,8 @@ POLICIES: dict[str, Callable[[Agent, argparse.Namespace], None]] = {
     "crash": policy_crash,
     "write_outside": policy_write_outside,
     "tamper": policy_tamper,
+    "script": policy_script,
+    "flood": policy_flood,
     "infra_no_turn": policy_infra_no_turn,
     "infra_error_only": policy_infra_error_only,
     "flaky": policy_flaky,
@@ -272,6 +308,7 @@ POLICIES: dict[str, Callable[[Agent, argparse.Namespace], None]] = {
 }
 
 NEEDS_PATCH = frozenset({"solution", "decoy", "flaky", "bernoulli"})
+NEEDS_SCRIPT = frozenset({"script"})
 
 
 def heredoc(path: str, content: str) -> str:
@@ -292,7 +329,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--session", required=True, type=Path)
     parser.add_argument("--attempt", type=int, default=1)
     parser.add_argument("--patch")
+    parser.add_argument("--script", type=Path, help='policy script: a JSON file {"commands": [...]}')
     parser.add_argument("--seconds", type=float, default=0.0)
+    parser.add_argument("--stdout-bytes", type=int, default=0)
+    parser.add_argument("--stderr-bytes", type=int, default=0)
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--thinking")
     parser.add_argument("--prompt", default="")
@@ -312,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.policy in NEEDS_PATCH and not args.patch:
         print(f"scripted_agent: policy {args.policy!r} needs --patch", file=sys.stderr)
+        return 2
+    if args.policy in NEEDS_SCRIPT and not args.script:
+        print(f"scripted_agent: policy {args.policy!r} needs --script", file=sys.stderr)
         return 2
     workspace = Path.cwd()
     args.session.parent.mkdir(parents=True, exist_ok=True)

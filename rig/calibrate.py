@@ -81,6 +81,8 @@ def plan(tasks: list[Task]) -> list[Item]:
 
 
 SHOWN_TESTS = 3
+# Bytecode of every verification of one calibration, next to the items' scratch folders.
+PYCACHE_DIR = "pycache"
 
 
 def _short(tests: list[str]) -> str:
@@ -133,7 +135,10 @@ def judge(item: Item, v: Verification) -> tuple[bool, str]:
 
 
 def run_item(item: Item, fixture: Path, scratch: Path) -> ItemResult:
-    """Build the item's workspace in `scratch`, verify it and judge the outcome."""
+    """Build the item's workspace in `scratch`, verify it and judge the outcome.
+
+    Items of one calibration share the bytecode prefix next to their scratch folders.
+    """
     start = time.monotonic()
     task_id = item.task.id if item.task else None
 
@@ -157,10 +162,11 @@ def run_item(item: Item, fixture: Path, scratch: Path) -> ItemResult:
             apply_patch(work, patch)
     except PatchError as exc:
         return result(False, str(exc))
-    check = run_check(work, home)
+    pycache = scratch.parent / PYCACHE_DIR
+    check = run_check(work, home, pycache=pycache)
     hidden = None
     if item.task is not None:
-        hidden = run_hidden(work, item.task.hidden_dir, scratch / "hidden-junit.xml", home)
+        hidden = run_hidden(work, item.task.hidden_dir, scratch / "hidden-junit.xml", home, pycache=pycache)
     verification = Verification(check=check, hidden=hidden)
     passed, reason = judge(item, verification)
     return result(passed, reason, verification)

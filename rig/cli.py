@@ -1,6 +1,8 @@
 """The `rig` command line. Heavy imports stay inside the commands that need them."""
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -89,11 +91,28 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
-def _load_context(experiment_path: Path, results_root: Path | None, keep_workspaces: bool = False):
+@contextmanager
+def _store_errors() -> Iterator[None]:
+    """A results file the store cannot use (corrupt line, full disk) ends the command in one line."""
+    from rig.store import StoreError
+
+    try:
+        yield
+    except StoreError as exc:
+        raise _fail(str(exc)) from None
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise _fail(f"{where}{exc.strerror or exc}; fix that (free space?), then rerun to resume") from None
+
+
+def _load_context(
+    experiment_path: Path, results_root: Path | None, keep_workspaces: bool = False, sandbox: str = "auto"
+):
     from harnesses.registry import HarnessUnavailable
     from rig import paths
     from rig.experiment import ExperimentError, load_experiment
     from rig.runner import make_context
+    from rig.sandbox import SandboxError
     from rig.store import StoreError
     from rig.tasks import TaskError, load_tasks
     from rig.workspace import WorkspaceError, default_runs_root
@@ -110,8 +129,9 @@ def _load_context(experiment_path: Path, results_root: Path | None, keep_workspa
             default_runs_root(),
             paths.REPO_ROOT,
             keep_workspaces,
+            sandbox,
         )
-    except (ExperimentError, TaskError, WorkspaceError, StoreError, HarnessUnavailable) as exc:
+    except (ExperimentError, TaskError, WorkspaceError, StoreError, HarnessUnavailable, SandboxError) as exc:
         raise _fail(str(exc)) from exc
 
 
@@ -126,8 +146,23 @@ def run(
     experiment: Annotated[Path, typer.Argument(help="An experiment config, e.g. experiments/x.toml.")],
     results_root: ResultsOption = None,
     keep_workspaces: Annotated[bool, typer.Option(help="Keep each run's workspace for debugging.")] = False,
+    sandbox: Annotated[
+        str,
+        typer.Option(
+            envvar="RIG_SANDBOX",
+            help="auto: bubblewrap if installed, else run unconfined with a warning in every record; "
+            "require: refuse without it; off: never.",
+        ),
+    ] = "auto",
 ) -> None:
     """Run (or resume) an experiment: every task x condition x repetition, interleaved."""
+    ctx = _load_context(experiment, results_root, keep_workspaces, sandbox)
+    with _store_errors():
+        _run(ctx)
+
+
+def _run(ctx) -> None:
+    """Execute the pending runs of `ctx` with a progress bar, then print the status per cell."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -135,10 +170,10 @@ def run(
     from rig.store import StoreError
     from rig.workspace import PatchError, WorkspaceError
 
-    ctx = _load_context(experiment, results_root, keep_workspaces)
     items = experiment_plan(ctx)
     pending, _ = pending_items(ctx, items)
     console = Console(stderr=True)
+    console.print(ctx.sandbox.warning() or f"sandbox: {ctx.sandbox.detail} (see `rig doctor`)")
     console.print(
         f"{ctx.experiment.name}: {len(items)} runs planned, {len(items) - len(pending)} already recorded, "
         f"{len(pending)} to run with {ctx.experiment.workers} workers"
@@ -160,6 +195,10 @@ def run(
             outcome = execute(ctx, items, on_update)
         except (WorkspaceError, PatchError, StoreError) as exc:
             raise _fail(f"{exc} (finished runs are kept; rerun to resume)") from exc
+        except KeyboardInterrupt:
+            raise _fail(
+                "interrupted; running agents were killed, finished runs are kept; rerun to resume", 130
+            ) from None
     _print_status(ctx, items)
     typer.echo(f"results: {ctx.store.root}")
     if outcome.stopped:
@@ -198,7 +237,8 @@ def status(
     from rig.runner import experiment_plan
 
     ctx = _load_context(experiment, results_root)
-    _print_status(ctx, experiment_plan(ctx))
+    with _store_errors():
+        _print_status(ctx, experiment_plan(ctx))
 
 
 @app.command()
@@ -223,7 +263,8 @@ def reclassify(
     from rig.reclassify import reclassify as rederive
 
     ctx = _load_context(experiment, results_root)
-    changes = rederive(ctx, write)
+    with _store_errors():
+        changes = rederive(ctx, write)
     for c in changes:
         verdict = f"{c.old_rule or 'scored'} -> {c.new_rule or 'scored'}"
         extra = " (metrics changed)" if c.metrics_changed else ""
@@ -356,7 +397,10 @@ def report(
         folders.append(_results_folder(vs, results_root))
     target = out or folders[0]
     try:
-        written = build_report(folders, target, vs=vs is not None, fmt=fmt, allow_mixed_pins=allow_mixed_pins)
+        with _store_errors():
+            written = build_report(
+                folders, target, vs=vs is not None, fmt=fmt, allow_mixed_pins=allow_mixed_pins
+            )
     except (PoolingError, ValueError) as exc:
         raise _fail(str(exc)) from exc
     for path in written:
@@ -401,3 +445,32 @@ def power(
             f"median cost x{cost_ratio:.2f} (sigma {cost_sigma}) over {tasks} tasks: "
             f"{cost_reps} repetitions per task per condition for power {target:.2f} at alpha {alpha}"
         )
+
+
+@app.command()
+def doctor(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON list instead.")] = False,
+    strict: Annotated[bool, typer.Option(help="Exit 1 if any protection is inactive.")] = False,
+) -> None:
+    """Report which of the rig's protections (sandbox, network, cleanup, bounds, audit) are active here."""
+    import json
+
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from rig.doctor import diagnose
+
+    protections = diagnose()
+    if as_json:
+        typer.echo(json.dumps([p.model_dump() for p in protections], indent=2))
+    else:
+        table = Table(title="rig doctor: protections on this machine")
+        for column in ("protection", "state", "detail"):
+            table.add_column(column)
+        for p in protections:
+            state = "[green]active[/green]" if p.active else "[red]INACTIVE[/red]"
+            table.add_row(p.name, state, escape(p.detail))
+        Console(width=160).print(table)
+    if strict and not all(p.active for p in protections):
+        raise typer.Exit(1)

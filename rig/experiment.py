@@ -8,8 +8,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from harnesses.base import DEFAULT_STALL_S, Condition
+from harnesses.base import DEFAULT_FILE_BYTES, DEFAULT_STALL_S, Condition
 from harnesses.cli import Provider
+from rig.streams import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES, MAX_TAIL_BYTES
 
 HARNESSES = ("scripted", "pi", "claude-code", "codex")
 
@@ -24,6 +25,19 @@ class Timeouts(BaseModel):
     stall_s: float = Field(default=DEFAULT_STALL_S, gt=0, description="stream silence before a kill")
     check_s: float = Field(default=600, gt=0)
     hidden_s: float = Field(default=600, gt=0)
+
+
+class Limits(BaseModel):
+    """Bounds on what an agent may write: its streams' logs and any single file."""
+
+    model_config = ConfigDict(extra="forbid")
+    stream_head_bytes: int = Field(default=DEFAULT_HEAD_BYTES, ge=0, description="kept from a stream's start")
+    stream_tail_bytes: int = Field(
+        default=DEFAULT_TAIL_BYTES, ge=0, le=MAX_TAIL_BYTES, description="kept from a stream's end"
+    )
+    file_bytes: int | None = Field(
+        default=DEFAULT_FILE_BYTES, gt=0, description="largest file an agent may write"
+    )
 
 
 class Experiment(BaseModel):
@@ -42,6 +56,7 @@ class Experiment(BaseModel):
     max_attempts: int = Field(default=3, ge=1, description="attempts per run when infra failures recur")
     max_consecutive_infra: int = Field(default=3, ge=1, description="stop after this many in a row")
     timeouts: Timeouts = Field(default_factory=Timeouts)
+    limits: Limits = Field(default_factory=Limits)
 
     @field_validator("conditions")
     @classmethod
@@ -68,14 +83,32 @@ def load_experiment(path: Path) -> Experiment:
     if not path.is_file():
         raise ExperimentError(f"{path}: no such experiment file; see experiments/*.toml")
     try:
-        data = tomllib.loads(path.read_text())
+        # TOML is UTF-8 by definition, whatever the locale says.
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise ExperimentError(f"{path}: cannot read it ({exc.strerror}); check the file") from None
+    except UnicodeDecodeError as exc:
+        raise ExperimentError(
+            f"{path}: not UTF-8 (byte {exc.start} cannot be decoded); save the file as UTF-8"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
-        raise ExperimentError(f"{path}: not valid TOML ({exc}); fix the syntax") from exc
+        raise ExperimentError(f"{path}: not valid TOML ({_one_line(str(exc))}); fix the syntax") from None
+    named = "name" in data
     data.setdefault("name", path.stem)
     try:
         return Experiment.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        message = err["msg"].removeprefix("Value error, ")
-        raise ExperimentError(f"{path}: {where}: {message}; fix the config") from exc
+        message = _one_line(err["msg"].removeprefix("Value error, "))
+        if where == "name" and not named:
+            raise ExperimentError(
+                f"{path}: the experiment is named after the file, and {path.stem!r}: {message}; "
+                'rename the file or set name = "..." in it'
+            ) from None
+        raise ExperimentError(f"{path}: {where}: {message}; fix the config") from None
+
+
+def _one_line(text: str) -> str:
+    """Error text on one line: a multi-line message would break the one-line error contract."""
+    return " ".join(text.split())

@@ -7,6 +7,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+# Every process an agent starts inherits this variable: the reaper finds by it the ones that left
+# the agent's process group (setsid, double fork) after the agent itself is gone.
+AGENT_TOKEN_VAR = "RIG_AGENT_TOKEN"
+# Which runner started the agent ("pid:start time"): an agent whose runner is gone is an orphan.
+RUNNER_VAR = "RIG_RUNNER"
+_REAP_ROUNDS = 100
+_REAP_PAUSE_S = 0.02
+
 # Only what an interpreter needs. Anything inherited (CI, PYTHONPATH, proxies, user config)
 # could change what a check or an agent does without showing up in any record.
 BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -23,6 +31,8 @@ def scrubbed_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, s
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONHASHSEED": "0",
         "NO_COLOR": "1",
+        # Only the plugins verification names: an installed distribution cannot add its own.
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
     }
     env.update(extra or {})
     return env
@@ -68,3 +78,75 @@ def kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def processes_with_env(name: str, value: str) -> list[int]:
+    """Pids of live processes whose environment holds `name=value` (zombies have none)."""
+    needle = f"{name}={value}".encode()
+    pids = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = Path(entry.path, "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0"):
+            pids.append(int(entry.name))
+    return pids
+
+
+def reap(token: str) -> int:
+    """SIGKILL every process carrying the agent `token` until none is left; how many there were.
+
+    Repeated because a process may fork between the scan and the kill.
+    """
+    killed: set[int] = set()
+    for _ in range(_REAP_ROUNDS):
+        pids = [p for p in processes_with_env(AGENT_TOKEN_VAR, token) if p != os.getpid()]
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        killed.update(pids)
+        time.sleep(_REAP_PAUSE_S)
+    return len(killed)
+
+
+def process_identity(pid: int) -> str | None:
+    """ "pid:start time" of a live process (a reused pid gets another start time), None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: count fields after the last ")".
+    fields = stat.rsplit(")", 1)[1].split()
+    return f"{pid}:{fields[19]}"
+
+
+def reap_orphans() -> int:
+    """Kill agents whose runner died (kill -9 leaves their helpers behind); how many processes."""
+    killed = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = Path(entry.path, "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        runner = next(
+            (v[len(RUNNER_VAR) + 1 :] for v in environ if v.startswith(f"{RUNNER_VAR}=".encode())), None
+        )
+        if runner is None:
+            continue
+        pid = int(runner.split(b":")[0])
+        if process_identity(pid) != runner.decode():
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+    return killed

@@ -1,14 +1,25 @@
 """Protected files: hashed before the agent runs, compared and restored byte for byte after.
 
 Tampering is recorded, never silently forgiven: the verification that decides success always
-runs against the pristine gate, tests and pytest configuration.
+runs against the pristine gate, tests and pytest configuration. Protected too, wherever an agent
+adds them: files that change how Python or pytest start (conftest.py, .pth, sitecustomize.py),
+modules without source (a .pyc outside __pycache__, an extension module) and modules that would
+shadow the stdlib or an installed package where the gate looks first (the root, scripts/).
+Bytecode caches are not tampering but are removed all the same.
 """
 
 import hashlib
 import os
+import pkgutil
 import shutil
+import site
 import stat
+import sys
+import sysconfig
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cache
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, Field
@@ -18,15 +29,49 @@ PROTECTED_DIRS = ("taskapp_testing", "tests")
 # Files that change how Python or pytest behave wherever they appear.
 PROTECTED_NAMES = (
     "conftest.py",
+    # Every file pytest reads its configuration from (pytest 9 reads the TOML ones first).
+    "pytest.toml",
+    ".pytest.toml",
     "pytest.ini",
+    ".pytest.ini",
     "setup.cfg",
     "tox.ini",
+    # ruff's own configuration files take precedence over pyproject.toml's [tool.ruff].
+    "ruff.toml",
+    ".ruff.toml",
     "sitecustomize.py",
     "usercustomize.py",
 )
 PROTECTED_SUFFIXES = (".pth",)
+# Modules Python imports without any source: a sourceless foo.pyc next to where foo.py would be
+# (bytecode inside __pycache__ is removed by restore and ignored by verification instead), and
+# compiled extensions, which are even preferred to a foo.py beside them.
+MODULE_BINARY_SUFFIXES = (".pyc", *EXTENSION_SUFFIXES)
 CACHE_DIRS = ("__pycache__", ".pytest_cache")
 SKIP_DIRS = (".git",)
+# Directories that verification processes put first on sys.path: the workspace root (the cwd of
+# check.py's `python -m pytest` and `python -m ruff`) and scripts/ (the directory of check.py and
+# gen_models.py). A module there named like a stdlib or installed one (json.py, pytest/) would
+# replace it inside the gate.
+SHADOW_ROOTS = ((), ("scripts",))
+
+
+@cache
+def shadowable_names() -> frozenset[str]:
+    """Top-level module names the rig's interpreter provides: the stdlib and its site-packages."""
+    paths = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")} | set(site.getsitepackages())
+    installed = {module.name for module in pkgutil.iter_modules(sorted(paths))}
+    return frozenset(sys.stdlib_module_names) | frozenset(sys.builtin_module_names) | installed
+
+
+def _shadows(parts: tuple[str, ...]) -> bool:
+    """Whether a path puts a module named like a stdlib or installed one where it would win."""
+    for root in SHADOW_ROOTS:
+        if len(parts) > len(root) and parts[: len(root)] == root:
+            # The first component below the root: a module file or a package directory.
+            if parts[len(root)].removesuffix(".py") in shadowable_names():
+                return True
+    return False
 
 
 def is_protected(rel: str) -> bool:
@@ -37,6 +82,8 @@ def is_protected(rel: str) -> bool:
         or (len(path.parts) > 1 and path.parts[0] in PROTECTED_DIRS)
         or path.name in PROTECTED_NAMES
         or path.suffix in PROTECTED_SUFFIXES
+        or (path.name.endswith(MODULE_BINARY_SUFFIXES) and "__pycache__" not in path.parts)
+        or _shadows(path.parts)
     )
 
 
@@ -79,6 +126,7 @@ def _walk(workdir: Path):
 
 
 def _is_cache(rel: str) -> bool:
+    """Whether a path lies in a bytecode or pytest cache, which is never recorded as tampering."""
     return any(part in CACHE_DIRS for part in PurePosixPath(rel).parts)
 
 
@@ -129,6 +177,7 @@ def compare(snap: Snapshot, workdir: Path) -> Tampering:
 
 
 def _remove(path: Path) -> None:
+    """Remove a file, a symlink (never its target) or a directory tree."""
     if path.is_symlink() or path.is_file():
         path.unlink()
     elif path.is_dir():
@@ -145,12 +194,28 @@ def _real_parents(workdir: Path, rel: str) -> None:
         current.mkdir(exist_ok=True)
 
 
+def _prune_empty_parents(workdir: Path, rel: str) -> None:
+    """Remove the directories above rel that are now empty.
+
+    An empty pytest/ left at the root still changes tools: ruff's isort then takes pytest for a
+    first-party module and reports the fixture's own imports as unsorted.
+    """
+    for parent in PurePosixPath(rel).parents:
+        if parent == PurePosixPath("."):
+            return
+        path = workdir / parent
+        if path.is_symlink() or not path.is_dir() or any(path.iterdir()):
+            return
+        path.rmdir()
+
+
 def restore(snap: Snapshot, workdir: Path, tampering: Tampering) -> None:
     """Put every protected file back byte for byte, remove added ones and bytecode caches."""
     for rel in tampering.added:
         path = workdir / rel
         if path.is_symlink() or path.exists():
             _remove(path)
+        _prune_empty_parents(workdir, rel)
     for rel in (*tampering.modified, *tampering.deleted):
         _real_parents(workdir, rel)
         path = workdir / rel
@@ -158,9 +223,17 @@ def restore(snap: Snapshot, workdir: Path, tampering: Tampering) -> None:
         content, mode = snap.files[rel]
         path.write_bytes(content)
         path.chmod(mode)
-    # A planted .pyc next to a test module would run instead of the restored source.
-    for top in PROTECTED_DIRS:
-        root = workdir / top
-        if root.is_dir() and not root.is_symlink():
-            for cache in [p for p in root.rglob("__pycache__") if p.is_dir()]:
-                shutil.rmtree(cache, ignore_errors=True)
+    # A planted .pyc would run instead of the restored or edited source (verification also
+    # ignores __pycache__ through PYTHONPYCACHEPREFIX; this keeps the workspace honest too).
+    for pycache in list(_bytecode_caches(workdir)):
+        _remove(pycache)
+
+
+def _bytecode_caches(workdir: Path) -> Iterator[Path]:
+    """Every entry named __pycache__ (directory, file or symlink), without following symlinks."""
+    for dirpath, dirnames, filenames in os.walk(workdir, followlinks=False):
+        base = Path(dirpath)
+        yield from (base / name for name in filenames if name == "__pycache__")
+        # Symlinked directories are listed in dirnames but not entered (followlinks=False).
+        yield from (base / name for name in dirnames if name == "__pycache__")
+        dirnames[:] = [name for name in dirnames if name != "__pycache__" and name not in SKIP_DIRS]

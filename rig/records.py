@@ -10,6 +10,9 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from harnesses.base import Metrics
+from rig.audit import AuditFinding
+from rig.sandbox import SandboxStatus
+from rig.streams import StreamStats
 from rig.verify import CheckOutcome, HiddenOutcome
 
 RECORD_SCHEMA_VERSION = 1
@@ -27,6 +30,10 @@ class AgentOutcome(BaseModel):
     timed_out: bool
     stalled: bool
     wall_s: float
+    leftover_processes: int = Field(default=0, description="agent processes alive after it exited, killed")
+    removed_links: list[str] = Field(default_factory=list, description="symlinks out of the attempt folder")
+    streams: dict[str, StreamStats] = Field(default_factory=dict, description="bytes per stream, kept or not")
+    sandboxed: bool = False
 
 
 class Protected(BaseModel):
@@ -45,6 +52,9 @@ class Pins(BaseModel):
     python_version: str
     ruff_version: str
     pytest_version: str
+    toolchain_hash: str | None = Field(
+        default=None, description="the verifying interpreter's hooks and tools"
+    )
     baseline_commit: str | None = None
 
 
@@ -71,11 +81,15 @@ class RunRecord(BaseModel):
     timed_out: bool
     stalled: bool
     success: bool
-    failing_stage: str | None = Field(description="first failing check.py stage, or 'hidden' / 'verify'")
+    failing_stage: str | None = Field(
+        description="'audit', the first failing check.py stage, or 'hidden' / 'verify'"
+    )
     check: CheckOutcome | None
     hidden: HiddenOutcome | None
     verify_error: str | None = None
     protected: Protected
+    audit: list[AuditFinding] = Field(default_factory=list, description="rules that fired after the agent")
+    sandbox: SandboxStatus | None = None
     files_changed: list[str] = Field(default_factory=list)
     agent: AgentOutcome
     metrics: Metrics

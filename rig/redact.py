@@ -12,6 +12,7 @@ import re
 import socket
 import stat
 import tempfile
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,7 +225,8 @@ class Redactor:
         new = self.text(target)
         if new == target:
             return False
-        tmp = path.with_name(f".redact.{os.getpid()}.{path.name}")
+        # A short name: the link's own name may already be as long as a file name can be.
+        tmp = path.with_name(f".redact.{os.getpid()}.{threading.get_ident()}")
         tmp.unlink(missing_ok=True)
         os.symlink(new, tmp)
         os.replace(tmp, path)

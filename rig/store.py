@@ -9,9 +9,12 @@ Layout of `root` (e.g. experiments/results/<exp>/):
 
 Every append is one write of a whole line under an inter-process file lock, followed by fsync, so
 concurrent writers (threads or processes) never interleave and a crash can at worst leave a torn
-last line, which readers skip and the next writer repairs.
+last line, which readers skip and the next writer repairs. An append that fails part way (disk
+full, I/O error) is cut back to the file's previous end before the error is raised, so a failed
+append leaves the file exactly as it was; every OS error surfaces as a one-line StoreError.
 """
 
+import errno
 import json
 import os
 import re
@@ -39,6 +42,20 @@ class StoreError(Exception):
 
 class _BadLine(Exception):
     """A complete line that is not a JSON object."""
+
+
+def _os_error(path: Path, action: str, exc: OSError, done: str = "") -> StoreError:
+    """A one-line StoreError for an OS error on `path`, with the fix for the common causes."""
+    reason = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = "free space on that disk (or raise the quota), then rerun to resume"
+    elif exc.errno == errno.EROFS:
+        fix = "the file system is read-only; give a writable results root (--results-root)"
+    elif exc.errno in (errno.EACCES, errno.EPERM):
+        fix = "make it writable by this user, or give another results root (--results-root)"
+    else:
+        fix = "check the disk and the file, then rerun to resume"
+    return StoreError(f"{path}: {action} failed ({reason}){done}; {fix}")
 
 
 def _parse_line(line: bytes) -> dict[str, Any] | None:
@@ -110,6 +127,27 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _cut_back(fd: int, end: int) -> str:
+    """Truncate a failed append back to `end`; what became of the partial line, for the message.
+
+    Shrinking a file needs no free space, so this works on a full disk; if it fails anyway, the
+    partial line has no newline and is a torn tail that readers skip and the next append repairs.
+    """
+    try:
+        partial = os.fstat(fd).st_size - end
+        if partial > 0:
+            os.ftruncate(fd, end)
+            os.fsync(fd)
+    except OSError as exc:
+        return (
+            f"; the partial line could not be cut back ({exc.strerror}): readers skip it and the next "
+            "append moves it to torn/"
+        )
+    if partial > 0:
+        return f"; nothing was appended (the {partial} bytes written were cut back)"
+    return "; nothing was appended"
+
+
 def _write_all(fd: int, data: bytes) -> None:
     # A regular file takes the whole buffer in one write; the loop only covers a short write
     # (disk full, signal), and the lock keeps even that from interleaving with another writer.
@@ -141,14 +179,16 @@ class ResultsStore:
         return FileLock(self._lock_path, timeout=LOCK_TIMEOUT_S, poll_interval=LOCK_POLL_S)
 
     def _locked(self) -> FileLock:
-        lock = self._lock()
         try:
+            lock = self._lock()
             lock.acquire()
         except Timeout:
             raise StoreError(
                 f"{self._lock_path}: lock not acquired within {LOCK_TIMEOUT_S:.0f}s; "
                 "another rig process is stuck writing this experiment, stop it and retry"
             ) from None
+        except OSError as exc:
+            raise _os_error(self._lock_path, "taking the results lock", exc) from None
         return lock
 
     # -- appends ---------------------------------------------------------------------------
@@ -157,12 +197,19 @@ class ResultsStore:
         data = _serialize(record, path)
         lock = self._locked()
         try:
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise _os_error(path, "opening for an append", exc) from None
             try:
                 # A torn tail must go first, or the new line would merge with its garbage.
                 self._repair_file(path, fd)
-                _write_all(fd, data)
-                os.fsync(fd)
+                end = os.fstat(fd).st_size
+                try:
+                    _write_all(fd, data)
+                    os.fsync(fd)
+                except OSError as exc:
+                    raise _os_error(path, "appending a record", exc, _cut_back(fd, end)) from None
             finally:
                 os.close(fd)
         finally:
@@ -184,6 +231,8 @@ class ResultsStore:
             data = path.read_bytes()
         except FileNotFoundError:
             return []
+        except OSError as exc:
+            raise _os_error(path, "reading", exc) from None
         lines = data.split(b"\n")
         # The piece after the final newline is empty for a sound file and the torn tail of an
         # interrupted append otherwise; either way it holds no record.
@@ -214,7 +263,10 @@ class ResultsStore:
     # -- repair ----------------------------------------------------------------------------
 
     def _torn_dest(self, path: Path) -> tuple[Path, int]:
-        self.torn_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.torn_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _os_error(self.torn_dir, f"saving the torn last line of {path.name}", exc) from None
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
         suffix = 0
         while True:
@@ -224,6 +276,8 @@ class ResultsStore:
                 return dest, os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             except FileExistsError:
                 suffix += 1
+            except OSError as exc:
+                raise _os_error(dest, f"saving the torn last line of {path.name}", exc) from None
 
     def _repair_file(self, path: Path, fd: int) -> str | None:
         """Cut the torn tail of the open file `fd` into torn/; the caller holds the lock."""
@@ -234,14 +288,24 @@ class ResultsStore:
         tail = os.pread(fd, size - start, start)
         dest, out = self._torn_dest(path)
         try:
-            _write_all(out, tail)
-            # The torn bytes must be durable before they disappear from the original file.
-            os.fsync(out)
-        finally:
-            os.close(out)
-        _fsync_dir(self.torn_dir)
-        os.ftruncate(fd, start)
-        os.fsync(fd)
+            try:
+                _write_all(out, tail)
+                # The torn bytes must be durable before they disappear from the original file.
+                os.fsync(out)
+            finally:
+                os.close(out)
+            _fsync_dir(self.torn_dir)
+        except OSError as exc:
+            # The original keeps its torn tail (readers skip it) until the bytes can be saved.
+            dest.unlink(missing_ok=True)
+            raise _os_error(
+                dest, f"saving the torn last line of {path.name}", exc, "; nothing was changed"
+            ) from None
+        try:
+            os.ftruncate(fd, start)
+            os.fsync(fd)
+        except OSError as exc:
+            raise _os_error(path, f"cutting its torn last line (saved in {dest})", exc) from None
         return (
             f"{path}: moved a torn last line ({len(tail)} bytes, left by an interrupted append) to {dest}; "
             f"the file now ends with its last complete record"
@@ -262,6 +326,8 @@ class ResultsStore:
                     fd = os.open(path, os.O_RDWR)
                 except FileNotFoundError:
                     continue
+                except OSError as exc:
+                    raise _os_error(path, "opening for a repair", exc) from None
                 try:
                     message = self._repair_file(path, fd)
                 finally:
@@ -286,8 +352,11 @@ class ResultsStore:
                 "use only letters, digits, '_', '.' and '-'"
             )
         run_dir = self.root / "runs" / run_id
-        run_dir.mkdir(parents=True, exist_ok=True)
-        numbers = [int(m.group(1)) for p in run_dir.iterdir() if (m := ATTEMPT_RE.fullmatch(p.name))]
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            numbers = [int(m.group(1)) for p in run_dir.iterdir() if (m := ATTEMPT_RE.fullmatch(p.name))]
+        except OSError as exc:
+            raise _os_error(run_dir, "creating the run's folder", exc) from None
         n = max(numbers, default=0) + 1
         while True:
             path = run_dir / f"attempt-{n}"
@@ -296,6 +365,8 @@ class ResultsStore:
             except FileExistsError:
                 n += 1
                 continue
+            except OSError as exc:
+                raise _os_error(path, "creating an attempt folder", exc) from None
             return n, path
 
     # -- rewrite ---------------------------------------------------------------------------
@@ -305,7 +376,10 @@ class ResultsStore:
         data = b"".join(_serialize(record, self.runs_path) for record in records)
         lock = self._locked()
         try:
-            fd, tmp_name = tempfile.mkstemp(dir=self.root, prefix=".runs.", suffix=".tmp")
+            try:
+                fd, tmp_name = tempfile.mkstemp(dir=self.root, prefix=".runs.", suffix=".tmp")
+            except OSError as exc:
+                raise _os_error(self.root, "creating a temporary file to rewrite runs.jsonl", exc) from None
             tmp = Path(tmp_name)
             try:
                 try:
@@ -315,9 +389,15 @@ class ResultsStore:
                     os.close(fd)
                 os.chmod(tmp, 0o644)
                 os.replace(tmp, self.runs_path)
+            except OSError as exc:
+                tmp.unlink(missing_ok=True)
+                raise _os_error(self.runs_path, "rewriting", exc, "; the file was left unchanged") from None
             except BaseException:
                 tmp.unlink(missing_ok=True)
                 raise
-            _fsync_dir(self.root)
+            try:
+                _fsync_dir(self.root)
+            except OSError as exc:
+                raise _os_error(self.root, "syncing the rewritten runs.jsonl", exc) from None
         finally:
             lock.release()

@@ -62,7 +62,7 @@ class Task(BaseModel):
 def _first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
     where = ".".join(str(part) for part in err["loc"]) or "(top level)"
-    return f"{where}: {err['msg']}"
+    return f"{where}: {' '.join(err['msg'].split())}"
 
 
 def load_task(task_dir: Path, hidden_root: Path = HIDDEN_TESTS_DIR) -> Task:
@@ -71,11 +71,20 @@ def load_task(task_dir: Path, hidden_root: Path = HIDDEN_TESTS_DIR) -> Task:
     if not toml_path.is_file():
         raise TaskError(f"{toml_path}: missing; every task directory needs a task.toml")
     try:
-        spec = TaskSpec.model_validate(tomllib.loads(toml_path.read_text()))
+        # TOML is UTF-8 by definition, whatever the locale says.
+        spec = TaskSpec.model_validate(tomllib.loads(toml_path.read_bytes().decode("utf-8")))
+    except OSError as exc:
+        raise TaskError(f"{toml_path}: cannot read it ({exc.strerror}); check the file") from None
+    except UnicodeDecodeError as exc:
+        raise TaskError(
+            f"{toml_path}: not UTF-8 (byte {exc.start} cannot be decoded); save it as UTF-8"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
-        raise TaskError(f"{toml_path}: not valid TOML ({exc}); fix the syntax") from exc
+        raise TaskError(
+            f"{toml_path}: not valid TOML ({' '.join(str(exc).split())}); fix the syntax"
+        ) from None
     except ValidationError as exc:
-        raise TaskError(f"{toml_path}: {_first_error(exc)}; fix the field") from exc
+        raise TaskError(f"{toml_path}: {_first_error(exc)}; fix the field") from None
     if spec.id != task_dir.name:
         raise TaskError(f"{toml_path}: id {spec.id!r} differs from its directory name {task_dir.name!r}")
     task = Task(spec=spec, dir=task_dir, hidden_dir=hidden_root / spec.id)

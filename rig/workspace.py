@@ -1,9 +1,14 @@
 """Building a workspace: a cache-free copy of the fixture with patches applied."""
 
+import fnmatch
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 CACHE_NAMES = ("__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache", "*.pyc", "*.egg-info")
@@ -105,14 +110,20 @@ def check_runs_root(runs_root: Path) -> None:
             )
 
 
-def _git(args: list[str], cwd: Path, git_dir: Path | None = None) -> str:
+def _git_bytes(args: list[str | bytes], cwd: Path, git_dir: Path | None = None, stdin: bytes = b"") -> bytes:
+    """Run git with the rig's fixed identity and safe config; its stdout, byte for byte."""
     prefix = ["git", *SAFE_GIT] + ([f"--git-dir={git_dir}", f"--work-tree={cwd}"] if git_dir else [])
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cwd), **GIT_ENV}
-    proc = subprocess.run([*prefix, *args], cwd=cwd, env=env, capture_output=True, stdin=subprocess.DEVNULL)
+    proc = subprocess.run([*prefix, *args], cwd=cwd, env=env, capture_output=True, input=stdin)
     if proc.returncode != 0:
         message = proc.stderr.decode(errors="replace").strip().splitlines()
-        raise WorkspaceError(f"git {' '.join(args)} failed in {cwd}: {(message or ['?'])[0]}")
-    return proc.stdout.decode(errors="replace")
+        shown = " ".join(a if isinstance(a, str) else a.decode(errors="replace") for a in args[:4])
+        raise WorkspaceError(f"git {shown} failed in {cwd}: {(message or ['?'])[0]}")
+    return proc.stdout
+
+
+def _git(args: list[str], cwd: Path, git_dir: Path | None = None) -> str:
+    return _git_bytes(list(args), cwd, git_dir).decode(errors="replace")
 
 
 def _inside(workdir: Path, rel: str, what: str) -> Path:
@@ -156,15 +167,334 @@ def init_baseline(workdir: Path, rig_git_dir: Path) -> str:
     return commit
 
 
+# The rig's own attributes (highest precedence, in its private repository): attributes the agent
+# writes into the workspace (.gitattributes) must not change what is staged (line-ending
+# conversion, filters, ident) or how it is diffed, or the patch would not reproduce the workspace.
+NEUTRAL_ATTRIBUTES = "* -text !eol -filter -ident !working-tree-encoding !diff\n"
+# Makes every file of one diff a binary patch: for files whose bytes are not valid UTF-8.
+BINARY_ATTRIBUTES = "* -text !eol -filter -ident !working-tree-encoding -diff\n"
+DIFF_FLAGS = [
+    "--binary",
+    "--full-index",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--no-renames",
+    "--no-color",
+    "--src-prefix=a/",
+    "--dst-prefix=b/",
+]
+_ZERO_OID = b"0" * 40
+_REGULAR = (b"100644", b"100755")
+# How much of one changed file the audit reads.
+TEXT_MAX_BYTES = 4 * 1024 * 1024
+# Larger files are staged as a stub naming their size (see _stage_stubs).
+DIFF_MAX_FILE_BYTES = 32 * 1024 * 1024
+_GITLINK = b"160000"
+_SYMLINK = b"120000"
+_PATHSPEC_CHUNK_BYTES = 64 * 1024
+
+
+def _set_attributes(rig_git_dir: Path, text: str) -> None:
+    info = rig_git_dir / "info"
+    info.mkdir(exist_ok=True)
+    (info / "attributes").write_text(text)
+
+
+def quote_path(raw: bytes) -> str:
+    """A path as one unambiguous line: as is, or C-quoted the way git quotes it.
+
+    Quoted (in double quotes, with \\n, \\t, \\", \\\\ and octal escapes) when it holds a control
+    character, a double quote, a backslash or bytes that are not UTF-8; UTF-8 text stays readable.
+    A path shown unquoted never starts with a double quote, so the two forms cannot be confused.
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and not any(c in '"\\' or ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+        return text
+    escapes = {0x07: "\\a", 0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0B: "\\v", 0x0C: "\\f", 0x0D: "\\r"}
+    out = []
+    for chunk in _utf8_chunks(raw):
+        if isinstance(chunk, str):
+            for c in chunk:
+                if c in '"\\':
+                    out.append("\\" + c)
+                elif ord(c) < 0x20 or ord(c) == 0x7F:
+                    out.append(escapes.get(ord(c), f"\\{ord(c):03o}"))
+                else:
+                    out.append(c)
+        else:
+            out.extend(f"\\{b:03o}" for b in chunk)
+    return '"' + "".join(out) + '"'
+
+
+def _utf8_chunks(raw: bytes) -> list[str | bytes]:
+    """`raw` split into decoded UTF-8 runs (str) and the invalid bytes between them (bytes)."""
+    chunks: list[str | bytes] = []
+    while raw:
+        try:
+            chunks.append(raw.decode("utf-8"))
+            break
+        except UnicodeDecodeError as exc:
+            if exc.start:
+                chunks.append(raw[: exc.start].decode("utf-8"))
+            chunks.append(raw[exc.start : exc.end])
+            raw = raw[exc.end :]
+    return chunks
+
+
+@dataclass(frozen=True)
+class _Change:
+    """One staged change as `git diff --raw -z` reports it, the path as raw bytes."""
+
+    status: str
+    old_mode: bytes
+    new_mode: bytes
+    old: bytes
+    new: bytes
+    path: bytes
+
+
+def _raw_changes(workdir: Path, rig_git_dir: Path, baseline: str) -> list[_Change]:
+    """Every staged change against the baseline, renames as a deletion and an addition."""
+    out = _git_bytes(
+        ["diff", "--cached", "--raw", "-z", "--no-abbrev", "--no-renames", baseline], workdir, rig_git_dir
+    )
+    fields = out.split(b"\0")
+    changes = []
+    # -z: ":<old mode> <new mode> <old id> <new id> <status>" NUL "<path>" NUL, per change.
+    for meta, path in zip(fields[0::2], fields[1::2], strict=False):
+        if not meta.startswith(b":"):
+            break
+        old_mode, new_mode, old, new, status = meta[1:].split(b" ")
+        changes.append(_Change(status.decode()[:1], old_mode, new_mode, old, new, path))
+    return changes
+
+
+def _not_utf8_blobs(workdir: Path, rig_git_dir: Path, changes: list[_Change]) -> set[bytes]:
+    """Object ids, among the changed files and symlinks, whose content is not valid UTF-8."""
+    oids = sorted(
+        {
+            oid
+            for c in changes
+            for oid, mode in ((c.old, c.old_mode), (c.new, c.new_mode))
+            # A nested repository (gitlink) names a commit of another repository, not content.
+            if oid != _ZERO_OID and mode != _GITLINK
+        }
+    )
+    if not oids:
+        return set()
+    out = _git_bytes(["cat-file", "--batch"], workdir, rig_git_dir, stdin=b"".join(o + b"\n" for o in oids))
+    bad: set[bytes] = set()
+    pos = 0
+    while pos < len(out):
+        header_end = out.index(b"\n", pos)
+        header = out[pos:header_end].split(b" ")
+        if len(header) != 3:  # "<oid> missing"
+            pos = header_end + 1
+            continue
+        oid, kind, size = header
+        start, pos = header_end + 1, header_end + 1 + int(size) + 1
+        if kind == b"blob":
+            try:
+                out[start : start + int(size)].decode("utf-8")
+            except UnicodeDecodeError:
+                bad.add(oid)
+    return bad
+
+
+def _pathspec_chunks(paths: list[bytes]) -> list[list[bytes]]:
+    """Literal pathspecs, in command lines of bounded length."""
+    chunks: list[list[bytes]] = [[]]
+    size = 0
+    for path in paths:
+        spec = b":(literal)" + path
+        if chunks[-1] and size + len(spec) > _PATHSPEC_CHUNK_BYTES:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(spec)
+        size += len(spec) + 1
+    return [c for c in chunks if c]
+
+
+def _stage(workdir: Path, rig_git_dir: Path) -> None:
+    """Stage every file of the workspace in the rig's private index, whatever the agent wrote.
+
+    Unlike `git add -A`, the agent's .gitignore files hide nothing (only the rig's own cache
+    patterns, CACHE_NAMES, are left out), and a nested git repository the agent created is staged
+    file by file instead of as an opaque gitlink (or a failed `git add`).
+    """
+    exclude = rig_git_dir / "info" / "rig-exclude"
+    exclude.write_text("".join(f"{name}\n" for name in CACHE_NAMES))
+    big = _big_files(workdir)
+    # Tracked files (modified, deleted), but never the content of a file too large to diff.
+    specs = b"".join(b":(exclude,literal)" + p + b"\0" for p in big)
+    _git_bytes(
+        ["add", "-u", "--pathspec-from-file=-", "--pathspec-file-nul"],
+        workdir,
+        rig_git_dir,
+        stdin=b":/\0" + specs,
+    )
+    out = _git_bytes(["ls-files", "-z", "--others", f"--exclude-from={exclude}"], workdir, rig_git_dir)
+    untracked = out.split(b"\0")[:-1]
+    # Without --directory, ls-files names files; a directory with a .git of its own is a "dir/".
+    files = [p for p in untracked if not p.endswith(b"/") and p not in big]
+    if files:
+        specs = b"".join(b":(literal)" + p + b"\0" for p in files)
+        _git_bytes(
+            ["add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"], workdir, rig_git_dir, stdin=specs
+        )
+    nested = [p for p in untracked if p.endswith(b"/")]
+    if nested:
+        entries = b"".join(_nested_entries(workdir, rig_git_dir, p.rstrip(b"/")) for p in nested)
+        if entries:
+            _git_bytes(["update-index", "-z", "--add", "--index-info"], workdir, rig_git_dir, stdin=entries)
+    _stage_stubs(workdir, rig_git_dir, big)
+
+
+def _big_files(workdir: Path) -> dict[bytes, int]:
+    """Regular files larger than DIFF_MAX_FILE_BYTES, workspace-relative, with their sizes."""
+    base = os.fsencode(workdir)
+    found = {}
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames[:] = [d for d in dirnames if d != b".git"]
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and st.st_size > DIFF_MAX_FILE_BYTES:
+                found[os.path.relpath(path, base)] = st.st_size
+    return found
+
+
+def _stage_stubs(workdir: Path, rig_git_dir: Path, big: dict[bytes, int]) -> None:
+    """Stage, for each file too large to diff, a one-line stub naming its size instead of its bytes.
+
+    git would read such a file whole into memory (a 2 GiB file makes `git diff` fail), and a patch
+    that size is no evidence anyone reads; the stub keeps the file in the diff and the changed list.
+    """
+    entries = []
+    for path, size in sorted(big.items()):
+        stub = f"rig: not stored, {size} bytes (over the {DIFF_MAX_FILE_BYTES} bytes a diff keeps)\n"
+        oid = _git_bytes(["hash-object", "-w", "--stdin"], workdir, rig_git_dir, stdin=stub.encode()).strip()
+        entries.append(b"100644 " + oid + b"\t" + path + b"\0")
+    if entries:
+        _git_bytes(
+            ["update-index", "-z", "--add", "--index-info"], workdir, rig_git_dir, stdin=b"".join(entries)
+        )
+
+
+def _nested_entries(workdir: Path, rig_git_dir: Path, repo: bytes) -> bytes:
+    """Index entries ("<mode> <blob>\\t<path>\\0") for every file of a nested repository, .git aside.
+
+    git add refuses paths inside another repository, so their blobs are written here, as git
+    would write them (loose objects), and entered into the index directly.
+    """
+    base = os.fsencode(workdir)
+    entries = []
+    for dirpath, dirnames, filenames in os.walk(os.path.join(base, repo)):
+        dirnames[:] = [
+            d
+            for d in dirnames
+            if d != b".git" and not any(fnmatch.fnmatch(os.fsdecode(d), c) for c in CACHE_NAMES)
+        ]
+        names = filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        for name in names:
+            if name == b".git" or any(fnmatch.fnmatch(os.fsdecode(name), c) for c in CACHE_NAMES):
+                continue
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                mode, data = b"120000", os.readlink(path)
+            elif stat.S_ISREG(st.st_mode):
+                mode = b"100755" if st.st_mode & 0o100 else b"100644"
+                with open(path, "rb") as handle:
+                    data = handle.read()
+            else:
+                continue
+            raw = b"blob %d\0" % len(data) + data
+            oid = hashlib.sha1(raw).hexdigest()
+            obj = rig_git_dir / "objects" / oid[:2] / oid[2:]
+            if not obj.exists():
+                obj.parent.mkdir(exist_ok=True)
+                obj.write_bytes(zlib.compress(raw))
+            entries.append(mode + b" " + oid.encode() + b"\t" + os.path.relpath(path, base) + b"\0")
+    return b"".join(entries)
+
+
 def collect_diff(workdir: Path, rig_git_dir: Path, baseline: str) -> tuple[str, list[str]]:
-    """(binary diff against the baseline, changed paths with their status letter)."""
-    _git(["add", "-A"], workdir, rig_git_dir)
-    flags = ["--binary", "--no-ext-diff", "--no-textconv", "--no-renames", "--patch-with-raw"]
-    out = _git(["diff", "--cached", *flags, baseline], workdir, rig_git_dir)
-    # Raw lines (":old new sha sha S<TAB>path") come first, then a blank line, then the patch.
-    raw, _, diff = out.partition("\n\n") if out.startswith(":") else ("", "", out)
-    changed = []
-    for line in raw.splitlines():
-        meta, _, path = line.partition("\t")
-        changed.append(f"{meta.split()[-1]} {path}")
-    return diff, changed
+    """(binary diff against the baseline, changed paths with their status letter).
+
+    `git apply` of the diff onto the baseline reproduces the workspace byte for byte, whatever the
+    agent wrote: any file name (git quotes it in the patch), binary files as binary patches, and
+    files that are not valid UTF-8 as binary patches too, so the diff is always valid UTF-8 text.
+    The one exception is a symlink whose target is not UTF-8 (git has no binary form for a link):
+    it is left out of the patch, which says so in a "# rig:" line before the first file.
+    Each changed path is "<status> <path>", the path quoted as `quote_path` does when needed.
+    """
+    _set_attributes(rig_git_dir, NEUTRAL_ATTRIBUTES)
+    _stage(workdir, rig_git_dir)
+    changes = _raw_changes(workdir, rig_git_dir, baseline)
+    changed = [f"{c.status} {quote_path(c.path)}" for c in changes]
+    diff = _git_bytes(["diff", "--cached", *DIFF_FLAGS, baseline], workdir, rig_git_dir)
+    try:
+        return diff.decode("utf-8"), changed
+    except UnicodeDecodeError:
+        pass
+    # Some text diff is not UTF-8: diff those files as binary, the others as text.
+    bad = _not_utf8_blobs(workdir, rig_git_dir, changes)
+    text, binary, notes = [], [], []
+    for c in changes:
+        if c.old not in bad and c.new not in bad:
+            text.append(c.path)
+        elif (c.old_mode == _SYMLINK and c.old in bad) or (c.new_mode == _SYMLINK and c.new in bad):
+            note = f"# rig: not in this patch: {quote_path(c.path)}, a symlink whose target is not UTF-8\n"
+            notes.append(note.encode())
+        else:
+            binary.append(c.path)
+    parts: list[bytes] = notes
+    for chunk in _pathspec_chunks(text):
+        parts.append(
+            _git_bytes(["diff", "--cached", *DIFF_FLAGS, baseline, "--", *chunk], workdir, rig_git_dir)
+        )
+    _set_attributes(rig_git_dir, BINARY_ATTRIBUTES)
+    try:
+        for chunk in _pathspec_chunks(binary):
+            parts.append(
+                _git_bytes(["diff", "--cached", *DIFF_FLAGS, baseline, "--", *chunk], workdir, rig_git_dir)
+            )
+    finally:
+        _set_attributes(rig_git_dir, NEUTRAL_ATTRIBUTES)
+    try:
+        return b"".join(parts).decode("utf-8"), changed
+    except UnicodeDecodeError as exc:
+        raise WorkspaceError(
+            f"diff of {workdir} is not valid UTF-8 even with binary patches ({exc}); report this as a rig bug"
+        ) from None
+
+
+def changed_texts(
+    workdir: Path, rig_git_dir: Path, baseline: str, want: Callable[[str], bool]
+) -> list[tuple[str, str, str]]:
+    """(path, baseline text, current text) of every added or modified regular file `want` names.
+
+    Read from the files themselves, not from git's rendering of them (attributes, encodings and
+    binary patches cannot hide a line); decoded leniently, at most TEXT_MAX_BYTES of each. Call
+    after collect_diff, which stages the workspace.
+    """
+    texts = []
+    for change in _raw_changes(workdir, rig_git_dir, baseline):
+        rel = os.fsdecode(change.path)
+        if change.status not in ("A", "M") or change.new_mode not in _REGULAR or not want(rel):
+            continue
+        path = workdir / rel
+        if not path.is_file() or path.is_symlink():
+            continue
+        with path.open("rb") as handle:
+            current = handle.read(TEXT_MAX_BYTES).decode("utf-8", errors="replace")
+        before = ""
+        if change.old != _ZERO_OID and change.old_mode in _REGULAR:
+            blob = _git_bytes(["cat-file", "blob", change.old.decode()], workdir, rig_git_dir)
+            before = blob[:TEXT_MAX_BYTES].decode("utf-8", errors="replace")
+        texts.append((rel, before, current))
+    return texts

@@ -1,6 +1,8 @@
 """The scripted harness, run for real: a subprocess in a fixture copy, parsed from its session."""
 
+import json
 import shutil
+import sys
 import threading
 import time
 from pathlib import Path
@@ -12,8 +14,8 @@ import rig
 from harnesses import scripted_agent as agent
 from harnesses.base import AgentRun, Condition, Metrics
 from harnesses.logs import read_jsonl
-from harnesses.scripted import ScriptedHarness, attempt_number
-from rig.paths import FIXTURE_DIR
+from harnesses.scripted import PATCH_COPY, SCRIPT_COPY, ScriptedHarness, attempt_number
+from rig.paths import FIXTURE_DIR, REPO_ROOT
 from rig.tasks import Task
 from rig.workspace import apply_patch, copy_fixture, tree_digest
 
@@ -116,7 +118,10 @@ def test_solution_fixes_the_task_and_metrics_match_the_script(workspace, task, t
     assert metrics.cost_source == "harness"
     assert metrics.stop_reasons == ["toolUse", "toolUse", "toolUse", "stop"]
     assert metrics.error_messages == [] and metrics.transport_failures == 0
-    assert metrics.bash_commands == [f"git apply {task.solution_patch.resolve()}", "python scripts/check.py"]
+    # The agent applies a copy in its run directory: no path into the rig's repository reaches it.
+    copy = (tmp_path / "run" / "attempt-1" / PATCH_COPY).resolve()
+    assert copy.read_bytes() == task.solution_patch.read_bytes()
+    assert metrics.bash_commands == [f"git apply {copy}", "python scripts/check.py"]
     assert metrics.bash_search_commands == []
     assert metrics.read_paths == ["AGENTS.md"]
     assert metrics.docs_read == ["AGENTS.md"]
@@ -151,7 +156,9 @@ def test_decoy_applies_the_named_decoy(workspace, task, tmp_path):
 
     assert run.exit_code == 0
     assert tree_digest(workspace) == tree_digest(expected)
-    assert metrics.bash_commands[0] == f"git apply {task.decoy_patch('full_page_heuristic').resolve()}"
+    copy = (tmp_path / "run" / PATCH_COPY).resolve()
+    assert copy.read_bytes() == task.decoy_patch("full_page_heuristic").read_bytes()
+    assert metrics.bash_commands[0] == f"git apply {copy}"
     assert metrics.docs_read == ["README.md"]
     # The gate fails on this decoy: a non-zero exit is recorded, but it is not a tool error.
     assert tool_exit_codes(run) == [0, 0, 1]
@@ -289,6 +296,47 @@ def test_tamper_rigs_the_gate(workspace, task, tmp_path):
     assert metrics.tool_calls_by_name == {"bash": 5}
     # Heredoc bodies are data: writing files is neither reading them nor running the gate.
     assert metrics.read_paths == [] and not metrics.ran_check_script and not metrics.ran_pytest
+
+
+def test_script_runs_each_command_as_one_bash_turn(workspace, task, tmp_path):
+    commands = ["echo one > one.txt", "false", "cat one.txt && cat missing.txt"]
+    _, run, metrics = run_policy(task, workspace, tmp_path / "run", "script", commands=commands)
+
+    assert run.exit_code == 0
+    assert (workspace / "one.txt").read_text() == "one\n"
+    assert metrics.tool_calls_by_name == {"read": 1, "bash": 3}
+    assert metrics.bash_commands == commands
+    assert metrics.read_paths == ["README.md", "one.txt", "missing.txt"]
+    # Each command's own exit code is recorded; a failing command is not a failed tool call.
+    assert tool_exit_codes(run) == [0, 0, 1, 1]
+    assert metrics.tool_errors == 0
+    assert metrics.final_text == agent.FINAL_DONE
+    saved = json.loads((tmp_path / "run" / SCRIPT_COPY).read_text())
+    assert saved == {"commands": commands}
+
+
+@pytest.mark.parametrize("policy", ["solution", "decoy", "script", "nothing"])
+def test_no_path_into_the_repository_reaches_the_agent(workspace, task, tmp_path, policy):
+    options = {"decoy": "full_page_heuristic"} if policy == "decoy" else {}
+    if policy == "script":
+        options = {"commands": ["true"]}
+    _, run, _ = run_policy(task, workspace, tmp_path / "run", policy, **options)
+
+    assert run.exit_code == 0
+    # The interpreter and the agent's own script are the only repository paths on its command line
+    # (the sandbox shows them); inputs are copies in the run directory.
+    script = str(Path(agent.__file__).resolve())
+    leaked = [a for a in run.command if str(REPO_ROOT) in a and a != script and not a.startswith(sys.prefix)]
+    assert leaked == []
+
+
+@pytest.mark.parametrize(
+    "commands", [None, [], "echo hi", ["echo hi", 3]], ids=["missing", "empty", "string", "not-str"]
+)
+def test_script_needs_a_list_of_commands(workspace, task, tmp_path, commands):
+    options = {} if commands is None else {"commands": commands}
+    with pytest.raises(ValueError, match="needs harness_options\\['commands'\\]"):
+        run_policy(task, workspace, tmp_path / "run", "script", **options)
 
 
 def test_unknown_policy_exits_2_with_one_line(workspace, task, tmp_path):

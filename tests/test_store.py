@@ -250,3 +250,52 @@ def test_quarantine_and_runs_are_separate(tmp_path: Path) -> None:
     assert store.quarantine_path.read_bytes() == before
     assert store.read_quarantine() == [{"kind": "infra"}]
     assert store.read_runs() == [{"kind": "rewritten"}]
+
+
+# An append that hits a file size limit part way, like a full disk: the write is cut short, then fails.
+SHORT_WRITE = """
+import json, resource, sys
+from rig.store import ResultsStore, StoreError
+
+store = ResultsStore(sys.argv[1])
+limit = store.runs_path.stat().st_size + 100
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+try:
+    store.append_run({"i": 9, "pad": "z" * 5000})
+except StoreError as exc:
+    print(json.dumps({"error": str(exc), "size": store.runs_path.stat().st_size}))
+"""
+
+
+def test_append_cut_short_is_cut_back_and_reported(tmp_path: Path) -> None:
+    store = ResultsStore(tmp_path)
+    store.append_run({"i": 1})
+    before = store.runs_path.read_bytes()
+    proc = subprocess.run(
+        [sys.executable, "-c", SHORT_WRITE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    message = out["error"]
+    assert message.startswith(f"{store.runs_path}: appending a record failed (File too large)")
+    assert "the 100 bytes written were cut back" in message and "\n" not in message
+    assert out["size"] == len(before) and store.runs_path.read_bytes() == before
+    store.append_run({"i": 2})
+    assert store.read_runs() == [{"i": 1}, {"i": 2}]
+
+
+def test_os_errors_are_one_line_store_errors(tmp_path: Path) -> None:
+    store = ResultsStore(tmp_path)
+    store.runs_path.mkdir()
+    with pytest.raises(StoreError, match=r"runs\.jsonl: reading failed \(Is a directory\)"):
+        store.read_runs()
+    with pytest.raises(StoreError, match=r"runs\.jsonl: opening for an append failed \(Is a directory\)"):
+        store.append_run({"i": 1})
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "r1").write_text("a file where a folder belongs")
+    with pytest.raises(StoreError, match=r"runs/r1: creating the run's folder failed"):
+        store.new_attempt_dir("r1")

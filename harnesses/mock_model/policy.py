@@ -59,6 +59,16 @@ def replay_patch(name: str, patch: Path) -> Policy:
     return Policy(name, tuple(steps))
 
 
+def run_commands(commands: list[str], name: str = "commands") -> Policy:
+    """Read the README, run each command as one shell step, answer.
+
+    The adversarial suite (tests/test_redteam.py) drives real CLIs with this: every command is
+    an attempt to get a failing task scored as a success, run through the harness's own tool.
+    """
+    steps = [Step("read", path="README.md"), *(Step("shell", command=c) for c in commands)]
+    return Policy(name, (*steps, Step("final", text="Done.")))
+
+
 def do_nothing() -> Policy:
     """Look at the README, change nothing, answer."""
     return Policy("nothing", (Step("read", path="README.md"), Step("final", text="Nothing to change.")))

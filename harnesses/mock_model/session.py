@@ -7,7 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from harnesses.mock_model.policy import ContextSensitivePolicy, Policy, do_nothing, replay_patch
+from harnesses.mock_model.policy import ContextSensitivePolicy, Policy, do_nothing, replay_patch, run_commands
 from harnesses.mock_model.server import Faults, MockModelServer, Usage
 from rig.tasks import Task
 
@@ -15,7 +15,8 @@ LEDGER_FILE = "mock-ledger.json"
 
 
 def policy_for(task: Task, options: dict[str, Any], seed_key: str = "") -> Policy | ContextSensitivePolicy:
-    """`mock_policy`: solution (default), nothing, decoy (with `decoy`), or agents_md_sensitive.
+    """`mock_policy`: solution (default), nothing, decoy (with `decoy`), commands (with `commands`,
+    a list of shell commands run one per model response), or agents_md_sensitive.
 
     agents_md_sensitive simulates an agent that replays the solution with probability `p_with`
     when the AGENTS.md text reached it and `p_without` when it did not, and otherwise applies the
@@ -41,7 +42,14 @@ def policy_for(task: Task, options: dict[str, Any], seed_key: str = "") -> Polic
         return replay_patch(f"decoy:{decoy}", task.decoy_patch(decoy))
     if name == "nothing":
         return do_nothing()
-    raise ValueError(f"unknown mock_policy {name!r}; use solution, decoy, nothing or agents_md_sensitive")
+    if name == "commands":
+        commands = options.get("commands")
+        if not isinstance(commands, list) or not commands or not all(isinstance(c, str) for c in commands):
+            raise ValueError("mock_policy commands needs commands = a non-empty list of shell commands")
+        return run_commands(commands)
+    raise ValueError(
+        f"unknown mock_policy {name!r}; use solution, decoy, nothing, commands or agents_md_sensitive"
+    )
 
 
 @contextmanager

@@ -1,0 +1,115 @@
+"""`rig doctor`: which of the rig's protections are active on this machine, and which are not."""
+
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from harnesses.base import DEFAULT_FILE_BYTES, PRLIMIT, SETPRIV
+from rig import protect
+from rig.audit import toolchain_files
+from rig.sandbox import resolve
+from rig.streams import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES
+from rig.workspace import WorkspaceError, check_runs_root, default_runs_root
+
+# Per network namespace, unlike /sys/class/net (which shows the namespace sysfs was mounted in).
+NET_DEV = Path("/proc/net/dev")
+_MIB = 1024 * 1024
+
+
+class Protection(BaseModel):
+    """One protection: whether it is active here, and what it does or why it is not."""
+
+    name: str
+    active: bool
+    detail: str
+
+
+def _sandbox() -> Protection:
+    _plan, status = resolve("auto", hidden=[], exposed=[])
+    if status.active:
+        detail = (
+            f"{status.detail}: filesystem read-only but the workspace, the attempt folder and /tmp; "
+            "the rig's repository, results, other runs and your home hidden; "
+            "own PID namespace; no capabilities"
+        )
+        return Protection(name="sandbox", active=True, detail=detail)
+    return Protection(
+        name="sandbox", active=False, detail=f"{status.detail}; every record will carry a warning"
+    )
+
+
+def _network() -> Protection:
+    lines = NET_DEV.read_text().splitlines()[2:] if NET_DEV.is_file() else []
+    interfaces = sorted(line.split(":", 1)[0].strip() for line in lines if ":" in line)
+    if interfaces == ["lo"]:
+        return Protection(
+            name="network", active=True, detail="loopback only: agents reach 127.0.0.1 and nothing else"
+        )
+    return Protection(
+        name="network",
+        active=False,
+        detail=f"interfaces {', '.join(interfaces) or 'unknown'}: agents can reach any host this machine can "
+        "(run under .ci/isolated for loopback only)",
+    )
+
+
+def _runs_root() -> Protection:
+    root = default_runs_root()
+    try:
+        check_runs_root(root)
+    except WorkspaceError as exc:
+        return Protection(name="runs root", active=False, detail=str(exc))
+    return Protection(
+        name="runs root", active=True, detail=f"{root}: outside any repository and context file"
+    )
+
+
+def diagnose() -> list[Protection]:
+    """Every protection, in the order a run meets them."""
+    names = ", ".join((*protect.PROTECTED_FILES, *protect.PROTECTED_DIRS, *protect.PROTECTED_NAMES))
+    return [
+        _sandbox(),
+        _network(),
+        _runs_root(),
+        Protection(
+            name="process cleanup",
+            active=True,
+            detail="the agent's process group is killed, then every process carrying its token, "
+            "wherever it went",
+        ),
+        Protection(
+            name="runner death",
+            active=SETPRIV is not None,
+            detail="agents die with a killed runner (setpriv --pdeathsig)"
+            if SETPRIV
+            else "setpriv not found: a runner killed with -9 leaves its agents running",
+        ),
+        Protection(
+            name="file size limit",
+            active=Path(PRLIMIT).is_file(),
+            detail=f"no agent file above {DEFAULT_FILE_BYTES // _MIB} MiB by default (prlimit --fsize)"
+            if Path(PRLIMIT).is_file()
+            else "prlimit not found: an agent can fill the disk",
+        ),
+        Protection(
+            name="stream bounds",
+            active=True,
+            detail=f"stdout and stderr keep the first {DEFAULT_HEAD_BYTES // _MIB} MiB and the last "
+            f"{DEFAULT_TAIL_BYTES // _MIB} MiB by default (experiment [limits])",
+        ),
+        Protection(
+            name="protected files", active=True, detail=f"compared and restored byte for byte: {names}"
+        ),
+        Protection(
+            name="verification",
+            active=True,
+            detail="hidden tests with the rig's own pytest config; skipped tests fail; "
+            "a canary test must fail; bytecode in the workspace is ignored",
+        ),
+        Protection(
+            name="audit",
+            active=True,
+            detail=f"pins of fixture, tasks and hidden tests and {len(toolchain_files())} toolchain files "
+            "rechecked after every agent; test-runner probes and reads of the rig's files flagged",
+        ),
+    ]

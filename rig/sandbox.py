@@ -1,0 +1,163 @@
+"""The agent's sandbox: bubblewrap, when the machine has it.
+
+Inside, the filesystem is read-only except the workspace, the attempt folder (the harness's home,
+config and session) and a fresh /tmp. The rig's repository (tasks, reference solutions, decoys,
+hidden tests, the pristine fixture), the results folders, every other run's workspace and the
+invoking user's home are empty directories; only the interpreter environment and the pinned CLIs
+are shown again, read-only. The agent gets its own PID namespace, so every process it leaves
+behind dies with it, and no capabilities, so as root it can neither remount nor raise its limits.
+
+Without bubblewrap (mode `auto`) agents run as before and every record carries a warning; mode
+`require` refuses to start instead.
+"""
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
+
+SandboxMode = Literal["auto", "require", "off"]
+SANDBOX_MODES: tuple[str, ...] = ("auto", "require", "off")
+BWRAP = "bwrap"
+# Points the rig at another bubblewrap; a path that does not exist means "not installed".
+BWRAP_ENV = "RIG_BWRAP"
+INSTALL_HINT = "install the Debian package bubblewrap (apt-get install bubblewrap)"
+_PROBE_TIMEOUT_S = 30
+
+
+class SandboxError(Exception):
+    """A sandbox that was required but cannot run here; the message says how to get one."""
+
+
+class SandboxStatus(BaseModel):
+    """How one run's agent was confined: recorded in every run record."""
+
+    mode: str
+    active: bool
+    backend: str | None = None
+    detail: str | None = None
+
+    def warning(self) -> str | None:
+        """The warning every record of an unconfined run carries, None when confined."""
+        if self.active:
+            return None
+        return f"sandbox: the agent ran unconfined ({self.detail}); it could read and write any file"
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """A bubblewrap invocation: what the agent must not see and what it may see again read-only."""
+
+    bwrap: Path
+    hidden: tuple[Path, ...]
+    exposed: tuple[Path, ...]
+
+    def wrap(self, command: list[str], cwd: Path, writable: list[Path], read_only: list[Path]) -> list[str]:
+        """`command` run inside the sandbox; `writable` paths are bound read-write, in this order.
+
+        `read_only` paths are bound over the writable ones afterwards (the rig's own stream files
+        inside the attempt folder).
+        """
+        args = [
+            str(self.bwrap),
+            "--die-with-parent",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--cap-drop",
+            "ALL",
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            "/tmp",
+        ]
+        for path in _outermost(self.hidden):
+            # Read-only and empty: a write there fails loudly instead of vanishing with the sandbox.
+            args += ["--perms", "0555", "--tmpfs", str(path)]
+        for path in self.exposed:
+            if path.exists():
+                args += ["--ro-bind", str(path), str(path)]
+        for path in writable:
+            args += ["--bind", str(path), str(path)]
+        for path in read_only:
+            if path.exists():
+                args += ["--ro-bind", str(path), str(path)]
+        return [*args, "--chdir", str(cwd), "--", *command]
+
+
+def _outermost(paths: tuple[Path, ...]) -> list[Path]:
+    """Existing directories, without those inside another one of the list (already hidden)."""
+    dirs = sorted({p.resolve() for p in paths if p.is_dir()}, key=lambda p: len(p.parts))
+    kept: list[Path] = []
+    for path in dirs:
+        if path != Path("/") and not any(path.is_relative_to(k) for k in kept):
+            kept.append(path)
+    return kept
+
+
+def find_bwrap() -> Path | None:
+    """bubblewrap's executable: $RIG_BWRAP if set, else on PATH or in /usr/bin; None if missing."""
+    if os.environ.get(BWRAP_ENV):
+        chosen = Path(os.environ[BWRAP_ENV])
+        return chosen if chosen.is_file() else None
+    found = shutil.which(BWRAP) or (f"/usr/bin/{BWRAP}" if Path(f"/usr/bin/{BWRAP}").is_file() else None)
+    return Path(found) if found else None
+
+
+@cache
+def probe(bwrap: Path) -> str | None:
+    """None if bubblewrap can build a sandbox here, else why not (e.g. no user namespaces)."""
+    try:
+        proc = subprocess.run(
+            [str(bwrap), "--die-with-parent", "--unshare-pid", "--ro-bind", "/", "/", "--dev", "/dev"]
+            + ["--proc", "/proc", "--tmpfs", "/tmp", "--", "/bin/true"],
+            capture_output=True,
+            text=True,
+            timeout=_PROBE_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+            env={"PATH": "/usr/bin:/bin"},
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{bwrap} did not run ({exc})"
+    if proc.returncode != 0:
+        first = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[0]
+        return f"{bwrap} cannot create a sandbox here: {first}"
+    return None
+
+
+@cache
+def bwrap_version(bwrap: Path) -> str:
+    """`bwrap --version`, e.g. "bubblewrap 0.8.0"."""
+    proc = subprocess.run(
+        [str(bwrap), "--version"], capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S, check=False
+    )
+    return proc.stdout.strip() or "bubblewrap (unknown version)"
+
+
+def resolve(mode: str, hidden: list[Path], exposed: list[Path]) -> tuple[Sandbox | None, SandboxStatus]:
+    """The sandbox for `mode` on this machine, and the status every record will carry.
+
+    Raises SandboxError when mode is `require` and bubblewrap is missing or cannot run.
+    """
+    if mode not in SANDBOX_MODES:
+        raise SandboxError(f"unknown sandbox mode {mode!r}; use one of {', '.join(SANDBOX_MODES)}")
+    if mode == "off":
+        return None, SandboxStatus(mode=mode, active=False, detail="disabled with --sandbox off")
+    bwrap = find_bwrap()
+    problem = f"bubblewrap not found; {INSTALL_HINT}" if bwrap is None else probe(bwrap)
+    if problem:
+        if mode == "require":
+            raise SandboxError(f"--sandbox require: {problem}; or run with --sandbox auto to accept the risk")
+        return None, SandboxStatus(mode=mode, active=False, detail=problem)
+    assert bwrap is not None
+    sandbox = Sandbox(bwrap, tuple(hidden), tuple(exposed))
+    return sandbox, SandboxStatus(mode=mode, active=True, backend="bwrap", detail=bwrap_version(bwrap))

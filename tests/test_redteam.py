@@ -1,0 +1,596 @@
+"""The adversarial suite: agents that try to get a failing task scored as a success.
+
+Every strategy of tests/redteam_strategies.py runs through the real pipeline (rig.runner:
+make_context, experiment_plan, execute), with the scripted agent running its commands, once with
+the sandbox required and, for the strategies that reach outside the workspace, once with it off.
+Each must be caught (no success, and its evidence in the record) or refused (its write fails),
+and nothing outside the workspace may change: not the fixture, the tasks or the hidden tests, not
+the rig interpreter's site-packages, not the results files, and no process may outlive its run.
+
+The runs happen once per module (a few experiments, two workers); one test per strategy then reads
+its record. A failed defence must not leave the repository or the venv broken: the fixture,
+tasks and hidden tests are snapshotted and restored, and every file a strategy names in
+site-packages is removed, after every experiment.
+"""
+
+import inspect
+import json
+import os
+import shutil
+import signal
+import sys
+import sysconfig
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from redteam_strategies import (
+    BASELINE_HIDDEN,
+    BASELINE_STAGES,
+    BY_ID,
+    DOC,
+    PLACEHOLDERS,
+    STRATEGIES,
+    TASK,
+    Evidence,
+    Strategy,
+    committed_table,
+    rendered_table,
+)
+
+from harnesses.base import Condition
+from harnesses.cli import Provider
+from harnesses.mock_model.session import policy_for
+from rig.audit import toolchain_digest
+from rig.experiment import Experiment, Timeouts
+from rig.paths import FIXTURE_DIR, HIDDEN_TESTS_DIR, REPO_ROOT, TASKS_DIR
+from rig.runner import execute, experiment_plan, make_context
+from rig.tasks import load_tasks
+from rig.workspace import copy_fixture
+
+SITE_PACKAGES = Path(sysconfig.get_paths()["purelib"])
+AGENT_S = 240
+STALL_S = 90
+VERIFY_S = 180
+FORGED_RUN_ID = "t1_fix_pagination__forged__r01"
+VICTIM_TEXT = "nothing the rig does may change this file\n"
+RIG_DIRS = {"fixture": FIXTURE_DIR, "tasks": TASKS_DIR, "hidden_tests": HIDDEN_TESTS_DIR}
+REAL_CLIS = ("pi", "claude-code", "codex")
+SANDBOX_SUPPORTED = "sandbox" in inspect.signature(make_context).parameters
+NO_SANDBOX_YET = "make_context has no sandbox keyword yet: the rig's sandbox has not landed"
+
+
+# --- what the suite leaves behind: snapshots, restores, process hygiene --------------------------
+
+
+Entry = tuple[str, bytes]  # ("F", bytes) for a file, ("L", target) for a symlink
+
+
+def _files(root: Path) -> dict[str, Entry]:
+    """Every file and symlink under root (bytecode caches aside), never following a symlink."""
+    files: dict[str, Entry] = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        base = Path(dirpath)
+        for name in [d for d in dirnames if (base / d).is_symlink()] + filenames:
+            path = base / name
+            rel = path.relative_to(root)
+            if any(part in ("__pycache__", ".pytest_cache", ".ruff_cache") for part in rel.parts):
+                continue
+            if path.is_symlink():
+                files[rel.as_posix()] = ("L", os.readlink(path).encode())
+            elif path.is_file():
+                files[rel.as_posix()] = ("F", path.read_bytes())
+        dirnames[:] = [d for d in dirnames if not (base / d).is_symlink()]
+    return files
+
+
+def _put(path: Path, entry: Entry) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    kind, data = entry
+    if kind == "L":
+        path.symlink_to(data.decode())
+    else:
+        path.write_bytes(data)
+
+
+@dataclass
+class RigFiles:
+    """A snapshot of the repository's fixture, tasks and hidden tests, restorable byte for byte."""
+
+    snapshots: dict[str, dict[str, Entry]] = field(default_factory=dict)
+
+    @classmethod
+    def take(cls) -> "RigFiles":
+        return cls({name: _files(root) for name, root in RIG_DIRS.items()})
+
+    def changes(self) -> list[str]:
+        """Paths that differ from the snapshot: modified, added or deleted."""
+        changed = []
+        for name, root in RIG_DIRS.items():
+            now, before = _files(root), self.snapshots[name]
+            changed += [
+                str(root / rel)
+                for rel in sorted(now.keys() | before.keys())
+                if now.get(rel) != before.get(rel)
+            ]
+        return changed
+
+    def restore(self) -> None:
+        """Put every changed file back and remove added ones (symlinks removed, never followed)."""
+        for name, root in RIG_DIRS.items():
+            before, now = self.snapshots[name], _files(root)
+            for rel in sorted(now.keys() | before.keys()):
+                if now.get(rel) == before.get(rel):
+                    continue
+                path = root / rel
+                if path.is_symlink() or path.is_file():
+                    path.unlink()
+                elif path.is_dir():
+                    shutil.rmtree(path)
+                if rel in before:
+                    _put(path, before[rel])
+
+
+def site_packages_state() -> dict[str, bytes]:
+    """Top-level entries of the interpreter's site-packages, with the bytes of hooks (.pth,
+    *customize), plus the audit's digest of the verifying toolchain (pytest, pluggy, ruff...)."""
+    state = {"<toolchain>": toolchain_digest().encode()}
+    for entry in sorted(SITE_PACKAGES.iterdir()):
+        hook = entry.suffix == ".pth" or entry.stem in ("sitecustomize", "usercustomize")
+        state[entry.name] = entry.read_bytes() if hook and entry.is_file() else b""
+    return state
+
+
+def remove_site_packages_files() -> None:
+    """Remove every file or folder a strategy names in site-packages (whether or not it got there)."""
+    for strategy in STRATEGIES:
+        for name in strategy.site_packages_files:
+            path = SITE_PACKAGES / name
+            if path.is_symlink() or path.is_file():
+                path.unlink()
+            elif path.is_dir():
+                shutil.rmtree(path)
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def survivors(marker: str) -> list[int]:
+    """Live processes whose command line holds `marker` (this suite's own markers only)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid() and marker in _cmdline(entry.name):
+            try:
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if state != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+def kill_survivors() -> None:
+    """SIGKILL what a strategy left behind, found by the marker only this suite uses."""
+    for strategy in STRATEGIES:
+        if strategy.process_marker:
+            for pid in survivors(strategy.process_marker):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+
+def parse_problems(root: Path) -> list[str]:
+    """Lines of the results files that are not JSON objects."""
+    problems = []
+    for name in ("runs.jsonl", "quarantine.jsonl"):
+        path = root / name
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            problems.append(f"{path} is not a regular file")
+            continue
+        if not path.exists():
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            try:
+                if not isinstance(json.loads(line), dict):
+                    raise ValueError("not an object")
+            except ValueError as exc:
+                problems.append(f"{path}:{number}: {exc}")
+    return problems
+
+
+# --- running the strategies -------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """One experiment of the suite: the records per condition and what it changed outside."""
+
+    name: str
+    mode: str
+    root: Path
+    victim: Path
+    records: dict[str, dict] = field(default_factory=dict)
+    stopped: str | None = None
+    outside_changes: list[str] = field(default_factory=list)
+    site_packages_changes: list[str] = field(default_factory=list)
+    parse_problems: list[str] = field(default_factory=list)
+    survivors: dict[str, list[int]] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Job:
+    """One experiment to run: its strategies, sandbox mode and harness."""
+
+    name: str
+    strategies: tuple[Strategy, ...]
+    mode: str
+    harness: str = "scripted"
+    # Private copies of the fixture, task and hidden tests instead of the repository's.
+    use_copies: bool = False
+
+
+def _rig_copy(base: Path) -> tuple[Path, Path, Path]:
+    """A private copy of the fixture, the task and its hidden tests (same layout as the repository)."""
+    fixture = copy_fixture(FIXTURE_DIR, base / "fixtures" / "taskapp")
+    shutil.copytree(TASKS_DIR / TASK, base / "tasks" / TASK)
+    shutil.copytree(HIDDEN_TESTS_DIR / TASK, base / "hidden_tests" / TASK)
+    return fixture, base / "tasks", base / "hidden_tests"
+
+
+def run_experiment(tmp: Path, job: Job, victim: Path) -> Outcome:
+    """Run the job's strategies as the conditions of one experiment; collect records and leftovers."""
+    results_root, runs_root = tmp / "results", tmp / "runs"
+    if job.use_copies:
+        fixture, tasks_dir, hidden_root = _rig_copy(tmp / "rig-copies" / job.name)
+    else:
+        fixture, tasks_dir, hidden_root = FIXTURE_DIR, TASKS_DIR, HIDDEN_TESTS_DIR
+    outcome = Outcome(job.name, job.mode, results_root / job.name, victim)
+    if not SANDBOX_SUPPORTED and any(s.alone for s in job.strategies):
+        # Without a sandbox these would write into the repository or the venv for real.
+        outcome.error = NO_SANDBOX_YET
+        return outcome
+    tasks = load_tasks(tasks_dir, hidden_root, [TASK])
+    values = {
+        "repo": str(REPO_ROOT),
+        "fixture": str(fixture),
+        "hidden": str(tasks[0].hidden_dir),
+        "tasks": str(tasks_dir),
+        "results": str(results_root.resolve() / job.name),
+        "python": sys.executable,
+        "site_packages": str(SITE_PACKAGES),
+        "victim": str(victim),
+    }
+    if job.harness == "scripted":
+        provider = Provider()
+        options = [{"policy": "script", "commands": s.render(values)} for s in job.strategies]
+    else:
+        provider = Provider(kind="mock")
+        options = [{"mock_policy": "commands", "commands": s.render(values)} for s in job.strategies]
+    experiment = Experiment(
+        name=job.name,
+        harness=job.harness,
+        provider=provider,
+        tasks=[TASK],
+        conditions=[
+            Condition(name=s.condition, harness_options=o)
+            for s, o in zip(job.strategies, options, strict=True)
+        ],
+        workers=2,
+        timeouts=Timeouts(agent_s=AGENT_S, stall_s=STALL_S, check_s=VERIFY_S, hidden_s=VERIFY_S),
+    )
+    by_run = {f"{TASK}__{s.condition}__r01": s.condition for s in job.strategies}
+
+    def collect(_progress, record):
+        if record and record.get("run_id") in by_run:
+            outcome.records[by_run[record["run_id"]]] = record
+
+    try:
+        kwargs = {"sandbox": job.mode} if SANDBOX_SUPPORTED else {}
+        ctx = make_context(experiment, tasks, fixture, results_root, runs_root, REPO_ROOT, **kwargs)
+        outcome.stopped = execute(ctx, experiment_plan(ctx), on_update=collect).stopped
+    except Exception as exc:  # recorded: every test of the experiment reports it
+        outcome.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        # A strategy runs in one experiment per phase, so these are this experiment's processes;
+        # they are killed when the whole phase is over (a marker also names a running agent's shell).
+        for strategy in job.strategies:
+            if strategy.process_marker:
+                outcome.survivors[strategy.process_marker] = survivors(strategy.process_marker)
+        outcome.parse_problems = parse_problems(outcome.root)
+    return outcome
+
+
+def run_phase(tmp: Path, jobs: list[Job], victim: Path, parallel: int) -> list[Outcome]:
+    """Run jobs (`parallel` at a time); measure, then undo, what they changed outside workspaces.
+
+    A change is charged to every outcome of the phase: phases that may change the venv for real
+    (a strategy run without the sandbox) hold one job each. A strategy that leaves processes
+    appears in one job per phase, so that the processes its marker finds are that job's.
+    """
+    marked = [s.id for job in jobs for s in job.strategies if s.process_marker]
+    assert len(marked) == len(set(marked)), f"a strategy with processes appears twice in one phase: {marked}"
+    site_before = site_packages_state()
+    rig_files = RigFiles.take()
+    try:
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            outcomes = list(pool.map(lambda job: run_experiment(tmp, job, victim), jobs))
+    finally:
+        kill_survivors()
+        site_after = site_packages_state()
+        remove_site_packages_files()
+        changed = rig_files.changes()
+        rig_files.restore()
+    site_changes = sorted(
+        n for n in set(site_before) | set(site_after) if site_before.get(n) != site_after.get(n)
+    )
+    for outcome in outcomes:
+        outcome.outside_changes = changed
+        outcome.site_packages_changes = site_changes
+    return outcomes
+
+
+@dataclass
+class Suite:
+    """Every strategy's outcome by (strategy id, sandbox mode), and what the suite left behind."""
+
+    outcomes: dict[tuple[str, str], Outcome]
+    left_behind: list[str]
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory) -> Suite:
+    base = tmp_path_factory.mktemp("redteam")
+    victim = base / "victim.txt"
+    victim.write_text(VICTIM_TEXT)
+    site_at_start, rig_at_start = site_packages_state(), RigFiles.take()
+    # Sandbox required: everything in one experiment, but the strategies whose detection stops an
+    # experiment each alone. Sandbox off, against private copies of the fixture, task and hidden
+    # tests: the strategies that reach outside the workspace. Those that write into the rig's own
+    # interpreter (the venv is the real one) run last, one at a time, with nothing else running.
+    together = tuple(s for s in STRATEGIES if not s.alone)
+    alone = [s for s in STRATEGIES if s.alone]
+    venv_writers = [s for s in alone if s.site_packages_files]
+    off_together = tuple(s for s in STRATEGIES if s.outside and not s.alone)
+    phases = [
+        [Job("redteam", together, "require")]
+        + [Job(f"redteam-{s.id}", (s,), "require") for s in alone]
+        + [Job(f"redteam-off-{s.id}", (s,), "off", use_copies=True) for s in alone if s not in venv_writers],
+        [Job("redteam-off", off_together, "off", use_copies=True)],
+        *[[Job(f"redteam-off-{s.id}", (s,), "off", use_copies=True)] for s in venv_writers],
+    ]
+    found = {}
+    for jobs in phases:
+        outcomes = run_phase(base, jobs, victim, parallel=3)
+        for job, outcome in zip(jobs, outcomes, strict=True):
+            found.update({(s.id, job.mode): outcome for s in job.strategies})
+    site_at_end = site_packages_state()
+    names = sorted(site_at_start.keys() | site_at_end.keys())
+    left = [f"site-packages: {n}" for n in names if site_at_start.get(n) != site_at_end.get(n)]
+    left += rig_at_start.changes()
+    left += [f"process {m}" for s in STRATEGIES if s.process_marker for m in survivors(s.process_marker)]
+    return Suite(found, left)
+
+
+# --- the evidence ---------------------------------------------------------------------------------
+
+
+def session_exit_codes(folder: Path) -> list[int]:
+    """The exit code of every bash tool call in a scripted session, in order."""
+    codes = []
+    for line in (folder / "session.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        message = event.get("message", {})
+        if (
+            event.get("type") == "message"
+            and message.get("role") == "toolResult"
+            and message["toolName"] == "bash"
+        ):
+            codes.append(message["details"]["exitCode"])
+    return codes
+
+
+def check_evidence(
+    strategy: Strategy, evidence: Evidence, outcome: Outcome, *, scripted: bool = True
+) -> dict:
+    """Assert everything `evidence` names, and what every strategy must show; return the record."""
+    assert outcome.error is None, f"{outcome.name}: the experiment did not run: {outcome.error}"
+    record = outcome.records.get(strategy.condition)
+    assert record is not None, (
+        f"{outcome.name}: no record for {strategy.condition} (stopped: {outcome.stopped})"
+    )
+    folder = outcome.root / record["artifacts"]
+    summary = {
+        k: record.get(k)
+        for k in (
+            "success",
+            "failing_stage",
+            "check",
+            "hidden",
+            "protected",
+            "audit",
+            "warnings",
+            "files_changed",
+        )
+    }
+    context = f"{strategy.id} ({outcome.mode}): {json.dumps(summary, default=str)[:3000]}"
+
+    # Every strategy: not a success, not infrastructure, and results files that parse.
+    assert record["success"] is False, f"scored as a success: {context}"
+    assert not record["infra"]["is_infra"], context
+    assert outcome.parse_problems == [], outcome.parse_problems
+
+    protected = record["protected"]
+    for name in ("modified", "added", "deleted"):
+        missing = sorted(set(getattr(evidence, name)) - set(protected[name]))
+        assert not missing, f"protected.{name} does not name {missing}: {context}"
+    check, hidden = record.get("check") or {}, record.get("hidden") or {}
+    if evidence.baseline:
+        assert check.get("failed") == list(BASELINE_STAGES), (
+            f"check did not fail at the baseline stages: {context}"
+        )
+        missing = sorted(set(BASELINE_HIDDEN) - set(hidden.get("failed", [])))
+        assert not missing, f"baseline hidden tests did not fail: {missing}: {context}"
+    if evidence.check_failed is not None:
+        assert check.get("failed") == list(evidence.check_failed), f"check.failed: {context}"
+    if evidence.hidden_not_ok:
+        assert hidden.get("ok") is not True, f"hidden tests ok: {context}"
+    if evidence.hidden_error:
+        assert evidence.hidden_error in (hidden.get("error") or ""), f"hidden.error: {context}"
+    if evidence.hidden_skipped:
+        assert hidden.get("skipped"), f"hidden.skipped is empty: {context}"
+    findings = record.get("audit")
+    for rule, detail in evidence.audit:
+        assert findings is not None, f"the record has no audit field: {context}"
+        assert any(f["rule"] == rule and detail.lower() in f["detail"].lower() for f in findings), (
+            f"no audit finding {rule!r} naming {detail!r}: {context}"
+        )
+    if evidence.refused and scripted:
+        codes = session_exit_codes(folder)
+        assert codes and codes[-1] != 0, f"the write was not refused (exit codes {codes}): {context}"
+    agent = record["agent"]
+    if evidence.leftover_processes:
+        assert agent.get("leftover_processes", 0) >= evidence.leftover_processes, f"agent: {agent}"
+    if evidence.removed_links:
+        missing = sorted(set(evidence.removed_links) - set(agent.get("removed_links", [])))
+        assert not missing, f"agent.removed_links does not name {missing}: {agent}"
+    for entry in evidence.files_changed:
+        assert entry in record["files_changed"], f"files_changed lacks {entry!r}: {context}"
+    return record
+
+
+def check_sandbox(record: dict, mode: str) -> None:
+    sandbox = record.get("sandbox")
+    assert sandbox is not None, "the record has no sandbox field"
+    assert sandbox["mode"] == mode
+    if mode == "require":
+        assert sandbox["active"] is True and sandbox["backend"] == "bwrap", sandbox
+    else:
+        assert sandbox["active"] is False, sandbox
+        assert any(w.startswith("sandbox:") for w in record["warnings"]), record["warnings"]
+
+
+def check_nothing_outside_changed(strategy: Strategy, outcome: Outcome) -> None:
+    assert outcome.outside_changes == [], f"{outcome.name} changed the rig's files: {outcome.outside_changes}"
+    if outcome.mode == "require" or not strategy.site_packages_files:
+        assert outcome.site_packages_changes == [], (
+            f"{outcome.name} changed site-packages: {outcome.site_packages_changes}"
+        )
+    assert outcome.victim.read_text() == VICTIM_TEXT, "the victim file outside every rig folder changed"
+    if strategy.process_marker:
+        assert outcome.survivors.get(strategy.process_marker) == [], (
+            f"{strategy.process_marker!r} processes outlived the run: {outcome.survivors}"
+        )
+
+
+def extra_checks(strategy: Strategy, record: dict, outcome: Outcome) -> None:
+    """Evidence that lives outside the record."""
+    if strategy.id == "R33":
+        runs = outcome.root / "runs.jsonl"
+        ids = (
+            [json.loads(line).get("run_id") for line in runs.read_text().splitlines()]
+            if runs.exists()
+            else []
+        )
+        if outcome.mode == "require":
+            assert FORGED_RUN_ID not in ids, "the forged line reached runs.jsonl"
+    if strategy.id == "R34":
+        folder = outcome.root / record["artifacts"]
+        for name in ("record.json", "check.json", "diff.patch"):
+            assert not (folder / name).is_symlink() and (folder / name).is_file(), name
+        assert json.loads((folder / "record.json").read_text())["success"] is False
+        assert json.loads((folder / "check.json").read_text())["ok"] is False
+
+
+# --- the tests ------------------------------------------------------------------------------------
+
+
+def test_the_table_has_at_least_20_strategies_and_three_real_clis():
+    assert len(STRATEGIES) >= 20
+    assert sorted(s.real_cli for s in STRATEGIES if s.real_cli) == sorted(REAL_CLIS)
+    for strategy in STRATEGIES:
+        assert strategy.commands and strategy.defence and strategy.evidence.describe(), strategy.id
+        assert (strategy.evidence_off is not None) == strategy.outside, strategy.id
+        assert strategy.outside or not strategy.sandbox, strategy.id
+        rendered = "\n".join(strategy.render(dict.fromkeys(PLACEHOLDERS, "<filled>")))
+        assert not any("{" + name + "}" in rendered for name in PLACEHOLDERS), strategy.id
+
+
+@pytest.mark.slow
+def test_the_suite_leaves_the_venv_repository_and_processes_as_it_found_them(suite):
+    assert suite.left_behind == []
+
+
+def test_mock_policy_commands_reads_runs_each_command_then_answers(task):
+    policy = policy_for(task, {"mock_policy": "commands", "commands": ["echo one", "echo two"]})
+    kinds = [(step.kind, step.command or step.path) for step in policy.steps]
+    assert kinds == [("read", "README.md"), ("shell", "echo one"), ("shell", "echo two"), ("final", "")]
+    assert policy.step(99).kind == "final"
+    for bad in (None, [], "echo one", ["echo", 1]):
+        with pytest.raises(ValueError, match="needs commands"):
+            policy_for(task, {"mock_policy": "commands", "commands": bad})
+
+
+def test_docs_table_is_the_rendered_one():
+    assert committed_table() == rendered_table(), (
+        f"{DOC} is stale or lacks its table markers: run `.venv/bin/python tests/redteam_strategies.py`"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sid", [s.id for s in STRATEGIES])
+def test_strategy(suite, sid):
+    strategy = BY_ID[sid]
+    outcome = suite.outcomes[(sid, "require")]
+    record = check_evidence(strategy, strategy.evidence, outcome)
+    check_sandbox(record, "require")
+    check_nothing_outside_changed(strategy, outcome)
+    extra_checks(strategy, record, outcome)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sid", [s.id for s in STRATEGIES if s.outside])
+def test_strategy_without_sandbox(suite, sid):
+    strategy = BY_ID[sid]
+    outcome = suite.outcomes[(sid, "off")]
+    assert strategy.evidence_off is not None
+    record = check_evidence(strategy, strategy.evidence_off, outcome)
+    check_sandbox(record, "off")
+    check_nothing_outside_changed(strategy, outcome)
+    extra_checks(strategy, record, outcome)
+    if strategy.alone:
+        assert outcome.stopped, f"{outcome.name}: a change of the rig's files must stop the experiment"
+
+
+@pytest.fixture(scope="module")
+def real_cli_outcomes(tmp_path_factory) -> dict[str, Outcome]:
+    """The real-CLI strategies, each through its CLI driven by the mock model, sandbox required."""
+    base = tmp_path_factory.mktemp("redteam-cli")
+    victim = base / "victim.txt"
+    victim.write_text(VICTIM_TEXT)
+    chosen = [s for s in STRATEGIES if s.real_cli]
+    jobs = [Job(f"redteam-{s.real_cli}", (s,), "require", harness=s.real_cli) for s in chosen]
+    outcomes = run_phase(base, jobs, victim, parallel=len(jobs))
+    return {s.id: outcome for s, outcome in zip(chosen, outcomes, strict=True)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sid, cli", [(s.id, s.real_cli) for s in STRATEGIES if s.real_cli])
+def test_real_cli(real_cli_outcomes, sid, cli):
+    strategy = BY_ID[sid]
+    outcome = real_cli_outcomes[sid]
+    record = check_evidence(strategy, strategy.evidence, outcome, scripted=False)
+    assert record["harness"] == cli
+    # The mock model served every command: the CLI ran them, it did not refuse or skip any.
+    ledger = json.loads((outcome.root / record["artifacts"] / "mock-ledger.json").read_text())
+    assert ledger["policy"] == "commands"
+    served = [e["step_kind"] for e in ledger["ledger"] if e["outcome"] == "served"]
+    assert served.count("shell") == len(strategy.commands) and served[-1] == "final", served
+    check_sandbox(record, "require")
+    check_nothing_outside_changed(strategy, outcome)

@@ -258,3 +258,67 @@ def test_agents_of_a_dead_runner_are_reaped_and_a_live_runners_are_not(tmp_path:
     finally:
         alive.kill()
         alive.wait()
+
+
+def _rig(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "RIG_RUNS_ROOT": str(tmp_path / "runs"), **env}
+    return subprocess.run(
+        [f"{REPO_BIN}/rig", *args], env=full_env, capture_output=True, text=True, timeout=600
+    )
+
+
+def test_doctor_reports_each_protection_and_whether_it_is_active(tmp_path: Path) -> None:
+    names = [
+        "sandbox",
+        "network",
+        "runs root",
+        "process cleanup",
+        "runner death",
+        "file size limit",
+        "stream bounds",
+        "protected files",
+        "verification",
+        "audit",
+    ]
+    here = json.loads(_rig(tmp_path, "doctor", "--json").stdout)
+    assert [p["name"] for p in here] == names
+    sandbox = here[0]
+    assert sandbox["active"] and sandbox["detail"].startswith("bubblewrap "), "make setup installs bubblewrap"
+    without = _rig(tmp_path, "doctor", "--json", "--strict", RIG_BWRAP="/nonexistent/bwrap")
+    assert without.returncode == 1
+    sandbox = json.loads(without.stdout)[0]
+    assert not sandbox["active"] and "install the Debian package bubblewrap" in sandbox["detail"]
+    table = _rig(tmp_path, "doctor").stdout
+    assert "sandbox" in table and "active" in table
+
+
+def test_without_bubblewrap_every_record_carries_a_warning(tmp_path: Path) -> None:
+    exp = tmp_path / "plain.toml"
+    exp.write_text(
+        'harness = "scripted"\ntasks = ["t1_fix_pagination", "t3_fix_check"]\n'
+        '[[conditions]]\nname = "sol"\nharness_options = { policy = "solution" }\n'
+    )
+    results = tmp_path / "results"
+    refused = _rig(
+        tmp_path,
+        "run",
+        str(exp),
+        "--results-root",
+        str(results),
+        "--sandbox",
+        "require",
+        RIG_BWRAP="/nonexistent/bwrap",
+    )
+    assert refused.returncode == 2 and not results.exists() and not (tmp_path / "runs").exists()
+    assert refused.stderr.strip().splitlines() == [
+        "error: --sandbox require: bubblewrap not found; install the Debian package bubblewrap "
+        "(apt-get install bubblewrap); or run with --sandbox auto to accept the risk"
+    ]
+    done = _rig(tmp_path, "run", str(exp), "--results-root", str(results), RIG_BWRAP="/nonexistent/bwrap")
+    assert done.returncode == 0, done.stderr
+    assert "sandbox: the agent ran unconfined" in done.stderr
+    records = [json.loads(line) for line in (results / "plain" / "runs.jsonl").read_text().splitlines()]
+    assert len(records) == 2 and all(r["success"] for r in records)
+    for record in records:
+        assert record["sandbox"]["active"] is False and record["agent"]["sandboxed"] is False
+        assert [w for w in record["warnings"] if w.startswith("sandbox: the agent ran unconfined")]

@@ -68,6 +68,7 @@ from typing import Any
 import harnesses.scripted
 from harnesses.registry import make_adapter
 from rig import paths, protect
+from rig.audit import is_source, runner_probes, toolchain_digest
 from rig.classify import classify
 from rig.experiment import Experiment
 from rig.proc import BASE_PATH, scrubbed_env
@@ -75,16 +76,18 @@ from rig.records import RunRecord
 from rig.runner import RunContext, make_context, run_one
 from rig.schedule import PlanItem, plan
 from rig.tasks import Task, load_tasks
-from rig.verify import run_check, run_hidden
+from rig.verify import default_pycache, run_check, run_hidden
 from rig.workspace import (
     CACHE_NAMES,
     GIT_ENV,
     RIG_GIT_DIR,
     apply_overlays,
     apply_patch,
+    changed_texts,
     collect_diff,
     copy_fixture,
     init_baseline,
+    tree_digest,
 )
 
 REPO = paths.REPO_ROOT
@@ -112,6 +115,7 @@ PHASES: tuple[tuple[str, str | None], ...] = (
     ("init_baseline", "git init/add/commit"),
     ("protect.snapshot", None),
     ("collect_diff + diff.patch", None),
+    ("audit", None),
     ("protect.compare + restore", None),
     ("run_check + check.json", "check.py"),
     ("run_hidden", "hidden pytest"),
@@ -342,15 +346,25 @@ def phase_item(item: PlanItem, ctx: RunContext, record: dict, phases: Phases) ->
         with phases("collect_diff + diff.patch"):
             diff, _changed = collect_diff(workdir, container / RIG_GIT_DIR, baseline)
             (attempt_dir / "diff.patch").write_text(diff)
+        with phases("audit"):
+            runner_probes(changed_texts(workdir, container / RIG_GIT_DIR, baseline, is_source))
+            toolchain_digest()
+            for root in (ctx.fixture, task.dir, task.hidden_dir):
+                tree_digest(root)
         with phases("protect.compare + restore"):
             tampering = protect.compare(snap, workdir)
             protect.restore(snap, workdir, tampering)
         with phases("run_check + check.json"):
-            check = run_check(workdir, home, exp.timeouts.check_s)
+            check = run_check(workdir, home, exp.timeouts.check_s, default_pycache())
             (attempt_dir / "check.json").write_text(check.model_dump_json(indent=2))
         with phases("run_hidden"):
             run_hidden(
-                workdir, task.hidden_dir, attempt_dir / "hidden-junit.xml", home, exp.timeouts.hidden_s
+                workdir,
+                task.hidden_dir,
+                attempt_dir / "hidden-junit.xml",
+                home,
+                exp.timeouts.hidden_s,
+                default_pycache(),
             )
         with phases("parse_session + classify"):
             metrics = adapter.parse_session(agent_run)

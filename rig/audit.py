@@ -90,11 +90,25 @@ def toolchain_digest() -> str:
         names = sorted(n for n in os.listdir(site) if n != "__pycache__")
         digest.update("\0".join(names).encode(errors="surrogateescape"))
     for path in toolchain_files():
-        digest.update(f"{path}\n".encode())
+        digest.update(f"{path}\n".encode() + _file_digest(path))
+    return digest.hexdigest()
+
+
+# sha256 of a file by its identity and change time: any write to a file, or a replacement, changes
+# its ctime, which no process can set back, so an entry is reused only for the same unchanged file.
+_FILE_DIGESTS: dict[tuple[int, ...], bytes] = {}
+
+
+def _file_digest(path: Path) -> bytes:
+    st = path.stat()
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if key not in _FILE_DIGESTS:
+        h = hashlib.sha256()
         with path.open("rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
+                h.update(block)
+        _FILE_DIGESTS[key] = h.digest()
+    return _FILE_DIGESTS[key]
 
 
 def runner_probes(texts: list[tuple[str, str, str]]) -> list[AuditFinding]:

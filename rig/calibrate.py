@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from rig.tasks import Expectation, Task
-from rig.verify import Verification, run_check, run_hidden
+from rig.verify import Verification, default_pycache, forget_bytecode, run_check, run_hidden
 from rig.workspace import PatchError, apply_patch, copy_fixture, tree_digest
 
 Kind = Literal["clean", "baseline", "solution", "decoy", "fixture"]
@@ -81,8 +81,6 @@ def plan(tasks: list[Task]) -> list[Item]:
 
 
 SHOWN_TESTS = 3
-# Bytecode of every verification of one calibration, next to the items' scratch folders.
-PYCACHE_DIR = "pycache"
 
 
 def _short(tests: list[str]) -> str:
@@ -137,7 +135,8 @@ def judge(item: Item, v: Verification) -> tuple[bool, str]:
 def run_item(item: Item, fixture: Path, scratch: Path) -> ItemResult:
     """Build the item's workspace in `scratch`, verify it and judge the outcome.
 
-    Items of one calibration share the bytecode prefix next to their scratch folders.
+    Verification bytecode goes to the shared prefix (rig.verify.default_pycache); the item's own
+    is dropped with its scratch folder.
     """
     start = time.monotonic()
     task_id = item.task.id if item.task else None
@@ -162,11 +161,12 @@ def run_item(item: Item, fixture: Path, scratch: Path) -> ItemResult:
             apply_patch(work, patch)
     except PatchError as exc:
         return result(False, str(exc))
-    pycache = scratch.parent / PYCACHE_DIR
+    pycache = default_pycache()
     check = run_check(work, home, pycache=pycache)
     hidden = None
     if item.task is not None:
         hidden = run_hidden(work, item.task.hidden_dir, scratch / "hidden-junit.xml", home, pycache=pycache)
+    forget_bytecode(pycache, work)
     verification = Verification(check=check, hidden=hidden)
     passed, reason = judge(item, verification)
     return result(passed, reason, verification)

@@ -40,7 +40,14 @@ from rig.sandbox import SandboxStatus, resolve
 from rig.schedule import PlanItem, plan
 from rig.store import ResultsStore
 from rig.tasks import Task
-from rig.verify import CheckOutcome, HiddenOutcome, forget_bytecode, run_check, run_hidden
+from rig.verify import (
+    CheckOutcome,
+    HiddenOutcome,
+    default_pycache,
+    forget_bytecode,
+    run_check,
+    run_hidden,
+)
 from rig.workspace import (
     RIG_GIT_DIR,
     WorkspaceError,
@@ -55,8 +62,6 @@ from rig.workspace import (
 )
 
 DESIGN_FILE = "experiment.json"
-# Verification bytecode shared by every run under one runs root (hidden from sandboxed agents).
-PYCACHE_DIR = ".pycache"
 
 
 @dataclass
@@ -115,7 +120,7 @@ def make_context(
     ]
     sandbox_plan, sandbox_status = resolve(
         sandbox,
-        hidden=[repo_root.resolve(), results_root, runs_root, Path.home(), *secrets],
+        hidden=[repo_root.resolve(), results_root, runs_root, Path.home(), default_pycache(), *secrets],
         exposed=_agent_runtime(),
     )
     limits = experiment.limits
@@ -254,7 +259,7 @@ def run_one(item: PlanItem, ctx: RunContext) -> tuple[dict, Path]:
         # 5-6. Check, hidden tests
         check = hidden = None
         verify_error = None
-        pycache = ctx.runs_root / PYCACHE_DIR
+        pycache = default_pycache()
         # Created only now: nothing the agent could have planted there runs during verification.
         home.mkdir()
         try:
@@ -319,7 +324,7 @@ def run_one(item: PlanItem, ctx: RunContext) -> tuple[dict, Path]:
             warnings=warnings,
         )
     finally:
-        forget_bytecode(ctx.runs_root / PYCACHE_DIR, container)
+        forget_bytecode(default_pycache(), container)
         if not ctx.keep_workspaces:
             shutil.rmtree(container, ignore_errors=True)
     data = ctx.redactor.value(record.model_dump(mode="json"))

@@ -7,6 +7,7 @@ forced from inside pytest's process show up as a canary that passed, vanished or
 """
 
 import json
+import os
 import secrets
 import shutil
 import sys
@@ -112,6 +113,15 @@ def _verify_env(home: Path, pycache: Path | None) -> Iterator[dict[str, str]]:
     finally:
         if pycache is None:
             shutil.rmtree(prefix, ignore_errors=True)
+
+
+def default_pycache() -> Path:
+    """The shared bytecode prefix: $XDG_CACHE_HOME/rig/pycache (default ~/.cache/rig/pycache).
+
+    Shared by every experiment and calibration of this user, so the toolchain is compiled once.
+    """
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "rig" / "pycache"
 
 
 def forget_bytecode(pycache: Path, root: Path) -> None:

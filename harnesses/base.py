@@ -31,7 +31,8 @@ DEFAULT_FILE_BYTES = 2 * 1024 * 1024 * 1024
 DRAIN_S = 5.0
 READ_BYTES = 1024 * 1024
 PIPE_BYTES = 1024 * 1024
-PRLIMIT = shutil.which("prlimit") or "/usr/bin/prlimit"
+# Sets the file size limit; without it (util-linux), agents run without one and `rig doctor` says so.
+PRLIMIT = shutil.which("prlimit")
 # Kills the agent's main process when the thread that started it dies (a runner killed with -9).
 SETPRIV = shutil.which("setpriv")
 # Agents running now, token -> pid: an interrupted runner kills them all before it exits.
@@ -227,7 +228,7 @@ def _confined(
     argv = command
     if confinement.sandbox is not None:
         argv = confinement.sandbox.wrap(argv, cwd, writable=[cwd, run_dir], read_only=logs)
-    if confinement.file_bytes is not None:
+    if confinement.file_bytes is not None and PRLIMIT:
         limit = confinement.file_bytes
         argv = [PRLIMIT, f"--fsize={limit}:{limit}", "--", *argv]
     if SETPRIV:

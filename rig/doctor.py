@@ -86,9 +86,9 @@ def diagnose() -> list[Protection]:
         ),
         Protection(
             name="file size limit",
-            active=Path(PRLIMIT).is_file(),
+            active=PRLIMIT is not None,
             detail=f"no agent file above {DEFAULT_FILE_BYTES // _MIB} MiB by default (prlimit --fsize)"
-            if Path(PRLIMIT).is_file()
+            if PRLIMIT
             else "prlimit not found: an agent can fill the disk",
         ),
         Protection(

@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,10 +81,8 @@ def kill_group(pgid: int) -> None:
         pass
 
 
-def processes_with_env(name: str, value: str) -> list[int]:
-    """Pids of live processes whose environment holds `name=value` (zombies have none)."""
-    needle = f"{name}={value}".encode()
-    pids = []
+def _environments() -> Iterator[tuple[int, list[bytes]]]:
+    """(pid, NAME=value entries) of every live process whose environment this process may read."""
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -91,9 +90,13 @@ def processes_with_env(name: str, value: str) -> list[int]:
             environ = Path(entry.path, "environ").read_bytes()
         except OSError:
             continue
-        if needle in environ.split(b"\0"):
-            pids.append(int(entry.name))
-    return pids
+        yield int(entry.name), environ.split(b"\0")
+
+
+def processes_with_env(name: str, value: str) -> list[int]:
+    """Pids of live processes whose environment holds `name=value` (zombies have none)."""
+    needle = f"{name}={value}".encode()
+    return [pid for pid, environ in _environments() if needle in environ]
 
 
 def reap(token: str) -> int:
@@ -130,23 +133,14 @@ def process_identity(pid: int) -> str | None:
 def reap_orphans() -> int:
     """Kill agents whose runner died (kill -9 leaves their helpers behind); how many processes."""
     killed = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
+    prefix = f"{RUNNER_VAR}=".encode()
+    for pid, environ in _environments():
+        runner = next((v[len(prefix) :] for v in environ if v.startswith(prefix)), None)
+        if runner is None or process_identity(int(runner.split(b":")[0])) == runner.decode():
             continue
         try:
-            environ = Path(entry.path, "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        runner = next(
-            (v[len(RUNNER_VAR) + 1 :] for v in environ if v.startswith(f"{RUNNER_VAR}=".encode())), None
-        )
-        if runner is None:
-            continue
-        pid = int(runner.split(b":")[0])
-        if process_identity(pid) != runner.decode():
-            try:
-                os.kill(int(entry.name), signal.SIGKILL)
-                killed += 1
-            except (ProcessLookupError, PermissionError):
-                pass
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+        except (ProcessLookupError, PermissionError):
+            pass
     return killed

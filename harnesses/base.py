@@ -19,7 +19,21 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rig.proc import AGENT_TOKEN_VAR, RUNNER_VAR, kill_group, process_identity, reap
+from rig.proc import (
+    AGENT_TOKEN_VAR,
+    JOIN_CGROUP,
+    RUNNER_VAR,
+    SH,
+    Containment,
+    ContainmentError,
+    containment,
+    create_leaf,
+    kill_group,
+    kill_leaf,
+    kill_namespace,
+    process_identity,
+    reap,
+)
 from rig.sandbox import Sandbox
 from rig.streams import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES, BoundedStream, StreamStats
 
@@ -35,19 +49,38 @@ PIPE_BYTES = 1024 * 1024
 PRLIMIT = shutil.which("prlimit")
 # Kills the agent's main process when the thread that started it dies (a runner killed with -9).
 SETPRIV = shutil.which("setpriv")
-# Agents running now, token -> pid: an interrupted runner kills them all before it exits.
-_RUNNING: dict[str, int] = {}
-_RUNNING_LOCK = threading.Lock()
+# How long the first process of a killed PID namespace may take to see its init gone.
+NAMESPACE_EXIT_S = 5.0
 
 
 @dataclass(frozen=True)
 class Confinement:
-    """What confines an agent process besides its timeouts: sandbox, stream and file size bounds."""
+    """What confines an agent process besides its timeouts: sandbox, process containment, stream
+    and file size bounds.
+
+    `processes` None means the strongest containment this machine allows (rig.proc.containment),
+    the one rig.sandbox.resolve records.
+    """
 
     sandbox: Sandbox | None = None
     stream_head_bytes: int = DEFAULT_HEAD_BYTES
     stream_tail_bytes: int = DEFAULT_TAIL_BYTES
     file_bytes: int | None = DEFAULT_FILE_BYTES
+    processes: Containment | None = None
+
+
+@dataclass(frozen=True)
+class _Agent:
+    """A running agent as an interrupted runner must kill it."""
+
+    pid: int
+    leaf: Path | None
+    namespace: bool
+
+
+# Agents running now, by token: an interrupted runner kills them all before it exits.
+_RUNNING: dict[str, _Agent] = {}
+_RUNNING_LOCK = threading.Lock()
 
 
 class Condition(BaseModel):
@@ -81,6 +114,10 @@ class AgentRun(BaseModel):
     )
     streams: dict[str, StreamStats] = Field(default_factory=dict)
     sandboxed: bool = False
+    processes: str | None = Field(
+        default=None,
+        description="what contained every process it started: bwrap-pidns, cgroup, pidns or token-reaper",
+    )
 
 
 class Metrics(BaseModel):
@@ -102,10 +139,21 @@ class Metrics(BaseModel):
     cost_source: str | None = None
     stop_reasons: list[str] = Field(default_factory=list)
     error_messages: list[str] = Field(default_factory=list)
-    transport_failures: int = 0
+    transport_failures: int = Field(
+        default=0,
+        description="failed attempts at a model request, recovered from or not: each request that "
+        "errored, was cut off or lost its transport counts once, whether the harness then retried it, "
+        "fell back to another transport or reconnected (Pi: errored and truncated responses, "
+        "provider_transport_failure diagnostics; Claude Code: api_retry events, API-error messages; "
+        "Codex: error and turn.failed events). A failure the harness recovered from (a retry, "
+        "fallback or reconnect that then succeeded) never by itself makes a run infrastructure",
+    )
     bash_commands: list[str] = Field(default_factory=list)
     bash_search_commands: list[str] = Field(default_factory=list)
     read_paths: list[str] = Field(default_factory=list)
+    read_attempts: list[str] = Field(
+        default_factory=list, description="every path a read tool was called with, failed reads included"
+    )
     docs_read: list[str] = Field(default_factory=list)
     ran_check_script: bool = False
     ran_pytest: bool = False
@@ -130,6 +178,15 @@ class HarnessAdapter(Protocol):
         """The name of a harness-specific provider-failure signature seen in this run, if any."""
         ...
 
+    def tool_pending(self, run: AgentRun) -> bool:
+        """Whether the run ended while a tool call the agent started had not returned yet.
+
+        A stalled run is the agent's own hang when a tool call was still running (scored as a
+        failure), and infrastructure when the harness was waiting for the model (quarantined).
+        A pure function of the saved session and streams, like parse_session.
+        """
+        ...
+
 
 def run_agent_process(
     command: list[str],
@@ -145,10 +202,14 @@ def run_agent_process(
 
     The wall timeout and the silence watchdog both kill the whole group. Silence means that
     neither stdout, stderr nor the session file (or directory) grew for `stall_s` seconds. Once
-    the agent's process has exited, every process it started is killed, wherever it went; the
-    streams keep a bounded head and tail, and `confinement` may add a sandbox and a file size limit.
+    the agent's process has exited, every process it started is killed, wherever it went and
+    whatever it did to its environment or session (its cgroup, its PID namespace, then its token);
+    the streams keep a bounded head and tail, and `confinement` may add a sandbox and a file size
+    limit. Raises ContainmentError if some of its processes cannot be killed, OSError if its
+    cgroup cannot be removed (both after the streams are saved).
     """
     confinement = confinement or Confinement()
+    contain = confinement.processes or containment(sandboxed=confinement.sandbox is not None)
     run_dir.mkdir(parents=True, exist_ok=True)
     streams = {
         name: BoundedStream(
@@ -157,21 +218,29 @@ def run_agent_process(
         for name in ("stdout", "stderr")
     }
     token = secrets.token_hex(16)
-    argv = _confined(command, cwd, run_dir, confinement, [s.path for s in streams.values()])
+    leaf = create_leaf(contain.cgroup, token) if contain.cgroup is not None else None
+    argv = _confined(command, cwd, run_dir, confinement, [s.path for s in streams.values()], contain, leaf)
     start = time.monotonic()
-    proc = subprocess.Popen(
-        argv,
-        cwd=cwd,
-        env={**env, AGENT_TOKEN_VAR: token, RUNNER_VAR: process_identity(os.getpid()) or ""},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env={**env, AGENT_TOKEN_VAR: token, RUNNER_VAR: process_identity(os.getpid()) or ""},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except BaseException:
+        if leaf is not None:
+            kill_leaf(leaf)
+        raise
+    agent = _Agent(proc.pid, leaf, contain.namespace)
     with _RUNNING_LOCK:
-        _RUNNING[token] = proc.pid
+        _RUNNING[token] = agent
     assert proc.stdout is not None and proc.stderr is not None
     pipes = {proc.stdout.fileno(): streams["stdout"], proc.stderr.fileno(): streams["stderr"]}
+    cleanup_error: Exception | None = None
     with selectors.DefaultSelector() as selector:
         for fd in pipes:
             _widen_pipe(fd)
@@ -190,11 +259,16 @@ def run_agent_process(
             elif now - last_activity > stall_s:
                 stalled = True
             if timed_out or stalled:
-                kill_group(proc.pid)
-                proc.wait()
+                _kill(agent, proc)
                 break
         # Children the agent left behind must not outlive the run, nor write after it.
-        leftover = reap(token)
+        leftover = 0
+        if leaf is not None:
+            try:
+                leftover = kill_leaf(leaf)
+            except (ContainmentError, OSError) as exc:
+                cleanup_error = exc  # raised once the streams are saved: they are the evidence
+        leftover += reap(token)
         kill_group(proc.pid)
         with _RUNNING_LOCK:
             _RUNNING.pop(token, None)
@@ -205,6 +279,8 @@ def run_agent_process(
     proc.stdout.close()
     proc.stderr.close()
     stats = {name: stream.close() for name, stream in streams.items()}
+    if cleanup_error is not None:
+        raise cleanup_error
     return AgentRun(
         command=command,
         exit_code=None if (timed_out or stalled) else proc.returncode,
@@ -218,22 +294,58 @@ def run_agent_process(
         removed_links=removed_links,
         streams=stats,
         sandboxed=confinement.sandbox is not None,
+        processes=contain.backend,
     )
 
 
 def _confined(
-    command: list[str], cwd: Path, run_dir: Path, confinement: Confinement, logs: list[Path]
+    command: list[str],
+    cwd: Path,
+    run_dir: Path,
+    confinement: Confinement,
+    logs: list[Path],
+    contain: Containment,
+    leaf: Path | None,
 ) -> list[str]:
-    """The command line with the sandbox and the file size limit around `command`."""
+    """The command line with the sandbox, the process containment and the file size limit around it.
+
+    Inside out: bubblewrap or our own PID namespace, whose first process (bwrap's, or unshare's
+    parent) is the one whose death kills the namespace, so setpriv must make that one die with
+    the runner; prlimit, inherited by all below; outermost the join of the cgroup leaf, so that
+    every process of the chain is in it from its first exec.
+    """
     argv = command
     if confinement.sandbox is not None:
         argv = confinement.sandbox.wrap(argv, cwd, writable=[cwd, run_dir], read_only=logs)
+    elif contain.unshare is not None:
+        argv = [*contain.unshare, "--", *argv]
     if confinement.file_bytes is not None and PRLIMIT:
         limit = confinement.file_bytes
         argv = [PRLIMIT, f"--fsize={limit}:{limit}", "--", *argv]
     if SETPRIV:
         argv = [SETPRIV, "--pdeathsig", "KILL", "--", *argv]
+    if leaf is not None:
+        argv = [SH, "-c", JOIN_CGROUP, "rig-cgroup", str(leaf / "cgroup.procs"), *argv]
     return argv
+
+
+def _kill(agent: _Agent, proc: subprocess.Popen | None = None) -> None:
+    """SIGKILL the agent: its PID namespace first, then its first process and its process group.
+
+    Given `proc` (the first process), waits until it is gone. The first process of a namespace
+    exits only once the kernel has killed everything inside, so it gets that time before it is
+    killed itself: killed at once, it would leave them alive for a moment after it.
+    """
+    if agent.namespace:
+        kill_namespace(agent.pid)
+        if proc is not None:
+            try:
+                proc.wait(timeout=NAMESPACE_EXIT_S)
+            except subprocess.TimeoutExpired:
+                pass  # killed below with its group
+    kill_group(agent.pid)
+    if proc is not None:
+        proc.wait()
 
 
 def _remove_outward_links(run_dir: Path) -> list[str]:
@@ -254,11 +366,17 @@ def _remove_outward_links(run_dir: Path) -> list[str]:
 
 
 def kill_running_agents() -> int:
-    """Kill every agent this process is running, with everything they started; how many agents."""
+    """Kill every agent this process is running, with everything they started; how many agents.
+
+    Their cgroup leaves are emptied and removed here, their PID namespaces killed; the threads
+    running them find the agents gone. Raises ContainmentError if some process cannot be killed.
+    """
     with _RUNNING_LOCK:
         running = dict(_RUNNING)
-    for token, pid in running.items():
-        kill_group(pid)
+    for token, agent in running.items():
+        _kill(agent)
+        if agent.leaf is not None:
+            kill_leaf(agent.leaf)
         reap(token)
     return len(running)
 

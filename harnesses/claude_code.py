@@ -36,10 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harnesses import shell
 from harnesses.base import AgentRun, Condition, Confinement, Metrics, run_agent_process
 from harnesses.cli import Provider, api_key, base_env, cli_version, find_cli
-from harnesses.logs import as_int, derive_behaviour, read_jsonl
+from harnesses.logs import ToolLog, as_int, derive_behaviour, read_jsonl, result_text
 from harnesses.mock_model.session import mock_model
 from rig.paths import REPO_ROOT
 from rig.tasks import Task
@@ -170,6 +169,18 @@ class ClaudeCodeHarness:
         """`claude_api_error` when Claude Code reports a provider error; else None (the shared rules)."""
         return INFRA_SIGNATURE if load_session(run.stdout_path, run.session_path).api_error else None
 
+    def tool_pending(self, run: AgentRun) -> bool:
+        """Whether the last response's tool_use blocks had not all got a tool_result.
+
+        Claude Code prints (and records in its transcript) the assistant message calling a tool
+        before it runs it, and a user message with the tool_result after. The stream decides;
+        the transcript stands in when the stream holds no response (its file lost or empty).
+        """
+        stream = read_jsonl(run.stdout_path)
+        if any(e.get("type") == "assistant" for e in stream):
+            return pending_tool_use(stream)
+        return pending_tool_use(read_jsonl(run.session_path))
+
     def _env(self, home: Path, config: Path, base_url: str | None, options: dict[str, Any]) -> dict[str, str]:
         default_timeout = MOCK_API_TIMEOUT_MS if self.provider.kind == "mock" else REAL_API_TIMEOUT_MS
         extra = {
@@ -266,14 +277,15 @@ class Session:
     cwd: str | None = None
     init_model: str | None = None
     messages: list[_Message] = field(default_factory=list)
-    tool_errors: set[str] = field(default_factory=set)
+    tool_results: dict[str, tuple[str, bool]] = field(default_factory=dict)
     retries: list[dict[str, Any]] = field(default_factory=list)
     result: dict[str, Any] | None = None
 
     @property
     def api_error(self) -> bool:
-        """A provider error as Claude Code reports it: an API-error message, or an erroring result."""
-        if any(m.api_error for m in self.messages):
+        """A provider error as Claude Code reports it: an API-error message that ended the
+        conversation (one it went on from was recovered from), or an erroring result."""
+        if self.messages and self.messages[-1].api_error:
             return True
         result = self.result or {}
         # An API failure ends as subtype "success" with is_error true; other subtypes
@@ -305,7 +317,7 @@ def load_session(stdout_path: Path | None, transcript_path: Path | None) -> Sess
             if entry is not None:
                 from_stream.add(entry.id)
         elif kind == "user":
-            _collect_tool_errors(session, event)
+            _collect_tool_results(session, event)
     for record in read_jsonl(transcript_path):
         kind = record.get("type")
         if kind == "assistant":
@@ -314,7 +326,7 @@ def load_session(stdout_path: Path | None, transcript_path: Path | None) -> Sess
             # Blocks the stream already gave are not counted twice; usage and stop reason are taken.
             _add_block(messages, record, stream=False, blocks=message_id not in from_stream)
         elif kind == "user":
-            _collect_tool_errors(session, record)
+            _collect_tool_results(session, record)
         if session.cwd is None and isinstance(record.get("cwd"), str):
             session.cwd = record["cwd"]
     session.messages = list(messages.values())
@@ -350,14 +362,47 @@ def _add_block(
     return entry
 
 
-def _collect_tool_errors(session: Session, event: dict[str, Any]) -> None:
+def _collect_tool_results(session: Session, event: dict[str, Any]) -> None:
+    for block in _blocks(event, "tool_result"):
+        session.tool_results[str(block.get("tool_use_id"))] = (
+            result_text(block.get("content")),
+            block.get("is_error") is True,
+        )
+
+
+def _blocks(event: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    """The content blocks of type `kind` of a stream event or transcript record."""
     message = event.get("message")
     content = message.get("content") if isinstance(message, dict) else None
     if not isinstance(content, list):
-        return
-    for block in content:
-        if isinstance(block, dict) and block.get("type") == "tool_result" and block.get("is_error") is True:
-            session.tool_errors.add(str(block.get("tool_use_id")))
+        return []
+    return [b for b in content if isinstance(b, dict) and b.get("type") == kind]
+
+
+def pending_tool_use(events: list[dict[str, Any]]) -> bool:
+    """Whether, in stream events or transcript records, the last response's tool_use blocks had
+    not all got a tool_result (see `ToolLog.pending`).
+
+    A response is one message id; Claude Code prints one event per content block. A subagent's
+    messages (`parent_tool_use_id`, `isSidechain`) run inside the main agent's pending Task call
+    and are left out.
+    """
+    tools = ToolLog()
+    current: str | None = None
+    for event in events:
+        if event.get("parent_tool_use_id") or event.get("isSidechain") is True:
+            continue
+        if event.get("type") == "assistant" and isinstance(event.get("message"), dict):
+            message_id = _str(event["message"].get("id")) or _str(event.get("uuid"))
+            if message_id != current:
+                tools.response()
+                current = message_id
+            for block in _blocks(event, "tool_use"):
+                tools.call(_str(block.get("id")))
+        elif event.get("type") == "user":
+            for block in _blocks(event, "tool_result"):
+                tools.result(_str(block.get("tool_use_id")), "", block.get("is_error") is True)
+    return tools.pending
 
 
 def parse_files(stdout_path: Path | None, transcript_path: Path | None, command: list[str]) -> Metrics:
@@ -366,7 +411,7 @@ def parse_files(stdout_path: Path | None, transcript_path: Path | None, command:
     metrics = Metrics(thinking_level=_thinking_level(command))
     models = [m.model for m in session.messages if m.model and m.model != SYNTHETIC_MODEL]
     metrics.model = models[0] if models else session.init_model
-    read_order: list[str] = []
+    tools = ToolLog()
     skill_invoked = False
     final_texts: list[str] | None = None
     last = len(session.messages) - 1
@@ -383,20 +428,24 @@ def parse_files(stdout_path: Path | None, transcript_path: Path | None, command:
                 tool_input = block.get("input") if isinstance(block.get("input"), dict) else {}
                 metrics.tool_calls += 1
                 metrics.tool_calls_by_name[name] = metrics.tool_calls_by_name.get(name, 0) + 1
+                call_id = _str(block.get("id"))
                 if name == "Bash" and isinstance(tool_input.get("command"), str):
                     metrics.bash_commands.append(tool_input["command"])
-                    read_order.extend(shell.read_paths(tool_input["command"]))
+                    tools.shell(call_id, tool_input["command"])
                 elif name == "Read" and isinstance(tool_input.get("file_path"), str):
-                    read_order.append(tool_input["file_path"])
-                elif name == SKILL_TOOL:
-                    skill_invoked = True
+                    tools.read(call_id, tool_input["file_path"])
+                else:
+                    tools.call(call_id)
+                    skill_invoked = skill_invoked or name == SKILL_TOOL
         stop_reason = _stop_reason(message, has_tool, session.result if index == last else None)
         metrics.stop_reasons.append(stop_reason)
         if message.api_error:
             metrics.error_messages.append("\n".join(texts))
         elif stop_reason == "end_turn":
             final_texts = texts
-    metrics.tool_errors = len(session.tool_errors)
+    for call_id, (text, is_error) in session.tool_results.items():
+        tools.result(call_id, text, is_error)
+        metrics.tool_errors += is_error
     for retry in session.retries:
         metrics.error_messages.append(
             f"retry {retry.get('attempt')}/{retry.get('max_retries')}: {retry.get('error')} "
@@ -415,7 +464,9 @@ def parse_files(stdout_path: Path | None, transcript_path: Path | None, command:
         metrics.final_text = result["result"]
     elif result is None and final_texts is not None:
         metrics.final_text = "\n".join(final_texts)
-    derive_behaviour(metrics, read_order, session.cwd, skill_invoked=skill_invoked)
+    derive_behaviour(
+        metrics, tools.read_paths(), session.cwd, skill_invoked=skill_invoked, attempted=tools.read_attempts()
+    )
     return metrics
 
 

@@ -47,21 +47,43 @@ def find_cli(executable: str, env_var: str) -> Path:
     )
 
 
+class HarnessVersionError(CliNotFound):
+    """A harness CLI whose `--version` cannot be read: a run would pin an unknown harness."""
+
+
 @cache
 def cli_version(path: Path) -> str:
-    """The CLI's own `--version` output, first line."""
-    proc = subprocess.run(
-        [str(path), "--version"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        env={"PATH": f"{NODE_BIN.parent.parent.parent}:{BASE_PATH}", "HOME": "/nonexistent", "TERM": "dumb"},
-    )
-    # Pi prints its version on stderr.
+    """The CLI's own `--version` output, first line (stdout, else stderr: Pi prints it there).
+
+    The CLI runs in the environment a run gives it (`base_env`), so the version comes from the very
+    node that will run the agent, wherever it is installed (nvm puts it outside the scrubbed PATH).
+    Raises HarnessVersionError when the CLI fails or prints nothing: every record pins the harness
+    version, and a run that cannot pin it must not start.
+    """
+    command = [str(path), "--version"]
+    fix = "check that it runs (`make setup` reinstalls the pinned CLIs; node must be on PATH)"
+    try:
+        proc = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            env=base_env(Path("/nonexistent"), {}),
+        )
+    except subprocess.TimeoutExpired:
+        raise HarnessVersionError(f"`{path} --version` did not finish within 60 s; {fix}") from None
+    except OSError as exc:
+        raise HarnessVersionError(f"`{path} --version` cannot start ({exc.strerror or exc}); {fix}") from None
     output = proc.stdout.strip() or proc.stderr.strip()
-    line = (output.splitlines() or [f"unknown (exit {proc.returncode})"])[0]
-    return line.strip()
+    if proc.returncode != 0 or not output:
+        said = " ".join((proc.stderr.strip() or proc.stdout.strip()).split())[:200]
+        raise HarnessVersionError(
+            f"cannot read the harness version: `{path} --version` exited {proc.returncode}"
+            + (f" ({said})" if said else " with no output")
+            + f"; {fix}"
+        )
+    return output.splitlines()[0].strip()
 
 
 def base_env(home: Path, extra: dict[str, str]) -> dict[str, str]:

@@ -56,10 +56,9 @@ from typing import Any
 
 import genai_prices
 
-from harnesses import shell
 from harnesses.base import AgentRun, Condition, Confinement, Metrics, run_agent_process
 from harnesses.cli import Provider, api_key, base_env, cli_version, find_cli
-from harnesses.logs import as_int, derive_behaviour, read_jsonl
+from harnesses.logs import ToolLog, as_int, derive_behaviour, read_jsonl
 from harnesses.mock_model.session import mock_model
 from rig.paths import REPO_ROOT
 from rig.tasks import Task
@@ -115,6 +114,10 @@ _CALL_ITEMS = {
     "image_generation_call": "image_generation",
 }
 _OUTPUT_ITEMS = frozenset({"function_call_output", "custom_tool_call_output", "tool_search_output"})
+# Calls the provider carries out itself: Codex never runs them, and no output item follows.
+_PROVIDER_CALLS = frozenset({"web_search_call", "image_generation_call"})
+# Stream items of the tools Codex runs, from item.started to item.completed.
+_STREAM_TOOL_ITEMS = frozenset({"command_execution", "file_change", "mcp_tool_call"})
 _SHELL_TOOLS = frozenset({"exec_command", "shell", "local_shell", "container.exec"})
 
 
@@ -253,6 +256,22 @@ class CodexHarness:
         """`codex_<codex_error_info>` of a failed turn (e.g. codex_internal_server_error), else None."""
         return signature(read_jsonl(run.session_path), read_jsonl(run.stdout_path))
 
+    def tool_pending(self, run: AgentRun) -> bool:
+        """Whether the last response's tool calls had not all got their output item.
+
+        The rollout decides: Codex records a response's call items (function_call,
+        custom_tool_call, ...) before it runs them and each `*_output` item once the tool has
+        returned to the model, for every tool it runs. The stream shows commands and patches
+        only, and keeps a command that outlived its `yield_time_ms` in progress though its
+        output already went to the model: it stands in only when there is no rollout.
+        """
+        rollout = read_jsonl(run.session_path)
+        if rollout:
+            tools = ToolLog()
+            _fold_rollout_tools(Metrics(), rollout, tools)
+            return tools.pending
+        return _stream_pending(read_jsonl(run.stdout_path))
+
 
 def tool_switches(tools: list[str] | None) -> list[tuple[tuple[str, ...], bool | str]]:
     """The config settings that leave Codex with `tools` (None: Codex's default set, no settings)."""
@@ -365,38 +384,33 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
     rollout is missing. From the rollout: model and effort (`turn_context`), tokens, responses and
     cost (one `token_usage_record` per model response), tool calls by name (`function_call`,
     `custom_tool_call` ... items), shell commands (the `cmd` the model gave `exec_command`, before
-    Codex wraps it in `bash -lc`) and tool errors (a call whose output says the tool did not run:
+    Codex wraps it in `bash -lc`), tool errors (a call whose output says the tool did not run:
     unparsable arguments, an unknown tool, a process that could not start, a patch that did not
-    apply; a command exiting non-zero is not one). From the stream: turn outcomes as stop reasons
-    (`completed`, `error`), error messages and transport failures (each `error` event is one
-    failed model request: a retry notice, or the failure that ended the turn), the final answer.
+    apply; a command exiting non-zero is not one) and reads (the files a command printed, less
+    those its output reports missing: `harnesses.logs.ToolLog`). From the stream: turn outcomes as
+    stop reasons (`completed`, `error`), error messages and transport failures (each `error` event
+    is one failed model request: a retry notice, or the failure that ended the turn), the final
+    answer.
     """
     rollout, stream = read_jsonl(session_path), read_jsonl(stdout_path)
     metrics = Metrics()
     meta = next((_payload(e) for e in rollout if e.get("type") == "session_meta"), {})
     cwd = meta.get("cwd") if isinstance(meta.get("cwd"), str) else None
-    shell_calls: list[tuple[str, str | None]] = []
+    tools = ToolLog()
     if rollout:
-        _fold_rollout(metrics, rollout, shell_calls)
+        _fold_rollout(metrics, rollout, tools)
     else:
         _fold_stream_usage(metrics, stream)
-        _fold_stream_tools(metrics, stream, shell_calls)
+        _fold_stream_tools(metrics, stream, tools)
     _fold_outcomes(metrics, rollout, stream)
-    read_order: list[str] = []
-    for command, workdir in shell_calls:
-        metrics.bash_commands.append(command)
-        read_order += [_join(workdir, p) for p in shell.read_paths(command)]
-    derive_behaviour(metrics, read_order, cwd)
+    derive_behaviour(metrics, tools.read_paths(), cwd, attempted=tools.read_attempts())
     return metrics
 
 
-def _fold_rollout(
-    metrics: Metrics, rollout: list[dict[str, Any]], shell_calls: list[tuple[str, str | None]]
-) -> None:
+def _fold_rollout(metrics: Metrics, rollout: list[dict[str, Any]], tools: ToolLog) -> None:
     """Model, tokens, cost, tool calls and tool errors from the rollout's entries, in order."""
     model: str | None = None
     priced: list[tuple[str | None, str | None, dict[str, Any]]] = []
-    calls: dict[str, str] = {}
     for entry in rollout:
         kind, payload = entry.get("type"), _payload(entry)
         if kind == "turn_context":
@@ -409,21 +423,46 @@ def _fold_rollout(
             metrics.assistant_messages += 1
             _add_usage(metrics, payload["usage"])
             priced.append((model, entry.get("timestamp"), payload["usage"]))
-        elif kind == "response_item" and payload.get("type") in _CALL_ITEMS:
-            name = _CALL_ITEMS[payload["type"]] or str(payload.get("name"))
-            metrics.tool_calls += 1
-            metrics.tool_calls_by_name[name] = metrics.tool_calls_by_name.get(name, 0) + 1
-            if isinstance(payload.get("call_id"), str):
-                calls[payload["call_id"]] = name
-            command = _shell_command(name, payload)
-            if command is not None:
-                shell_calls.append(command)
-        elif kind == "response_item" and payload.get("type") in _OUTPUT_ITEMS:
-            name = calls.get(str(payload.get("call_id")))
-            if name is not None and _tool_failed(name, payload.get("output")):
-                metrics.tool_errors += 1
+    _fold_rollout_tools(metrics, rollout, tools)
     if priced:
         metrics.cost_usd, metrics.cost_source = price(priced)
+
+
+def _fold_rollout_tools(metrics: Metrics, rollout: list[dict[str, Any]], tools: ToolLog) -> None:
+    """Tool calls, shell commands and tool errors from the rollout's items, into `metrics` and `tools`.
+
+    A response is a run of assistant-side items (messages, reasoning, calls); a tool output or a
+    user message ends it, and the next assistant-side item begins another.
+    """
+    names: dict[str, str] = {}
+    in_response = False
+    for entry in rollout:
+        payload = _payload(entry)
+        if entry.get("type") != "response_item":
+            continue
+        item = payload.get("type")
+        assistant_side = item in _CALL_ITEMS or item == "reasoning" or payload.get("role") == "assistant"
+        if assistant_side and not in_response:
+            tools.response()
+        in_response = assistant_side
+        if item in _CALL_ITEMS:
+            name = _CALL_ITEMS[item] or str(payload.get("name"))
+            metrics.tool_calls += 1
+            metrics.tool_calls_by_name[name] = metrics.tool_calls_by_name.get(name, 0) + 1
+            call_id = payload.get("call_id") if isinstance(payload.get("call_id"), str) else None
+            if call_id is not None:
+                names[call_id] = name
+            command = _shell_command(name, payload)
+            if command is not None:
+                metrics.bash_commands.append(command[0])
+                tools.shell(call_id, *command)
+            elif item not in _PROVIDER_CALLS:
+                tools.call(call_id)
+        elif item in _OUTPUT_ITEMS:
+            call_id = str(payload.get("call_id"))
+            failed = call_id in names and _tool_failed(names[call_id], payload.get("output"))
+            metrics.tool_errors += failed
+            tools.result(call_id, _output_text(payload.get("output")), failed)
 
 
 def _fold_stream_usage(metrics: Metrics, stream: list[dict[str, Any]]) -> None:
@@ -445,18 +484,19 @@ def _fold_stream_usage(metrics: Metrics, stream: list[dict[str, Any]]) -> None:
         metrics.cost_usd, metrics.cost_source = price([(metrics.model, None, u) for u in totals])
 
 
-def _fold_stream_tools(
-    metrics: Metrics, stream: list[dict[str, Any]], shell_calls: list[tuple[str, str | None]]
-) -> None:
+def _fold_stream_tools(metrics: Metrics, stream: list[dict[str, Any]], tools: ToolLog) -> None:
     """Tool calls from the stream's completed items, for a run without a rollout."""
     for event in stream:
         item = event.get("item") if event.get("type") == "item.completed" else None
         if not isinstance(item, dict):
             continue
         kind = item.get("type")
+        call_id = item.get("id") if isinstance(item.get("id"), str) else None
         if kind == "command_execution":
             name, failed = "exec_command", not isinstance(item.get("exit_code"), int) or item["exit_code"] < 0
-            shell_calls.append((_unwrap_login_shell(str(item.get("command", ""))), None))
+            command = _unwrap_login_shell(str(item.get("command", "")))
+            metrics.bash_commands.append(command)
+            tools.shell(call_id, command)
         elif kind == "file_change":
             name, failed = "apply_patch", item.get("status") == "failed"
         elif kind == "mcp_tool_call":
@@ -465,9 +505,29 @@ def _fold_stream_tools(
             name, failed = "web_search", False
         else:
             continue
+        tools.result(call_id, str(item.get("aggregated_output") or ""), failed)
         metrics.tool_calls += 1
         metrics.tool_calls_by_name[name] = metrics.tool_calls_by_name.get(name, 0) + 1
         metrics.tool_errors += failed
+
+
+def _stream_pending(stream: list[dict[str, Any]]) -> bool:
+    """Whether a command, patch or MCP call the stream shows started had not completed when it
+    ended (since the last turn began or ended, or an agent message or reasoning completed)."""
+    tools = ToolLog()
+    for event in stream:
+        item = event.get("item") if isinstance(event.get("item"), dict) else {}
+        kind = item.get("type")
+        if event.get("type") in ("turn.started", "turn.completed", "turn.failed") or (
+            event.get("type") == "item.completed" and kind in ("agent_message", "reasoning")
+        ):
+            tools.response()
+        elif kind in _STREAM_TOOL_ITEMS and isinstance(item.get("id"), str):
+            if event.get("type") == "item.started":
+                tools.call(item["id"])
+            elif event.get("type") == "item.completed":
+                tools.result(item["id"], "", item.get("status") == "failed")
+    return tools.pending
 
 
 def _fold_outcomes(metrics: Metrics, rollout: list[dict[str, Any]], stream: list[dict[str, Any]]) -> None:
@@ -516,22 +576,26 @@ def _fold_outcomes(metrics: Metrics, rollout: list[dict[str, Any]], stream: list
 
 
 def signature(rollout: list[dict[str, Any]], stream: list[dict[str, Any]]) -> str | None:
-    """`codex_<info>` from the last failed turn's `codex_error_info`; `codex_turn_failed` for a
-    `turn.failed` without one; None when no turn failed or it failed by the agent's own doing."""
-    infos = [
-        _payload(e)["error"].get("codex_error_info")
+    """`codex_<info>` from the `codex_error_info` of the turn the run ended on; `codex_turn_failed`
+    for a failed turn without one; None when that turn did not fail (an earlier failure was
+    recovered from) or failed by the agent's own doing. The rollout's turn ends decide; the
+    stream's stand in for a run without any."""
+    ends = [
+        _payload(e)
         for e in rollout
-        if e.get("type") == "event_msg"
-        and _payload(e).get("type") == "task_complete"
-        and isinstance(_payload(e).get("error"), dict)
+        if e.get("type") == "event_msg" and _payload(e).get("type") == "task_complete"
     ]
-    if infos:
-        info = infos[-1]
+    if ends:
+        error = ends[-1].get("error")
+        if not isinstance(error, dict):
+            return None
+        info = error.get("codex_error_info")
         name = next(iter(info), None) if isinstance(info, dict) else info
         if not isinstance(name, str) or not name:
             return TURN_FAILED_SIGNATURE
         return None if name in AGENT_FAILURES else f"codex_{name}"
-    if any(e.get("type") == "turn.failed" for e in stream):
+    turns = [e for e in stream if e.get("type") in ("turn.completed", "turn.failed")]
+    if turns and turns[-1].get("type") == "turn.failed":
         return TURN_FAILED_SIGNATURE
     return None
 
@@ -608,13 +672,9 @@ def _shell_command(name: str, payload: dict[str, Any]) -> tuple[str, str | None]
 
 def _tool_failed(name: str, output: Any) -> bool:
     """Whether a tool's output says the tool did not run (not: ran and its command failed)."""
-    if isinstance(output, dict):
-        if output.get("success") is False:
-            return True
-        output = output.get("content", output.get("output", ""))
-    if isinstance(output, list):
-        output = "".join(str(part.get("text", "")) for part in output if isinstance(part, dict))
-    text = str(output or "")
+    if isinstance(output, dict) and output.get("success") is False:
+        return True
+    text = _output_text(output)
     if name in ("exec_command", "write_stdin"):
         return _PROCESS_REPORT.search(text.split("\nOutput:\n", 1)[0]) is None
     if name == "apply_patch":
@@ -649,8 +709,10 @@ def _timestamp(value: str | None) -> datetime | None:
         return None
 
 
-def _join(workdir: str | None, path: str) -> str:
-    """A read path as seen from the session's cwd when the call ran in another `workdir`."""
-    if workdir and not path.startswith("/"):
-        return posixpath.normpath(posixpath.join(workdir, path))
-    return path
+def _output_text(output: Any) -> str:
+    """The text of a call's output item: a string, `{content|output: ...}`, or a list of text parts."""
+    if isinstance(output, dict):
+        output = output.get("content", output.get("output", ""))
+    if isinstance(output, list):
+        return "".join(str(part.get("text", "")) for part in output if isinstance(part, dict))
+    return str(output or "")

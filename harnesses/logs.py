@@ -1,11 +1,16 @@
-"""What every adapter's parser shares: tolerant JSONL reading and the behaviour derived from commands."""
+"""What every adapter's parser shares: tolerant JSONL reading, tool calls and their results, and the
+behaviour derived from reads and commands."""
 
 import json
+import posixpath
 from pathlib import Path
 from typing import Any
 
 from harnesses import shell
 from harnesses.base import Metrics
+
+# The diagnostic Pi (pi-ai) adds to a message whose transport failed before it completed.
+PI_TRANSPORT_FAILURE = "provider_transport_failure"
 
 
 def read_jsonl(path: Path | None) -> list[dict[str, Any]]:
@@ -37,17 +42,118 @@ def relative_path(path: str, cwd: str | None) -> str:
     return path
 
 
-def fold_pi_assistant(metrics: Metrics, message: dict[str, Any], read_order: list[str]) -> float | None:
-    """Fold one assistant message of a Pi-format session into `metrics`; return its cost, if any.
+class ToolLog:
+    """The tool calls of one session in the order issued, with their results as they come.
+
+    Parsers tell it when a model response begins, which calls it issues and which results come
+    back; it answers the two questions every harness asks of that sequence the same way:
+
+    - `read_paths`: the files the agent read. A read tool's call counts unless its result is an
+      error (the file did not exist, was a directory...). A shell call counts the files its
+      command prints (`shell.read_paths`) except those its output reports as unreadable (`cat: x:
+      No such file or directory`). A call without a result (the run ended first) keeps its paths:
+      nothing shows that they failed.
+    - `pending`: whether a call the latest model response issued has no result yet: a tool still
+      running when the run ended. A call without a result that a new response followed is not
+      (the harness gave up on it and went back to the model).
+    """
+
+    def __init__(self) -> None:
+        self._open: set[str] = set()
+        self._unnamed = 0
+        # (call id, "read" or "shell", the path or command, the directory a shell call ran in)
+        self._reads: list[tuple[str, str, str, str | None]] = []
+        self._results: dict[str, tuple[str, bool]] = {}
+
+    def response(self) -> None:
+        """A model response began: calls issued before it are no longer running."""
+        self._open.clear()
+
+    def call(self, call_id: str | None) -> str:
+        """A tool call was issued; its id (one is made up for a call that has none)."""
+        if not call_id:
+            # A call without an id can never be matched with a result: it stays open.
+            self._unnamed += 1
+            call_id = f"#unnamed-{self._unnamed}"
+        self._open.add(call_id)
+        return call_id
+
+    def read(self, call_id: str | None, path: str) -> None:
+        """A read tool's call for `path`."""
+        self._reads.append((self.call(call_id), "read", path, None))
+
+    def shell(self, call_id: str | None, command: str, workdir: str | None = None) -> None:
+        """A shell call running `command` (in `workdir`, when not the session's directory)."""
+        self._reads.append((self.call(call_id), "shell", command, workdir))
+
+    def result(self, call_id: str | None, text: str, is_error: bool) -> None:
+        """The result of a call: what it returned to the model, and whether the tool failed."""
+        if call_id:
+            self._open.discard(call_id)
+            self._results[call_id] = (text, is_error)
+
+    @property
+    def pending(self) -> bool:
+        """Whether a call of the latest response is still without a result (see the class docstring)."""
+        return bool(self._open)
+
+    def read_attempts(self) -> list[str]:
+        """Every path a read tool was called with, whatever its result: what the audit checks."""
+        return [target for _call, kind, target, _workdir in self._reads if kind == "read"]
+
+    def read_paths(self) -> list[str]:
+        """The files read, in call order (see the class docstring); shell paths are resolved
+        against the command's `cd`s and the call's workdir, relative to the session's directory."""
+        paths: list[str] = []
+        for call_id, kind, target, workdir in self._reads:
+            result = self._results.get(call_id)
+            if kind == "read":
+                if not (result and result[1]):
+                    paths.append(target)
+                continue
+            output = result[0] if result else None
+            paths += [_join_workdir(workdir, p) for p in shell.read_paths(target, output)]
+        return paths
+
+
+def _join_workdir(workdir: str | None, path: str) -> str:
+    """A read path as seen from the session's cwd when the call ran in another `workdir`."""
+    if workdir and not path.startswith("/"):
+        return posixpath.normpath(posixpath.join(workdir, path))
+    return path
+
+
+def result_text(content: Any) -> str:
+    """The text of a tool result's content: a string, or a list of text blocks."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return ""
+
+
+def fold_pi_message(metrics: Metrics, message: dict[str, Any], tools: ToolLog) -> float | None:
+    """Fold one message of a Pi-format session into `metrics` and `tools`; its cost, if any.
 
     Pi writes this format, and the scripted agent imitates it so that the same parsing is tested.
+    An assistant message is one model response; a `toolResult` message is the result of one call.
     """
+    role = message.get("role")
+    if role == "toolResult":
+        is_error = message.get("isError") is True
+        metrics.tool_errors += is_error
+        tools.result(_str(message.get("toolCallId")), result_text(message.get("content")), is_error)
+        return None
+    if role != "assistant":
+        return None
+    tools.response()
     metrics.assistant_messages += 1
     stop_reason = message.get("stopReason")
     if isinstance(stop_reason, str):
         metrics.stop_reasons.append(stop_reason)
     if message.get("errorMessage"):
         metrics.error_messages.append(str(message["errorMessage"]))
+    metrics.transport_failures += pi_failed_attempts(message)
     content = message.get("content") if isinstance(message.get("content"), list) else []
     texts = []
     for item in content:
@@ -60,11 +166,14 @@ def fold_pi_assistant(metrics: Metrics, message: dict[str, Any], read_order: lis
             arguments = item.get("arguments") if isinstance(item.get("arguments"), dict) else {}
             metrics.tool_calls += 1
             metrics.tool_calls_by_name[name] = metrics.tool_calls_by_name.get(name, 0) + 1
+            call_id = _str(item.get("id"))
             if name == "bash" and isinstance(arguments.get("command"), str):
                 metrics.bash_commands.append(arguments["command"])
-                read_order.extend(shell.read_paths(arguments["command"]))
+                tools.shell(call_id, arguments["command"])
             elif name == "read" and isinstance(arguments.get("path"), str):
-                read_order.append(arguments["path"])
+                tools.read(call_id, arguments["path"])
+            else:
+                tools.call(call_id)
     if stop_reason == "stop":
         metrics.final_text = "\n".join(texts)
     usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
@@ -82,8 +191,36 @@ def fold_pi_assistant(metrics: Metrics, message: dict[str, Any], read_order: lis
     return None
 
 
+def pi_failed_attempts(message: dict[str, Any]) -> int:
+    """Failed provider attempts behind one Pi assistant message.
+
+    Pi keeps an errored request as a message with stopReason "error" (a retry adds a message of
+    its own), and notes a transport it gave up for another as a `provider_transport_failure`
+    diagnostic on the message that then completed (a WebSocket failing, SSE taking over). A
+    diagnostic without a fallback is the failure the message's own error already stands for.
+    """
+    diagnostics = message.get("diagnostics") if isinstance(message.get("diagnostics"), list) else []
+    failures = [d for d in diagnostics if isinstance(d, dict) and d.get("type") == PI_TRANSPORT_FAILURE]
+    recovered = sum(1 for d in failures if _fallback(d))
+    return recovered + max(len(failures) - recovered, int(message.get("stopReason") == "error"))
+
+
+def _fallback(diagnostic: dict[str, Any]) -> bool:
+    """Whether a transport-failure diagnostic names the transport Pi fell back to."""
+    details = diagnostic.get("details") if isinstance(diagnostic.get("details"), dict) else {}
+    return bool(diagnostic.get("fallbackTransport") or details.get("fallbackTransport"))
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 def derive_behaviour(
-    metrics: Metrics, read_order: list[str], cwd: str | None, skill_invoked: bool = False
+    metrics: Metrics,
+    read_order: list[str],
+    cwd: str | None,
+    skill_invoked: bool = False,
+    attempted: list[str] | None = None,
 ) -> None:
     """Fill the behaviour fields from the reads and shell commands a parser collected.
 
@@ -96,6 +233,7 @@ def derive_behaviour(
         if path and path not in seen:
             seen.add(path)
             metrics.read_paths.append(path)
+    metrics.read_attempts = list(dict.fromkeys(attempted or []))
     metrics.docs_read = [p for p in metrics.read_paths if shell.is_doc(p)]
     metrics.read_skill = skill_invoked or any(shell.is_skill(p) for p in metrics.read_paths)
     metrics.bash_search_commands = [c for c in metrics.bash_commands if shell.is_search(c)]

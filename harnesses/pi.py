@@ -44,7 +44,7 @@ from typing import Any
 
 from harnesses.base import AgentRun, Condition, Confinement, Metrics, run_agent_process
 from harnesses.cli import Provider, api_key, base_env, cli_version, find_cli
-from harnesses.logs import as_int, derive_behaviour, fold_pi_assistant, read_jsonl
+from harnesses.logs import ToolLog, as_int, derive_behaviour, fold_pi_message, read_jsonl
 from harnesses.mock_model.session import mock_model
 from rig.paths import REPO_ROOT
 from rig.tasks import Task
@@ -181,6 +181,17 @@ class PiHarness:
         if any(truncated(m) for m in _messages(read_jsonl(run.session_path), stream)):
             return TRUNCATED_SIGNATURE
         return None
+
+    def tool_pending(self, run: AgentRun) -> bool:
+        """Whether the last assistant message's tool calls had not all got a toolResult message.
+
+        Pi appends the assistant message that calls tools before it runs them, and each tool's
+        result when it returns, to the session file and the event stream alike.
+        """
+        tools = ToolLog()
+        for message in _messages(read_jsonl(run.session_path), read_jsonl(run.stdout_path)):
+            fold_pi_message(Metrics(), message, tools)
+        return tools.pending
 
     def _model_id(self) -> str:
         if self.provider.kind == "mock":
@@ -357,23 +368,22 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
         elif entry.get("type") == "thinking_level_change":
             metrics.thinking_level = entry.get("thinkingLevel")
     costs: list[float] = []
-    read_order: list[str] = []
+    tools = ToolLog()
     for message in _messages(session, stream):
-        role = message.get("role")
-        if role == "assistant":
-            cost = fold_pi_assistant(metrics, message, read_order)
-            if cost is not None:
-                costs.append(cost)
-            if metrics.model is None and message.get("provider") and message.get("model"):
-                metrics.model = f"{message['provider']}/{message['model']}"
-        elif role == "toolResult" and message.get("isError") is True:
-            metrics.tool_errors += 1
-    # Each failed provider request is an assistant message with stopReason "error", kept in the
-    # session even when Pi retries it (a retry that gives up repeats that message's error); a
-    # stream cut before its end is a response without usage, which Pi takes as complete.
-    metrics.transport_failures = metrics.stop_reasons.count("error") + sum(
-        truncated(m) for m in _messages(session, stream)
-    )
+        cost = fold_pi_message(metrics, message, tools)
+        if cost is not None:
+            costs.append(cost)
+        if (
+            message.get("role") == "assistant"
+            and metrics.model is None
+            and message.get("provider")
+            and message.get("model")
+        ):
+            metrics.model = f"{message['provider']}/{message['model']}"
+        # A stream cut before its end is a response without usage, which Pi takes as complete:
+        # a failed attempt besides those fold_pi_message counts (errored requests, transports
+        # given up for another).
+        metrics.transport_failures += truncated(message)
     for event in stream:
         if event.get("type") == "auto_retry_end" and event.get("success") is False:
             final = str(event.get("finalError", ""))
@@ -382,5 +392,5 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
     if costs:
         metrics.cost_usd = round(sum(costs), _COST_DIGITS)
         metrics.cost_source = COST_SOURCE
-    derive_behaviour(metrics, read_order, cwd)
+    derive_behaviour(metrics, tools.read_paths(), cwd, attempted=tools.read_attempts())
     return metrics

@@ -28,7 +28,7 @@ from typing import Any
 
 import rig
 from harnesses.base import DEFAULT_STALL_S, AgentRun, Condition, Confinement, Metrics, run_agent_process
-from harnesses.logs import derive_behaviour, fold_pi_assistant, read_jsonl
+from harnesses.logs import ToolLog, derive_behaviour, fold_pi_message, read_jsonl
 from rig.proc import BASE_PATH
 from rig.tasks import Task
 
@@ -40,6 +40,8 @@ SESSION_NAME = "session.jsonl"
 PATCH_COPY = "scripted-input.patch"
 SCRIPT_COPY = "scripted-input.json"
 INFRA_SIGNATURE = "scripted_provider_error"
+# The session event of a provider failure that left no assistant message (what Pi does in json mode).
+PROVIDER_ERROR = "provider_error"
 COST_SOURCE = "harness"
 _ATTEMPT_DIR = re.compile(r"^attempt-(\d+)$")
 # Summing many small float costs leaves noise in the last digits; a record should not carry it.
@@ -119,8 +121,24 @@ class ScriptedHarness:
         return parse_session_file(run.session_path)
 
     def infra_signature(self, run: AgentRun, metrics: Metrics) -> str | None:
-        """`scripted_provider_error` when the session holds a provider_error event."""
-        return INFRA_SIGNATURE if metrics.transport_failures > 0 else None
+        """`scripted_provider_error` when the session holds a provider_error event.
+
+        Errored assistant messages count as transport failures too (as in Pi) but are no
+        signature: a run of them only is the shared `only_error_responses` rule's to judge.
+        """
+        provider_error = any(e.get("type") == PROVIDER_ERROR for e in read_jsonl(run.session_path))
+        return INFRA_SIGNATURE if provider_error else None
+
+    def tool_pending(self, run: AgentRun) -> bool:
+        """Whether the last assistant message's tool calls had not all got a toolResult message.
+
+        The agent writes the message calling a tool before it runs it, and the result after.
+        """
+        tools = ToolLog()
+        for event in read_jsonl(run.session_path):
+            if event.get("type") == "message" and isinstance(event.get("message"), dict):
+                fold_pi_message(Metrics(), event["message"], tools)
+        return tools.pending
 
     def _patch(self, policy: str, options: dict[str, Any]) -> Path | None:
         if policy == "decoy":
@@ -168,26 +186,22 @@ def parse_session_file(path: Path | None) -> Metrics:
     metrics = Metrics()
     cwd: str | None = None
     costs: list[float] = []
-    read_order: list[str] = []
+    tools = ToolLog()
     for event in events:
         kind = event.get("type")
         if kind == "session":
             metrics.model = event.get("model")
             metrics.thinking_level = event.get("thinking")
             cwd = event.get("cwd")
-        elif kind == "provider_error":
+        elif kind == PROVIDER_ERROR:
             metrics.transport_failures += 1
             metrics.error_messages.append(str(event.get("message", "")))
         elif kind == "message" and isinstance(event.get("message"), dict):
-            message = event["message"]
-            if message.get("role") == "assistant":
-                cost = fold_pi_assistant(metrics, message, read_order)
-                if cost is not None:
-                    costs.append(cost)
-            elif message.get("role") == "toolResult" and message.get("isError") is True:
-                metrics.tool_errors += 1
+            cost = fold_pi_message(metrics, event["message"], tools)
+            if cost is not None:
+                costs.append(cost)
     if costs:
         metrics.cost_usd = round(sum(costs), _COST_DIGITS)
         metrics.cost_source = COST_SOURCE
-    derive_behaviour(metrics, read_order, cwd)
+    derive_behaviour(metrics, tools.read_paths(), cwd, attempted=tools.read_attempts())
     return metrics

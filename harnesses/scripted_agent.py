@@ -107,6 +107,8 @@ class Agent:
             calls.append(
                 {"type": "toolCall", "id": f"call_{self.calls}", "name": name, "arguments": arguments}
             )
+        # The call is in the session before the tool runs, as in Pi: a tool that never returns
+        # leaves it without a result, which is how the rig tells an agent's hang from a silent model.
         self.assistant([{"type": "text", "text": text}, *calls], "toolUse")
         for call in calls:
             output, is_error, exit_code = self.execute(call["name"], call["arguments"])

@@ -4,6 +4,12 @@ Every adapter records bash commands as strings; these functions answer the quest
 asks of them (did the agent search, run the gate, run pytest, read which files) the same way for
 every harness. The analysis is lexical, never executes anything and never raises: a command that
 shlex cannot parse falls back to a whitespace split.
+
+A command line is cut into simple commands at `&&`, `||`, `;`, `|`, `&` and newlines. Wrappers
+that run the rest of their arguments as a command (`env X=1`, `timeout 60`, `nice`, `time`,
+`uv run`, `poetry run`, ...) are peeled off, the string of `bash -c`, `sh -lc` or `eval` is
+analysed as commands of its own (one level deep), and `cd` is followed from one command to the
+next (subshell scopes are not), so `cd sub && python ../scripts/check.py` runs the gate.
 """
 
 import posixpath
@@ -21,17 +27,82 @@ _LINE_CONTINUATION = "\\\n"
 _SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh"})
 # One level of `bash -c "..."` covers what agents write; deeper nesting is left unanalysed.
 _MAX_NESTING = 1
+# A chain of wrappers longer than this is left as it is (bounded work on hostile input).
+_MAX_WRAPPERS = 8
+# The working directory where a command line starts: the directory its paths are relative to.
+_START = "."
 
 _SEARCH_PROGRAMS = frozenset(
     {"grep", "egrep", "fgrep", "rg", "ag", "ack", "find", "fd", "fdfind", "ls", "tree"}
 )
 _GIT_SEARCH = frozenset({"grep", "ls-files"})
 _GIT_VALUE_OPTIONS = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path"})
-_PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
+_PYTHON = re.compile(r"^(python|pypy)(\d+(\.\d+)?)?$")
 # Long interpreter options that consume the next argument.
 _PYTHON_VALUE_OPTIONS = frozenset({"--check-hash-based-pycs"})
 _CHECK_SCRIPT = "scripts/check.py"
 _PYTEST_PROGRAMS = frozenset({"pytest", "py.test"})
+
+# Wrappers that run their operands as a command: the options of each that take a separate value.
+_WRAPPERS = {
+    "env": frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}),
+    "time": frozenset({"-f", "--format", "-o", "--output"}),
+    "nohup": frozenset(),
+    "exec": frozenset({"-a"}),
+    "builtin": frozenset(),
+    "command": frozenset(),
+    "stdbuf": frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}),
+    "nice": frozenset({"-n", "--adjustment"}),
+    "ionice": frozenset({"-c", "--class", "-n", "--classdata", "-p", "--pid", "-P", "--pgid", "-u", "--uid"}),
+    "timeout": frozenset({"-s", "--signal", "-k", "--kill-after"}),
+}
+# Wrappers whose first operand is not the command: `timeout 60 cmd`.
+_WRAPPER_OPERANDS = {"timeout": 1}
+# Options that change the directory the wrapped command runs in.
+_CHDIR_OPTIONS = frozenset({"-C", "--chdir", "--directory", "--cwd"})
+# `command -v x` and `command -V x` only describe x; they do not run it.
+_DESCRIBE_OPTIONS = frozenset({"-v", "-V"})
+# Project runners, `<tool> [options] run [options] command...`: the options of each that take a
+# separate value (before or after `run`).
+_RUNNERS = {
+    "uv": frozenset(
+        {
+            "--with",
+            "--with-editable",
+            "--with-requirements",
+            "-p",
+            "--python",
+            "--project",
+            "--directory",
+            "--package",
+            "--extra",
+            "--group",
+            "--only-group",
+            "--no-group",
+            "--env-file",
+            "--index",
+            "--default-index",
+            "-i",
+            "--index-url",
+            "--extra-index-url",
+            "-f",
+            "--find-links",
+            "--cache-dir",
+            "--config-file",
+            "--color",
+        }
+    ),
+    "poetry": frozenset({"-C", "--directory", "-P", "--project"}),
+    "pipenv": frozenset({"--python"}),
+    "pdm": frozenset({"-p", "--project", "--venv"}),
+    "rye": frozenset({"--pyproject"}),
+    "hatch": frozenset({"-e", "--env"}),
+    "conda": frozenset({"-n", "--name", "-p", "--prefix", "--cwd"}),
+    "mamba": frozenset({"-n", "--name", "-p", "--prefix", "--cwd"}),
+    "micromamba": frozenset({"-n", "--name", "-p", "--prefix", "--cwd"}),
+}
+# `uv run -m pytest`: the runner's own option for running a module.
+_RUNNER_MODULE_OPTIONS = frozenset({"-m", "--module"})
 
 _READERS = frozenset({"cat", "head", "tail", "less", "more", "bat", "nl"})
 # Options of the readers above that take a separate value, which is not a file to read.
@@ -45,9 +116,18 @@ _READER_VALUE_OPTIONS = {
     "less": frozenset({"-b", "-h", "-j", "-k", "-o", "-O", "-p", "-P", "-t", "-T", "-x", "-y", "-z"}),
 }
 _SED_SCRIPT_OPTIONS = frozenset({"-e", "--expression", "-f", "--file"})
+# How coreutils, sed, less and bat report a file they could not print (`cat: x: No such file or
+# directory`, `head: cannot open 'x' for reading: ...`, `[bat error]: 'x': ... (os error 2)`).
+_UNREADABLE = re.compile(
+    r"no such file or directory|is a directory|not a directory|permission denied", re.IGNORECASE
+)
 
 _DOC_FILES = frozenset({"README.md", "CONTRIBUTING.md", "AGENTS.md", "CLAUDE.md"})
 _SKILL_FILE = "SKILL.md"
+
+# One program to analyse: its argv, and the directory it runs in relative to where the command
+# line started (None: a `cd` somewhere the analysis cannot follow).
+_Program = tuple[list[str], str | None]
 
 
 def segments(command: str) -> list[list[str]]:
@@ -55,14 +135,14 @@ def segments(command: str) -> list[list[str]]:
 
     Pipelines, lists (`|`, `||`, `&&`, `;`, `&`, newlines) and subshell parentheses separate
     commands; leading `NAME=value` assignments and redirections are dropped; one level of
-    `bash -c "..."` / `sh -c "..."` is replaced by the commands inside it.
+    `bash -c "..."`, `sh -c "..."` or `eval ...` is replaced by the commands inside it.
     """
     return _segments(command, 0)
 
 
 def is_search(command: str) -> bool:
     """Whether any command in `command` searches or lists the tree (grep, rg, find, ls, git grep...)."""
-    for argv in _programs(command):
+    for argv, _ in _programs(command):
         name = posixpath.basename(argv[0])
         if name in _SEARCH_PROGRAMS:
             return True
@@ -72,20 +152,28 @@ def is_search(command: str) -> bool:
 
 
 def runs_check_script(command: str) -> bool:
-    """Whether any command in `command` executes scripts/check.py (not cat, grep or echo of it)."""
-    for argv in _programs(command):
-        if _is_check_script(argv[0]):
+    """Whether any command in `command` executes scripts/check.py (not cat, grep or echo of it).
+
+    The script runs by path (`./scripts/check.py`), through an interpreter (`python3 -u
+    scripts/check.py`, `cd sub && python ../scripts/check.py`) or as a module (`python -m
+    scripts.check`), behind any wrapper the module docstring names.
+    """
+    for argv, cwd in _programs(command):
+        if _is_check_script(argv[0], cwd):
             return True
         if _PYTHON.match(posixpath.basename(argv[0])):
             kind, target = _python_target(argv[1:])
-            if kind == "script" and target is not None and _is_check_script(target):
+            if kind == "script" and target is not None and _is_check_script(target, cwd):
                 return True
+            if kind == "module" and target is not None:
+                if _is_check_script(target.replace(".", "/") + ".py", cwd):
+                    return True
     return False
 
 
 def runs_pytest(command: str) -> bool:
     """Whether any command in `command` runs pytest (`pytest`, `py.test` or `python -m pytest`)."""
-    for argv in _programs(command):
+    for argv, _ in _programs(command):
         name = posixpath.basename(argv[0])
         if name in _PYTEST_PROGRAMS:
             return True
@@ -94,19 +182,29 @@ def runs_pytest(command: str) -> bool:
     return False
 
 
-def read_paths(command: str) -> list[str]:
+def read_paths(command: str, output: str | None = None) -> list[str]:
     """Files that `command` prints: arguments of cat, head, tail, less, more, bat, nl and `sed -n`.
 
-    Paths are returned as written, minus a leading `./`, in order (duplicates kept).
+    Paths are resolved against the `cd`s before them and normalised (`./` and `x/..` removed),
+    relative to where the command started unless written absolute; in order, duplicates kept.
+    With `output`, what the command printed, a path the output reports as unreadable (`cat: x: No
+    such file or directory`, `Is a directory`, `Permission denied`) is left out: it was not read.
+    A failure whose message went elsewhere (`2>/dev/null`) cannot be seen, and the path stays.
     """
+    errors = [line for line in output.splitlines() if _UNREADABLE.search(line)] if output else []
     paths: list[str] = []
-    for argv in _programs(command):
+    for argv, cwd in _programs(command):
         name = posixpath.basename(argv[0])
         if name in _READERS:
-            paths.extend(_operands(argv[1:], _READER_VALUE_OPTIONS.get(name, frozenset())))
+            operands = _operands(argv[1:], _READER_VALUE_OPTIONS.get(name, frozenset()))
         elif name == "sed":
-            paths.extend(_sed_read_paths(argv[1:]))
-    return [_normalise(p) for p in paths if p != "-"]
+            operands = _sed_read_paths(argv[1:])
+        else:
+            continue
+        for operand in operands:
+            if operand != "-" and not _reported_unreadable(operand, errors):
+                paths.append(_resolve(cwd, operand) or _normalise(operand))
+    return paths
 
 
 def is_doc(path: str) -> bool:
@@ -123,8 +221,7 @@ def is_skill(path: str) -> bool:
 def _segments(command: str, depth: int) -> list[list[str]]:
     result: list[list[str]] = []
     for argv in _split(command):
-        while argv and _ASSIGNMENT.match(argv[0]):
-            argv = argv[1:]
+        argv = _drop_assignments(argv)
         if not argv:
             continue
         inner = _shell_c_command(argv)
@@ -133,6 +230,12 @@ def _segments(command: str, depth: int) -> list[list[str]]:
         else:
             result.append(argv)
     return result
+
+
+def _drop_assignments(argv: list[str]) -> list[str]:
+    while argv and _ASSIGNMENT.match(argv[0]):
+        argv = argv[1:]
+    return argv
 
 
 def _split(command: str) -> list[list[str]]:
@@ -192,8 +295,11 @@ def _strip_heredocs(text: str) -> str:
 
 
 def _shell_c_command(argv: list[str]) -> str | None:
-    """The command string of `bash -c "..."` (also `sh -lc`, `bash -ec`), else None."""
-    if posixpath.basename(argv[0]) not in _SHELLS:
+    """The command string of `bash -c "..."` (also `sh -lc`, `bash -ec`) or `eval ...`, else None."""
+    name = posixpath.basename(argv[0])
+    if name == "eval":
+        return " ".join(argv[1:])
+    if name not in _SHELLS:
         return None
     seen_c = False
     for arg in argv[1:]:
@@ -206,40 +312,98 @@ def _shell_c_command(argv: list[str]) -> str | None:
     return None
 
 
-def _programs(command: str) -> list[list[str]]:
-    """Each simple command with wrappers like `env`, `time` and `timeout 60` peeled off."""
-    result = []
-    for argv in segments(command):
-        argv = _unwrap(argv)
-        if argv:
-            result.append(argv)
+def _programs(command: str, cwd: str | None = _START, depth: int = 0) -> list[_Program]:
+    """Each program `command` runs, wrappers peeled off, with the directory it runs in."""
+    result: list[_Program] = []
+    for argv in _split(command):
+        argv, where = _unwrap(_drop_assignments(argv), cwd)
+        if not argv:
+            continue
+        name = posixpath.basename(argv[0])
+        inner = _shell_c_command(argv)
+        if inner is not None and depth < _MAX_NESTING:
+            result.extend(_programs(inner, where, depth + 1))
+        elif name in ("cd", "pushd"):
+            cwd = _cd(where, argv[1:])
+        elif name == "popd":
+            cwd = None
+        else:
+            result.append((argv, where))
     return result
 
 
-def _unwrap(argv: list[str]) -> list[str]:
-    # Bounded, so a pathological chain of wrappers cannot loop for long.
-    for _ in range(8):
+def _unwrap(argv: list[str], cwd: str | None) -> _Program:
+    """The command a chain of wrappers runs, and its directory (`env -C`, `uv run --directory`)."""
+    for _ in range(_MAX_WRAPPERS):
         if not argv:
-            return argv
+            break
         name = posixpath.basename(argv[0])
-        rest = argv[1:]
-        if name == "env":
-            while rest and (rest[0].startswith("-") or _ASSIGNMENT.match(rest[0])):
-                rest = rest[2:] if rest[0] in ("-u", "--unset", "-C", "--chdir") else rest[1:]
-        elif name in ("time", "nohup", "command", "exec", "builtin", "stdbuf"):
-            while rest and rest[0].startswith("-"):
-                rest = rest[1:]
-        elif name == "nice":
-            while rest and rest[0].startswith("-"):
-                rest = rest[2:] if rest[0] in ("-n", "--adjustment") else rest[1:]
-        elif name == "timeout":
-            while rest and rest[0].startswith("-"):
-                rest = rest[2:] if rest[0] in ("-s", "--signal", "-k", "--kill-after") else rest[1:]
-            rest = rest[1:]  # the duration
+        if name in _WRAPPERS:
+            if name == "command" and argv[1:2] and argv[1] in _DESCRIBE_OPTIONS:
+                return [], cwd
+            argv, cwd = _skip_options(argv[1:], _WRAPPERS[name], cwd, assignments=name == "env")
+            argv = argv[_WRAPPER_OPERANDS.get(name, 0) :]
+        elif name in _RUNNERS:
+            rest, cwd = _skip_options(argv[1:], _RUNNERS[name], cwd)
+            if not rest or rest[0] != "run":
+                break
+            argv, cwd = _skip_options(rest[1:], _RUNNERS[name], cwd, stop=_RUNNER_MODULE_OPTIONS)
+            option, eq, module = argv[0].partition("=") if argv else ("", "", "")
+            if option in _RUNNER_MODULE_OPTIONS:
+                # `uv run -m pytest -q` runs `python -m pytest -q`.
+                argv = ["python", "-m", *([module] if eq else []), *argv[1:]]
         else:
-            return argv
-        argv = rest
-    return argv
+            break
+    return argv, cwd
+
+
+def _skip_options(
+    args: list[str],
+    value_options: frozenset[str],
+    cwd: str | None,
+    assignments: bool = False,
+    stop: frozenset[str] = frozenset(),
+) -> _Program:
+    """`args` from the first operand (or an option in `stop`) on, past the options before it (and
+    `NAME=value` pairs for env), and the directory those options leave the command in."""
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        key, eq, value = arg.partition("=")
+        if arg == "--":
+            i += 1
+            break
+        if key in stop:
+            break
+        if arg.startswith("-") and eq and key in value_options:
+            cwd = _cd(cwd, [value]) if key in _CHDIR_OPTIONS else cwd
+            i += 1
+        elif arg in value_options:
+            if arg in _CHDIR_OPTIONS and i + 1 < len(args):
+                cwd = _cd(cwd, [args[i + 1]])
+            i += 2
+        elif (arg.startswith("-") and arg != "-") or (assignments and _ASSIGNMENT.match(arg)):
+            i += 1
+        else:
+            break
+    return args[i:], cwd
+
+
+def _cd(cwd: str | None, args: list[str]) -> str | None:
+    """The directory after `cd args` from `cwd`; None where it cannot be known (`cd`, `cd ~`, `cd $X`)."""
+    operands = [a for a in args if not (a.startswith("-") and a != "-")]
+    if not operands or operands[0] == "-" or operands[0][:1] in ("~", "$"):
+        return None
+    return _resolve(cwd, operands[0])
+
+
+def _resolve(cwd: str | None, path: str) -> str | None:
+    """`path` as seen from where the command line started; None when `cwd` is unknown."""
+    if path.startswith("/"):
+        return posixpath.normpath(path)
+    if cwd is None:
+        return None
+    return posixpath.normpath(posixpath.join(cwd, path))
 
 
 def _git_subcommand(argv: list[str]) -> str | None:
@@ -286,9 +450,25 @@ def _python_target(args: list[str]) -> tuple[str, str | None]:
     return "repl", None
 
 
-def _is_check_script(path: str) -> bool:
-    path = _normalise(path)
-    return path == _CHECK_SCRIPT or (path.startswith("/") and path.endswith("/" + _CHECK_SCRIPT))
+def _is_check_script(path: str, cwd: str | None) -> bool:
+    """Whether `path` names the gate: as written (the agent's shell may have stood anywhere), or
+    resolved against the `cd`s before it (`cd sub && python ../scripts/check.py`)."""
+    written = posixpath.normpath(path)
+    if written == _CHECK_SCRIPT or (written.startswith("/") and written.endswith("/" + _CHECK_SCRIPT)):
+        return True
+    resolved = _resolve(cwd, path)
+    if resolved is None:
+        # After a `cd` the analysis cannot follow, the path's own shape has to do.
+        return written.endswith("/" + _CHECK_SCRIPT)
+    return resolved == _CHECK_SCRIPT
+
+
+def _reported_unreadable(path: str, error_lines: list[str]) -> bool:
+    """Whether an error line of the output names `path` (as written, maybe quoted) as unreadable."""
+    if not error_lines:
+        return False
+    named = re.compile(r"(?:^|[\s'\"`:\u2018])" + re.escape(path) + r"(?=['\"`:\u2019]|\s|$)")
+    return any(named.search(line) for line in error_lines)
 
 
 def _operands(args: list[str], value_options: frozenset[str]) -> list[str]:

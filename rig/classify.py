@@ -10,10 +10,23 @@ from rig.records import InfraVerdict
 ERROR_STOPS = {"error", "aborted"}
 
 
-def classify(run: AgentRun, metrics: Metrics, signature: str | None, stall_s: float) -> InfraVerdict:
-    """Decide whether a run failed for reasons outside the agent's control."""
+def classify(
+    run: AgentRun, metrics: Metrics, signature: str | None, stall_s: float, tool_pending: bool = False
+) -> InfraVerdict:
+    """Decide whether a run failed for reasons outside the agent's control.
+
+    Silence is infrastructure only while the harness waited for the model (`stalled_provider`);
+    silence while a tool call the agent started was still running (`tool_pending`, from the
+    adapter) is the agent's own hang, scored like any other failure (see hang_kind).
+    """
+    if run.stalled and not tool_pending:
+        return InfraVerdict(
+            is_infra=True,
+            rule="stalled_provider",
+            detail=f"no output for {stall_s:g}s while waiting for the model; group killed",
+        )
     if run.stalled:
-        return InfraVerdict(is_infra=True, rule="stalled", detail=f"no output for {stall_s:g}s; group killed")
+        return InfraVerdict()
     if signature:
         return InfraVerdict(
             is_infra=True, rule=signature, detail="; ".join(metrics.error_messages[:3]) or None
@@ -29,3 +42,12 @@ def classify(run: AgentRun, metrics: Metrics, signature: str | None, stall_s: fl
             is_infra=True, rule="only_error_responses", detail="; ".join(metrics.error_messages[:3]) or None
         )
     return InfraVerdict()
+
+
+def hang_kind(run: AgentRun, tool_pending: bool) -> str | None:
+    """`agent_hang` (silence while a tool call ran), `timeout` (the wall clock), else None."""
+    if run.stalled and tool_pending:
+        return "agent_hang"
+    if run.timed_out:
+        return "timeout"
+    return None

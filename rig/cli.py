@@ -1,12 +1,20 @@
 """The `rig` command line. Heavy imports stay inside the commands that need them."""
 
 import os
+import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from rig.experiment import Experiment
+    from rig.schedule import PlanItem
+    from rig.store import ResultsStore
 
 app = typer.Typer(
     help="rig: a reproducible measurement rig for coding-agent harnesses.",
@@ -22,7 +30,7 @@ def main() -> None:
 
 @app.command()
 def version() -> None:
-    """Print rig's version."""
+    """Print rig's version: the release plus the git commit it runs from (what records pin)."""
     from rig import __version__
 
     typer.echo(__version__)
@@ -108,6 +116,7 @@ def _store_errors() -> Iterator[None]:
 def _load_context(
     experiment_path: Path, results_root: Path | None, keep_workspaces: bool = False, sandbox: str = "auto"
 ):
+    from harnesses.cli import CliNotFound
     from harnesses.registry import HarnessUnavailable
     from rig import paths
     from rig.experiment import ExperimentError, load_experiment
@@ -131,8 +140,88 @@ def _load_context(
             keep_workspaces,
             sandbox,
         )
-    except (ExperimentError, TaskError, WorkspaceError, StoreError, HarnessUnavailable, SandboxError) as exc:
+    except (
+        ExperimentError,
+        TaskError,
+        WorkspaceError,
+        StoreError,
+        HarnessUnavailable,
+        CliNotFound,
+        SandboxError,
+    ) as exc:
+        # CliNotFound includes HarnessVersionError: a harness whose version cannot be pinned.
         raise _fail(str(exc)) from exc
+
+
+@dataclass(frozen=True)
+class ReadOnlyContext:
+    """What `rig status` needs of an experiment: its design, its plan and its results store."""
+
+    experiment: "Experiment"
+    items: "list[PlanItem]"
+    store: "ResultsStore"
+
+
+def _read_only_context(experiment_path: Path, results_root: Path | None) -> ReadOnlyContext:
+    """The experiment and its results as they are, without writing anything or starting a harness.
+
+    `_load_context` prepares a run: it pins every input (starting the harness CLI for its version),
+    creates the runs folder and binds the results folder to the design. A reader needs none of that,
+    and must not do it: it may run beside a running experiment, on a read-only copy of the results,
+    or on a machine without the harness. The design is still checked against experiment.json
+    (read only), so a changed config is refused here as `rig run` would refuse it.
+    """
+    import json
+
+    from rig import paths
+    from rig.experiment import ExperimentError, load_experiment
+    from rig.migrate import design_digest
+    from rig.schedule import plan
+    from rig.store import ResultsStore
+    from rig.tasks import TaskError, load_tasks
+
+    try:
+        experiment = load_experiment(experiment_path)
+        only = None if experiment.tasks == "all" else list(experiment.tasks)
+        tasks = load_tasks(paths.TASKS_DIR, paths.HIDDEN_TESTS_DIR, only)
+    except (ExperimentError, TaskError) as exc:
+        raise _fail(str(exc)) from exc
+    store = ResultsStore((results_root or paths.RESULTS_DIR) / experiment.name)
+    design = store.root / "experiment.json"
+    if design.is_file():
+        try:
+            stored = json.loads(design.read_text())
+            digest = design_digest(stored) if isinstance(stored, dict) else None
+        except (OSError, ValueError) as exc:
+            raise _fail(f"{design}: cannot read it ({exc}); restore it from a backup") from exc
+        if digest != experiment.digest():
+            raise _fail(
+                f"{store.root} holds results of a different design of {experiment.name!r}; "
+                "give the changed experiment a new name, or move the old results away"
+            )
+    return ReadOnlyContext(experiment, plan(experiment, [t.id for t in tasks]), store)
+
+
+@contextmanager
+def _report_warnings() -> Iterator[None]:
+    """Print the rig's warnings about the results read (duplicate records dropped) as `warning:` lines.
+
+    Printed only when the command succeeds: a failing command keeps its one-line `error:`.
+    """
+    import warnings
+
+    from rig.migrate import DuplicateRunWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DuplicateRunWarning)
+        yield
+    shown: set[str] = set()
+    for w in caught:
+        if not issubclass(w.category, DuplicateRunWarning):
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+        elif str(w.message) not in shown:
+            shown.add(str(w.message))
+            typer.echo(f"warning: {w.message}", err=True)
 
 
 ResultsOption = Annotated[
@@ -171,7 +260,12 @@ def _run(ctx) -> None:
     from rig.workspace import PatchError, WorkspaceError
 
     items = experiment_plan(ctx)
-    pending, _ = pending_items(ctx, items)
+    try:
+        # Refused before anything is printed or repaired (execute holds the lock for the run itself).
+        ctx.store.check_writer()
+        pending, _ = pending_items(ctx, items)
+    except StoreError as exc:
+        raise _fail(str(exc)) from exc
     console = Console(stderr=True)
     console.print(ctx.sandbox.warning() or f"sandbox: {ctx.sandbox.detail} (see `rig doctor`)")
     console.print(
@@ -191,18 +285,32 @@ def _run(ctx) -> None:
         def on_update(progress, record) -> None:
             bar.update(task_id, completed=progress.done, ok=progress.successes, infra=progress.infra)
 
+        previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
             outcome = execute(ctx, items, on_update)
         except (WorkspaceError, PatchError, StoreError) as exc:
             raise _fail(f"{exc} (finished runs are kept; rerun to resume)") from exc
         except KeyboardInterrupt:
-            raise _fail(
-                "interrupted; running agents were killed, finished runs are kept; rerun to resume", 130
-            ) from None
+            bar.stop()
+            typer.echo(
+                "error: interrupted; running agents were killed, finished runs are kept; rerun to resume",
+                err=True,
+            )
+            # A worker may be stuck inside a run; exiting normally would wait for it to finish.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     _print_status(ctx, items)
     typer.echo(f"results: {ctx.store.root}")
     if outcome.stopped:
         raise _fail(outcome.stopped, code=3)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM ends `rig run` as Ctrl-C does: agents killed, finished runs kept."""
+    raise KeyboardInterrupt
 
 
 def _print_status(ctx, items) -> None:
@@ -233,12 +341,15 @@ def status(
     experiment: Annotated[Path, typer.Argument(help="An experiment config, e.g. experiments/x.toml.")],
     results_root: ResultsOption = None,
 ) -> None:
-    """Print done / pending / quarantined runs per task x condition cell."""
-    from rig.runner import experiment_plan
+    """Print done / pending / quarantined runs per task x condition cell (reads only; starts nothing)."""
+    from rig.migrate import RecordSchemaError
 
-    ctx = _load_context(experiment, results_root)
-    with _store_errors():
-        _print_status(ctx, experiment_plan(ctx))
+    ctx = _read_only_context(experiment, results_root)
+    try:
+        with _store_errors(), _report_warnings():
+            _print_status(ctx, ctx.items)
+    except RecordSchemaError as exc:
+        raise _fail(str(exc)) from exc
 
 
 @app.command()
@@ -382,7 +493,11 @@ def report(
     out: Annotated[Path | None, typer.Option(help="Output folder (default: the results folder).")] = None,
     fmt: Annotated[str, typer.Option("--format", help="md or html.")] = "md",
     allow_mixed_pins: Annotated[
-        bool, typer.Option(help="Pool records whose pins (hashes, harness version, model) differ.")
+        bool,
+        typer.Option(
+            help="Pool records whose pins differ (fixture, task or hidden-test hashes, harness version, "
+            "model, rig version, python, ruff, pytest or toolchain hash)."
+        ),
     ] = False,
     results_root: ResultsOption = None,
 ) -> None:
@@ -397,7 +512,7 @@ def report(
         folders.append(_results_folder(vs, results_root))
     target = out or folders[0]
     try:
-        with _store_errors():
+        with _store_errors(), _report_warnings():
             written = build_report(
                 folders, target, vs=vs is not None, fmt=fmt, allow_mixed_pins=allow_mixed_pins
             )

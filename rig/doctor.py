@@ -7,7 +7,8 @@ from pydantic import BaseModel
 from harnesses.base import DEFAULT_FILE_BYTES, PRLIMIT, SETPRIV
 from rig import protect
 from rig.audit import toolchain_files
-from rig.sandbox import resolve
+from rig.proc import TOKEN_REAPER
+from rig.sandbox import SandboxStatus, resolve
 from rig.streams import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES
 from rig.workspace import WorkspaceError, check_runs_root, default_runs_root
 
@@ -24,8 +25,7 @@ class Protection(BaseModel):
     detail: str
 
 
-def _sandbox() -> Protection:
-    _plan, status = resolve("auto", hidden=[], exposed=[])
+def _sandbox(status: SandboxStatus) -> Protection:
     if status.active:
         detail = (
             f"{status.detail}: filesystem read-only but the workspace, the attempt folder and /tmp; "
@@ -64,25 +64,31 @@ def _runs_root() -> Protection:
     )
 
 
+def _process_cleanup(status: SandboxStatus) -> Protection:
+    # Only the token reaper can be escaped (env -i): anything stronger holds every process.
+    contained = status.processes != TOKEN_REAPER
+    detail = f"{status.processes}: {status.processes_detail}"
+    if contained:
+        detail += "; nothing the agent started outlives it"
+    return Protection(name="process cleanup", active=contained, detail=detail)
+
+
 def diagnose() -> list[Protection]:
     """Every protection, in the order a run meets them."""
     names = ", ".join((*protect.PROTECTED_FILES, *protect.PROTECTED_DIRS, *protect.PROTECTED_NAMES))
+    _plan, status = resolve("auto", hidden=[], exposed=[])
     return [
-        _sandbox(),
+        _sandbox(status),
         _network(),
         _runs_root(),
-        Protection(
-            name="process cleanup",
-            active=True,
-            detail="the agent's process group is killed, then every process carrying its token, "
-            "wherever it went",
-        ),
+        _process_cleanup(status),
         Protection(
             name="runner death",
             active=SETPRIV is not None,
-            detail="agents die with a killed runner (setpriv --pdeathsig)"
+            detail="agents die with a killed runner (setpriv --pdeathsig); a resume kills what they "
+            "left (their cgroup leaves, their token)"
             if SETPRIV
-            else "setpriv not found: a runner killed with -9 leaves its agents running",
+            else "setpriv not found: a runner killed with -9 leaves its agents running until a resume",
         ),
         Protection(
             name="file size limit",

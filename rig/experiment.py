@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from harnesses.base import DEFAULT_FILE_BYTES, DEFAULT_STALL_S, Condition
 from harnesses.cli import Provider
 from rig.streams import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES, MAX_TAIL_BYTES
+from rig.untrusted import DEFAULT_MAX_DEPTH, DEFAULT_MAX_ENTRIES
 
 HARNESSES = ("scripted", "pi", "claude-code", "codex")
 
@@ -28,7 +29,10 @@ class Timeouts(BaseModel):
 
 
 class Limits(BaseModel):
-    """Bounds on what an agent may write: its streams' logs and any single file."""
+    """Bounds on what an agent may write: its streams' logs, any single file, the workspace's size.
+
+    A workspace past max_files or max_depth is scored as a failure at stage `workspace_limits`.
+    """
 
     model_config = ConfigDict(extra="forbid")
     stream_head_bytes: int = Field(default=DEFAULT_HEAD_BYTES, ge=0, description="kept from a stream's start")
@@ -38,6 +42,10 @@ class Limits(BaseModel):
     file_bytes: int | None = Field(
         default=DEFAULT_FILE_BYTES, gt=0, description="largest file an agent may write"
     )
+    max_files: int = Field(
+        default=DEFAULT_MAX_ENTRIES, gt=0, description="files and directories the workspace may hold"
+    )
+    max_depth: int = Field(default=DEFAULT_MAX_DEPTH, gt=0, description="deepest directory level allowed")
 
 
 class Experiment(BaseModel):
@@ -74,8 +82,13 @@ class Experiment(BaseModel):
         return self
 
     def digest(self) -> str:
-        """A hash of the design: results of one design are never pooled with another's."""
-        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+        """A hash of the design: results of one design are never pooled with another's.
+
+        `workers` is left out: how many runs go in parallel is how the design is executed, not what
+        it measures, so an experiment may be resumed with more (or fewer) workers.
+        """
+        design = self.model_dump(mode="json", exclude={"workers"})
+        return hashlib.sha256(json.dumps(design, sort_keys=True).encode()).hexdigest()
 
 
 def load_experiment(path: Path) -> Experiment:

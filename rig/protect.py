@@ -11,7 +11,6 @@ Bytecode caches are not tampering but are removed all the same.
 import hashlib
 import os
 import pkgutil
-import shutil
 import site
 import stat
 import sys
@@ -23,6 +22,8 @@ from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, Field
+
+from rig.untrusted import read_bounded, remove, walk
 
 PROTECTED_FILES = ("scripts/check.py", "scripts/gen_models.py", "pyproject.toml")
 PROTECTED_DIRS = ("taskapp_testing", "tests")
@@ -110,19 +111,10 @@ class Tampering(BaseModel):
         return sorted({*self.modified, *self.added, *self.deleted})
 
 
-def _walk(workdir: Path):
-    """Every non-directory entry (files and symlinks, symlinked directories included), as rel paths."""
-    for dirpath, dirnames, filenames in os.walk(workdir, followlinks=False):
-        base = Path(dirpath)
-        keep = []
-        for name in dirnames:
-            if (base / name).is_symlink():
-                filenames.append(name)
-            elif name not in SKIP_DIRS:
-                keep.append(name)
-        dirnames[:] = keep
-        for name in filenames:
-            yield (base / name).relative_to(workdir).as_posix()
+def _walk(workdir: Path) -> Iterator[str]:
+    """Every non-directory entry (files, symlinks, symlinked directories), as relative paths."""
+    for rel, _st in walk(workdir, skip=SKIP_DIRS):
+        yield rel
 
 
 def _is_cache(rel: str) -> bool:
@@ -133,10 +125,11 @@ def _is_cache(rel: str) -> bool:
 def snapshot(workdir: Path) -> Snapshot:
     """Read every protected file of the prepared workspace."""
     snap = Snapshot()
-    for rel in _walk(workdir):
-        path = workdir / rel
-        if is_protected(rel) and not _is_cache(rel) and not path.is_symlink():
-            snap.files[rel] = (path.read_bytes(), stat.S_IMODE(path.lstat().st_mode))
+    for rel, st in walk(workdir, skip=SKIP_DIRS):
+        if is_protected(rel) and not _is_cache(rel) and stat.S_ISREG(st.st_mode):
+            content = read_bounded(workdir / rel, st.st_size)
+            if content is not None:
+                snap.files[rel] = (content, stat.S_IMODE(st.st_mode))
     return snap
 
 
@@ -158,7 +151,8 @@ def _intact(workdir: Path, rel: str, content: bytes) -> bool | None:
         return None
     if not stat.S_ISREG(mode):
         return False
-    return path.read_bytes() == content
+    # One byte more than the original: a longer file differs, however long it is.
+    return read_bounded(path, len(content) + 1) == content
 
 
 def compare(snap: Snapshot, workdir: Path) -> Tampering:
@@ -176,21 +170,13 @@ def compare(snap: Snapshot, workdir: Path) -> Tampering:
     return result
 
 
-def _remove(path: Path) -> None:
-    """Remove a file, a symlink (never its target) or a directory tree."""
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.is_dir():
-        shutil.rmtree(path)
-
-
 def _real_parents(workdir: Path, rel: str) -> None:
     """Make every parent of rel a real directory, replacing symlinks or files in the way."""
     current = workdir
     for part in PurePosixPath(rel).parts[:-1]:
         current = current / part
-        if current.is_symlink() or (current.exists() and not current.is_dir()):
-            _remove(current)
+        if os.path.lexists(current) and not stat.S_ISDIR(current.lstat().st_mode):
+            remove(current)
         current.mkdir(exist_ok=True)
 
 
@@ -212,28 +198,24 @@ def _prune_empty_parents(workdir: Path, rel: str) -> None:
 def restore(snap: Snapshot, workdir: Path, tampering: Tampering) -> None:
     """Put every protected file back byte for byte, remove added ones and bytecode caches."""
     for rel in tampering.added:
-        path = workdir / rel
-        if path.is_symlink() or path.exists():
-            _remove(path)
+        remove(workdir / rel)
         _prune_empty_parents(workdir, rel)
     for rel in (*tampering.modified, *tampering.deleted):
         _real_parents(workdir, rel)
         path = workdir / rel
-        _remove(path)
+        # Whatever is there (a FIFO, a link to a device, a directory) goes before the file is written.
+        remove(path)
         content, mode = snap.files[rel]
         path.write_bytes(content)
         path.chmod(mode)
     # A planted .pyc would run instead of the restored or edited source (verification also
     # ignores __pycache__ through PYTHONPYCACHEPREFIX; this keeps the workspace honest too).
     for pycache in list(_bytecode_caches(workdir)):
-        _remove(pycache)
+        remove(pycache)
 
 
 def _bytecode_caches(workdir: Path) -> Iterator[Path]:
     """Every entry named __pycache__ (directory, file or symlink), without following symlinks."""
-    for dirpath, dirnames, filenames in os.walk(workdir, followlinks=False):
-        base = Path(dirpath)
-        yield from (base / name for name in filenames if name == "__pycache__")
-        # Symlinked directories are listed in dirnames but not entered (followlinks=False).
-        yield from (base / name for name in dirnames if name == "__pycache__")
-        dirnames[:] = [name for name in dirnames if name != "__pycache__" and name not in SKIP_DIRS]
+    for rel, _st in walk(workdir, skip=(*SKIP_DIRS, "__pycache__"), dirs=True):
+        if PurePosixPath(rel).name == "__pycache__":
+            yield workdir / rel

@@ -10,7 +10,8 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from harnesses.base import AgentRun
-from rig.classify import classify
+from rig.classify import classify, hang_kind
+from rig.migrate import read_quarantine, read_runs
 from rig.runner import RunContext, adapter_for
 
 
@@ -38,24 +39,32 @@ def _rederive(ctx: RunContext, record: dict) -> dict:
     adapter = adapter_for(exp, ctx.tasks[record["task"]])
     run = _agent_run(record, ctx.store.root / record["artifacts"])
     metrics = adapter.parse_session(run)
-    infra = classify(run, metrics, adapter.infra_signature(run, metrics), exp.timeouts.stall_s)
-    return {
+    pending = adapter.tool_pending(run) if run.stalled else False
+    infra = classify(run, metrics, adapter.infra_signature(run, metrics), exp.timeouts.stall_s, pending)
+    hang = hang_kind(run, pending)
+    new = {
         **record,
         "metrics": ctx.redactor.value(metrics.model_dump(mode="json")),
         "infra": infra.model_dump(mode="json"),
+        "hang": hang,
     }
+    # As the runner decides: a hang is the agent's failure unless an earlier verdict names another.
+    if hang and record.get("failing_stage") not in ("audit", "workspace_limits"):
+        new["success"], new["failing_stage"] = False, hang
+    return new
 
 
 def reclassify(ctx: RunContext, write: bool) -> list[Change]:
     """Every stored record whose metrics or verdict the current code would change."""
     store = ctx.store
     store.repair()
-    runs, quarantine = store.read_runs(), store.read_quarantine()
+    runs, quarantine = read_runs(store), read_quarantine(store)
     changes: list[Change] = []
     kept, moved_out = [], []
     for source, records in (("runs", runs), ("quarantine", quarantine)):
         for record in records:
-            if record["task"] not in ctx.tasks:
+            # A rig_error attempt has no agent outcome to re-derive from; it stays as it is.
+            if record["task"] not in ctx.tasks or record["infra"]["rule"] == "rig_error":
                 if source == "runs":
                     kept.append(record)
                 continue

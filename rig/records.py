@@ -15,7 +15,8 @@ from rig.sandbox import SandboxStatus
 from rig.streams import StreamStats
 from rig.verify import CheckOutcome, HiddenOutcome
 
-RECORD_SCHEMA_VERSION = 1
+# Bumped whenever a field is added or changes meaning; rig.migrate brings older records up to date.
+RECORD_SCHEMA_VERSION = 2
 
 
 class InfraVerdict(BaseModel):
@@ -34,6 +35,10 @@ class AgentOutcome(BaseModel):
     removed_links: list[str] = Field(default_factory=list, description="symlinks out of the attempt folder")
     streams: dict[str, StreamStats] = Field(default_factory=dict, description="bytes per stream, kept or not")
     sandboxed: bool = False
+    processes: str | None = Field(
+        default=None,
+        description="what contained the agent's processes: bwrap-pidns, cgroup, pidns or token-reaper",
+    )
 
 
 class Protected(BaseModel):
@@ -58,6 +63,22 @@ class Pins(BaseModel):
     baseline_commit: str | None = None
 
 
+class WorkspaceStats(BaseModel):
+    """What the agent left in the workspace, as the rig's bounded walk found it."""
+
+    files: int = Field(default=0, description="non-directory entries: files, symlinks, special files")
+    dirs: int = 0
+    depth: int = Field(default=0, description="deepest directory level below the workspace root")
+    excluded: dict[str, int] = Field(
+        default_factory=dict, description="entries under build and cache trees (counted, never diffed)"
+    )
+    special: list[str] = Field(default_factory=list, description="FIFOs, sockets and devices: never opened")
+    outward_links: list[str] = Field(
+        default_factory=list, description="symlinks leading out of the workspace: never followed or copied"
+    )
+    limit: str | None = Field(default=None, description="the [limits] bound exceeded, with the numbers")
+
+
 class RunRecord(BaseModel):
     record_schema: int = RECORD_SCHEMA_VERSION
     experiment: str
@@ -80,9 +101,14 @@ class RunRecord(BaseModel):
     exit_code: int | None
     timed_out: bool
     stalled: bool
+    hang: str | None = Field(
+        default=None,
+        description="'agent_hang' (silence while a tool call ran) or 'timeout': the agent's own failure",
+    )
     success: bool
     failing_stage: str | None = Field(
-        description="'audit', the first failing check.py stage, or 'hidden' / 'verify'"
+        description="'rig_error', 'workspace_limits', 'audit', the first failing check.py stage, "
+        "or 'hidden' / 'verify'"
     )
     check: CheckOutcome | None
     hidden: HiddenOutcome | None
@@ -91,6 +117,10 @@ class RunRecord(BaseModel):
     audit: list[AuditFinding] = Field(default_factory=list, description="rules that fired after the agent")
     sandbox: SandboxStatus | None = None
     files_changed: list[str] = Field(default_factory=list)
+    workspace: WorkspaceStats | None = None
+    rig_error: str | None = Field(
+        default=None, description="an exception inside the rig during this attempt; traceback.txt holds it"
+    )
     agent: AgentOutcome
     metrics: Metrics
     infra: InfraVerdict

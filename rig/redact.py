@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rig.untrusted import read_bounded, walk
+
 MAX_FILE_BYTES = 256 * 1024 * 1024
 PLACEHOLDERS = ("<RUNS>", "<REPO>", "<HOME>", "<user>", "<host>")
 
@@ -200,7 +202,9 @@ class Redactor:
         st = os.lstat(path)
         if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
             return False
-        raw = Path(path).read_bytes()
+        raw = read_bounded(Path(path), st.st_size)
+        if raw is None:
+            return False
         try:
             new = self.text(raw.decode("utf-8")).encode("utf-8")
         except UnicodeDecodeError:
@@ -238,11 +242,10 @@ class Redactor:
         Symlink targets that reveal a path are rewritten too (and counted).
         """
         changed = 0
-        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-            for name in [*dirnames, *filenames]:
-                path = Path(dirpath) / name
-                if path.is_symlink():
-                    changed += self._link(path)
-                elif name in filenames and self.file(path):
-                    changed += 1
+        # The agent's home lies below the attempt folder: its tree is hostile (walk never recurses).
+        for rel, st in walk(root, skip=(), dirs=True):
+            if stat.S_ISLNK(st.st_mode):
+                changed += self._link(root / rel)
+            elif stat.S_ISREG(st.st_mode) and self.file(root / rel):
+                changed += 1
         return changed

@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ import pandas as pd
 
 from rig import figures
 from rig.analysis import Comparison, cell_table, compare_conditions, infra_summary, load_runs, wilson_interval
+from rig.migrate import DuplicateRunWarning, read_runs
 from rig.store import ResultsStore
 
 # check.py's stage order (the order a reader fixes them in), then the verdicts after check.py.
@@ -295,7 +297,11 @@ def _read_source(folder: Path) -> _Source:
         raw = json.loads(design_path.read_text())
         design = raw.get("experiment", raw)
         digest = raw.get("digest")
-    return _Source(folder, design, digest, ResultsStore(folder).read_runs())
+    # The same records load_runs read and reported on: migrated, first of each run id.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DuplicateRunWarning)
+        records = read_runs(ResultsStore(folder))
+    return _Source(folder, design, digest, records)
 
 
 def _arm_order(df: pd.DataFrame, sources: list[_Source]) -> list[str]:
@@ -409,6 +415,7 @@ def _pin_blocks(source: _Source, tasks: list[str]) -> list[Block]:
         ("python", lambda r: r["pins"]["python_version"], False),
         ("ruff", lambda r: r["pins"]["ruff_version"], False),
         ("pytest", lambda r: r["pins"]["pytest_version"], False),
+        ("toolchain hash", lambda r: r["pins"].get("toolchain_hash"), True),
     ]
     rows = [[name, _pin_text(_values(records, get), shorten)] for name, get, shorten in pins]
     by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)

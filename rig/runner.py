@@ -6,10 +6,12 @@ K infrastructure failures in a row. Resuming skips every run id already recorded
 """
 
 import json
+import os
 import platform
 import shutil
 import sys
 import tempfile
+import traceback
 from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -18,7 +20,7 @@ from datetime import UTC, datetime
 from importlib.metadata import version as dist_version
 from pathlib import Path
 
-from harnesses.base import Condition, Confinement, HarnessAdapter, Metrics, kill_running_agents
+from harnesses.base import AgentRun, Condition, Confinement, HarnessAdapter, Metrics, kill_running_agents
 from harnesses.cli import NODE_BIN
 from harnesses.registry import make_adapter
 from harnesses.scripted import AGENT_SCRIPT
@@ -31,15 +33,24 @@ from rig.audit import (
     runner_probes,
     toolchain_digest,
 )
-from rig.classify import classify
+from rig.classify import classify, hang_kind
 from rig.experiment import Experiment, ExperimentError
-from rig.proc import reap_orphans
-from rig.records import AgentOutcome, Pins, Protected, RunRecord
+from rig.migrate import design_digest, read_quarantine, read_runs
+from rig.proc import ContainmentError, containment, kill_running_commands, reap_orphans
+from rig.records import (
+    AgentOutcome,
+    InfraVerdict,
+    Pins,
+    Protected,
+    RunRecord,
+    WorkspaceStats,
+)
 from rig.redact import Redactor
 from rig.sandbox import SandboxStatus, resolve
 from rig.schedule import PlanItem, plan
 from rig.store import ResultsStore
 from rig.tasks import Task
+from rig.untrusted import Bounds, LimitExceeded, copy_tree, remove, remove_tree
 from rig.verify import (
     CheckOutcome,
     HiddenOutcome,
@@ -58,6 +69,7 @@ from rig.workspace import (
     collect_diff,
     copy_fixture,
     init_baseline,
+    quote_path,
     tree_digest,
 )
 
@@ -126,13 +138,11 @@ def make_context(
     limits = experiment.limits
     confinement = Confinement(
         sandbox=sandbox_plan,
+        processes=containment(sandboxed=sandbox_plan is not None),
         stream_head_bytes=limits.stream_head_bytes,
         stream_tail_bytes=limits.stream_tail_bytes,
         file_bytes=limits.file_bytes,
     )
-    (runs_root / experiment.name).mkdir(parents=True, exist_ok=True)
-    store = ResultsStore(results_root / experiment.name)
-    _bind_design(store.root, experiment)
     fixture_hash = tree_digest(fixture)
     versions = {
         "rig_version": __version__,
@@ -151,6 +161,10 @@ def make_context(
             harness_version=harness_version,
             **versions,
         )
+    # Only once every pin could be read: a refused run leaves nothing behind.
+    (runs_root / experiment.name).mkdir(parents=True, exist_ok=True)
+    store = ResultsStore(results_root / experiment.name)
+    _bind_design(store.root, experiment)
     redactor = Redactor.for_machine(runs_root=runs_root, repo_root=repo_root, results_root=results_root)
     return RunContext(
         experiment,
@@ -181,7 +195,9 @@ def _bind_design(root: Path, experiment: Experiment) -> None:
     design = {"digest": experiment.digest(), "experiment": experiment.model_dump(mode="json")}
     if path.exists():
         stored = json.loads(path.read_text())
-        if stored.get("digest") != design["digest"]:
+        # Compared under this rig's digest rule: a rule that changed (workers left out, a new
+        # field with its default) must not orphan the results of an unchanged design.
+        if not isinstance(stored, dict) or design_digest(stored) != design["digest"]:
             raise ExperimentError(
                 f"{root} holds results of a different design of {experiment.name!r}; "
                 "give the changed experiment a new name, or move the old results away"
@@ -222,115 +238,331 @@ def _failing_stage(
     return None
 
 
+# The steps of one run (DESIGN.md), in order: a failure names the step it happened in.
+STEPS = ("prepare", "agent", "collect", "protect", "check", "hidden", "record")
+# A diagnostic switch: `RIG_INJECT_FAULT=<step>` raises inside that step of every run, to prove
+# that any exception in a run becomes that run's record (tests/test_hostile.py).
+INJECT_FAULT_VAR = "RIG_INJECT_FAULT"
+TRACEBACK_FILE = "traceback.txt"
+
+
+class InjectedFault(RuntimeError):
+    """Raised where RIG_INJECT_FAULT names the current step."""
+
+
+@dataclass
+class Attempt:
+    """One attempt of a plan item, filled in step by step; whatever was reached goes in its record."""
+
+    item: PlanItem
+    number: int
+    folder: Path
+    started: datetime
+    step: str = "prepare"
+    container: Path | None = None
+    verify_root: Path | None = None
+    baseline: str | None = None
+    snap: protect.Snapshot | None = None
+    agent_run: AgentRun | None = None
+    metrics: Metrics = field(default_factory=Metrics)
+    workspace: WorkspaceStats | None = None
+    sizes: dict[str, int] | None = None
+    changed: list[str] = field(default_factory=list)
+    texts: list[tuple[str, str, str]] | None = None
+    audit: list[AuditFinding] = field(default_factory=list)
+    tampering: protect.Tampering = field(default_factory=protect.Tampering)
+    check: CheckOutcome | None = None
+    hidden: HiddenOutcome | None = None
+    verify_error: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def enter(self, step: str) -> None:
+        self.step = step
+        if os.environ.get(INJECT_FAULT_VAR) == step:
+            raise InjectedFault(f"fault injected in step {step!r} ({INJECT_FAULT_VAR})")
+
+    @property
+    def workdir(self) -> Path:
+        """The agent's workspace."""
+        assert self.container is not None
+        return self.container / "work"
+
+    @property
+    def verify_dir(self) -> Path:
+        """The rig's copy of the workspace, made after the agent's processes were gone."""
+        assert self.verify_root is not None
+        return self.verify_root / "work"
+
+
 def run_one(item: PlanItem, ctx: RunContext) -> tuple[dict, Path]:
-    """Run one attempt of `item` through the eight steps; return its redacted record and folder."""
-    exp = ctx.experiment
-    task, condition = ctx.tasks[item.task], ctx.conditions[item.condition]
-    attempt, attempt_dir = ctx.store.new_attempt_dir(item.run_id)
-    adapter = adapter_for(exp, task, ctx.confinement)
-    started = _now()
-    container = Path(tempfile.mkdtemp(prefix=f"{item.run_id}-a{attempt}-", dir=ctx.runs_root / exp.name))
-    workdir, home = container / "work", container / "verify-home"
-    warnings: list[str] = [w for w in [ctx.sandbox.warning()] if w]
+    """Run one attempt of `item` through the steps; return its redacted record and folder.
+
+    Any exception inside the attempt becomes its record (infra rule `rig_error`, the traceback in
+    the attempt folder), so one run never takes down an experiment. Only a results folder the
+    store cannot write raises.
+    """
+    number, folder = ctx.store.new_attempt_dir(item.run_id)
+    attempt = Attempt(item, number, folder, _now())
+    task = ctx.tasks[item.task]
     try:
-        # 1. Prepare
-        copy_fixture(ctx.fixture, workdir)
-        apply_patch(workdir, task.setup_patch)
-        apply_overlays(workdir, condition.remove_files, condition.write_files)
-        baseline = init_baseline(workdir, container / RIG_GIT_DIR)
-        snap = protect.snapshot(workdir)
-        # 2. Agent
-        timeout = exp.timeouts.agent_s or task.spec.timeout_s
-        agent_run = adapter.run(workdir, task.spec.prompt, condition, attempt_dir, timeout)
-        # 3. Collect
-        changed: list[str] = []
-        texts: list[tuple[str, str, str]] | None = None
-        try:
-            diff, changed = collect_diff(workdir, container / RIG_GIT_DIR, baseline)
-            _write_artifact(attempt_dir / "diff.patch", diff)
-            texts = changed_texts(workdir, container / RIG_GIT_DIR, baseline, is_source)
-        except WorkspaceError as exc:
-            warnings.append(f"diff not collected: {exc}")
-        metrics = adapter.parse_session(agent_run)
-        audit = _audit(ctx, task, texts, metrics, container, attempt_dir)
-        # 4. Protect
-        tampering = protect.compare(snap, workdir)
-        protect.restore(snap, workdir, tampering)
-        # 5-6. Check, hidden tests
-        check = hidden = None
-        verify_error = None
-        pycache = default_pycache()
-        # Created only now: nothing the agent could have planted there runs during verification.
-        home.mkdir()
-        try:
-            check = run_check(workdir, home, exp.timeouts.check_s, pycache)
-            _write_artifact(attempt_dir / "check.json", check.model_dump_json(indent=2))
-            hidden = run_hidden(
-                workdir,
-                task.hidden_dir,
-                attempt_dir / "hidden-junit.xml",
-                home,
-                exp.timeouts.hidden_s,
-                pycache,
-            )
-        except Exception as exc:  # a broken verification is recorded with its reason, never a dead runner
-            verify_error = f"{type(exc).__name__}: {exc}"
-        for outcome in (check, hidden):
-            if outcome is not None and outcome.error:
-                warnings.append(outcome.error)
-        # 7. Decide
-        verified = (
-            verify_error is None and check is not None and check.ok and hidden is not None and hidden.ok
-        )
-        success = verified and not audit
-        # 8. Record
-        infra = classify(
-            agent_run, metrics, adapter.infra_signature(agent_run, metrics), exp.timeouts.stall_s
-        )
-        finished = _now()
-        record = RunRecord(
-            experiment=exp.name,
-            run_id=item.run_id,
-            attempt=attempt,
-            task=task.id,
-            hypothesis=task.spec.hypothesis,
-            condition=condition.name,
-            repetition=item.repetition,
-            harness=exp.harness,
-            harness_version=ctx.pins[task.id].harness_version,
-            model=exp.model,
-            thinking=condition.thinking or exp.thinking,
-            condition_mapping=getattr(adapter, "condition_mapping", None),
-            started_at=started,
-            finished_at=finished,
-            wall_s=round((finished - started).total_seconds(), 3),
-            exit_code=agent_run.exit_code,
-            timed_out=agent_run.timed_out,
-            stalled=agent_run.stalled,
-            success=success,
-            failing_stage=None if success else _failing_stage(check, hidden, verify_error, audit),
-            check=check,
-            hidden=hidden,
-            verify_error=verify_error,
-            protected=Protected(**tampering.model_dump()),
-            audit=audit,
-            sandbox=ctx.sandbox,
-            files_changed=changed,
-            agent=AgentOutcome(**agent_run.model_dump(include=set(AgentOutcome.model_fields))),
-            metrics=metrics,
-            infra=infra,
-            pins=ctx.pins[task.id].model_copy(update={"baseline_commit": baseline}),
-            artifacts=attempt_dir.relative_to(ctx.store.root).as_posix(),
-            warnings=warnings,
-        )
+        adapter = adapter_for(ctx.experiment, task, ctx.confinement)
+        _prepare(ctx, attempt)
+        _agent(ctx, attempt, adapter)
+        _collect(ctx, attempt, adapter)
+        if attempt.workspace is not None and attempt.workspace.limit is None:
+            _protect(attempt)
+            _verify(ctx, attempt)
+        attempt.enter("record")
+        record = _record(ctx, attempt, adapter)
+    except Exception as exc:  # any failure of the rig in this attempt is recorded, never raised
+        record = _rig_error_record(ctx, attempt, exc)
     finally:
-        forget_bytecode(default_pycache(), container)
-        if not ctx.keep_workspaces:
-            shutil.rmtree(container, ignore_errors=True)
+        left = _clean_up(ctx, attempt)
+    if left:
+        record = record.model_copy(update={"warnings": [*record.warnings, *left]})
     data = ctx.redactor.value(record.model_dump(mode="json"))
-    _write_artifact(attempt_dir / "record.json", json.dumps(data, indent=2, sort_keys=True) + "\n")
-    ctx.redactor.tree(attempt_dir)
-    return data, attempt_dir
+    _write_artifact(folder / "record.json", json.dumps(data, indent=2, sort_keys=True) + "\n")
+    ctx.redactor.tree(folder)
+    return data, folder
+
+
+def _prepare(ctx: RunContext, attempt: Attempt) -> None:
+    """1. A fresh workspace: the fixture, the task's setup, the condition's overlays, the baseline."""
+    attempt.enter("prepare")
+    item = attempt.item
+    task, condition = ctx.tasks[item.task], ctx.conditions[item.condition]
+    attempt.container = Path(
+        tempfile.mkdtemp(prefix=f"{item.run_id}-a{attempt.number}-", dir=ctx.runs_root / ctx.experiment.name)
+    )
+    copy_fixture(ctx.fixture, attempt.workdir)
+    apply_patch(attempt.workdir, task.setup_patch)
+    apply_overlays(attempt.workdir, condition.remove_files, condition.write_files)
+    attempt.baseline = init_baseline(attempt.workdir, attempt.container / RIG_GIT_DIR)
+    attempt.snap = protect.snapshot(attempt.workdir)
+
+
+def _agent(ctx: RunContext, attempt: Attempt, adapter: HarnessAdapter) -> None:
+    """2. The harness in the workspace; every process it started is gone when this returns."""
+    attempt.enter("agent")
+    task, condition = ctx.tasks[attempt.item.task], ctx.conditions[attempt.item.condition]
+    timeout = ctx.experiment.timeouts.agent_s or task.spec.timeout_s
+    attempt.agent_run = adapter.run(attempt.workdir, task.spec.prompt, condition, attempt.folder, timeout)
+
+
+def _collect(ctx: RunContext, attempt: Attempt, adapter: HarnessAdapter) -> None:
+    """3. The rig's own copy of the workspace (bounded), the diff, the session's metrics, the audit.
+
+    The copy goes to a directory made only now, which the agent could not name: a process that
+    escaped every kill writes to a workspace nobody reads any more.
+    """
+    attempt.enter("collect")
+    assert attempt.agent_run is not None and attempt.baseline is not None
+    attempt.metrics = adapter.parse_session(attempt.agent_run)
+    limits = ctx.experiment.limits
+    attempt.verify_root = Path(tempfile.mkdtemp(prefix="verify-", dir=ctx.runs_root / ctx.experiment.name))
+    try:
+        stats = copy_tree(attempt.workdir, attempt.verify_dir, Bounds(limits.max_files, limits.max_depth))
+        limit = None
+    except LimitExceeded as exc:
+        stats, limit = exc.stats, exc.what
+    attempt.workspace = WorkspaceStats(
+        files=stats.files,
+        dirs=stats.dirs,
+        depth=stats.depth,
+        excluded=stats.excluded,
+        special=[quote_path(os.fsencode(p)) for p in stats.special],
+        outward_links=[quote_path(os.fsencode(p)) for p in stats.outward_links],
+        limit=limit,
+    )
+    attempt.sizes = stats.sizes
+    if stats.special:
+        attempt.warnings.append(
+            f"workspace: {len(stats.special)} FIFOs, sockets, devices or unreadable entries left out "
+            "of verification"
+        )
+    if stats.outward_links:
+        attempt.warnings.append(
+            f"workspace: {len(stats.outward_links)} symlinks leading out of the workspace left out of "
+            "verification"
+        )
+    if limit is not None:
+        return
+    rig_git = attempt.container / RIG_GIT_DIR if attempt.container else None
+    assert rig_git is not None
+    try:
+        diff, attempt.changed = collect_diff(attempt.verify_dir, rig_git, attempt.baseline, attempt.sizes)
+        _write_artifact(attempt.folder / "diff.patch", diff)
+        attempt.texts = changed_texts(attempt.verify_dir, rig_git, attempt.baseline, is_source)
+    except WorkspaceError as exc:
+        attempt.warnings.append(f"diff not collected: {exc}")
+    attempt.audit = _audit(
+        ctx, ctx.tasks[attempt.item.task], attempt.texts, attempt.metrics, attempt.container, attempt.folder
+    )
+
+
+def _protect(attempt: Attempt) -> None:
+    """4. Protected files compared with their baseline and restored in the rig's copy."""
+    attempt.enter("protect")
+    assert attempt.snap is not None
+    attempt.tampering = protect.compare(attempt.snap, attempt.verify_dir)
+    protect.restore(attempt.snap, attempt.verify_dir, attempt.tampering)
+
+
+def _verify(ctx: RunContext, attempt: Attempt) -> None:
+    """5-6. The gate, then the hidden tests, in the rig's copy with a home made only now."""
+    exp, task = ctx.experiment, ctx.tasks[attempt.item.task]
+    assert attempt.verify_root is not None
+    home = attempt.verify_root / "verify-home"
+    home.mkdir()
+    pycache = default_pycache()
+    try:
+        attempt.enter("check")
+        attempt.check = run_check(attempt.verify_dir, home, exp.timeouts.check_s, pycache)
+        _write_artifact(attempt.folder / "check.json", attempt.check.model_dump_json(indent=2))
+        attempt.enter("hidden")
+        attempt.hidden = run_hidden(
+            attempt.verify_dir,
+            task.hidden_dir,
+            attempt.folder / "hidden-junit.xml",
+            home,
+            exp.timeouts.hidden_s,
+            pycache,
+        )
+    except InjectedFault:
+        raise
+    except Exception as exc:  # a broken verification is recorded with its reason, never a dead runner
+        attempt.verify_error = f"{type(exc).__name__}: {exc}"
+    for outcome in (attempt.check, attempt.hidden):
+        if outcome is not None and outcome.error:
+            attempt.warnings.append(outcome.error)
+
+
+def _record(ctx: RunContext, attempt: Attempt, adapter: HarnessAdapter) -> RunRecord:
+    """7-8. The verdict (exit codes only), the infra classification and the record."""
+    run = attempt.agent_run
+    assert run is not None
+    pending = adapter.tool_pending(run) if run.stalled else False
+    signature = adapter.infra_signature(run, attempt.metrics)
+    infra = classify(run, attempt.metrics, signature, ctx.experiment.timeouts.stall_s, pending)
+    hang = hang_kind(run, pending)
+    limit = attempt.workspace.limit if attempt.workspace else None
+    verified = (
+        limit is None
+        and attempt.verify_error is None
+        and attempt.check is not None
+        and attempt.check.ok
+        and attempt.hidden is not None
+        and attempt.hidden.ok
+    )
+    success = verified and not attempt.audit and hang is None
+    if success:
+        failing_stage = None
+    elif limit is not None:
+        failing_stage = "workspace_limits"
+    elif attempt.audit or hang is None:
+        failing_stage = _failing_stage(attempt.check, attempt.hidden, attempt.verify_error, attempt.audit)
+    else:
+        failing_stage = hang
+    warnings = [w for w in [ctx.sandbox.warning()] if w] + attempt.warnings
+    if limit is not None:
+        warnings.append(f"workspace limits: {limit}; not verified")
+    return _base_record(ctx, attempt, adapter).model_copy(
+        update={
+            "exit_code": run.exit_code,
+            "timed_out": run.timed_out,
+            "stalled": run.stalled,
+            "hang": hang,
+            "success": success,
+            "failing_stage": failing_stage,
+            "check": attempt.check,
+            "hidden": attempt.hidden,
+            "verify_error": attempt.verify_error,
+            "protected": Protected(**attempt.tampering.model_dump()),
+            "audit": attempt.audit,
+            "files_changed": attempt.changed,
+            "agent": AgentOutcome(**run.model_dump(include=set(AgentOutcome.model_fields))),
+            "metrics": attempt.metrics,
+            "infra": infra,
+            "warnings": warnings,
+        }
+    )
+
+
+def _base_record(ctx: RunContext, attempt: Attempt, adapter: HarnessAdapter | None) -> RunRecord:
+    """The fields every record has, whatever step the attempt reached."""
+    exp, item = ctx.experiment, attempt.item
+    task, condition = ctx.tasks[item.task], ctx.conditions[item.condition]
+    finished = _now()
+    return RunRecord(
+        experiment=exp.name,
+        run_id=item.run_id,
+        attempt=attempt.number,
+        task=task.id,
+        hypothesis=task.spec.hypothesis,
+        condition=condition.name,
+        repetition=item.repetition,
+        harness=exp.harness,
+        harness_version=ctx.pins[task.id].harness_version,
+        model=exp.model,
+        thinking=condition.thinking or exp.thinking,
+        condition_mapping=getattr(adapter, "condition_mapping", None),
+        started_at=attempt.started,
+        finished_at=finished,
+        wall_s=round((finished - attempt.started).total_seconds(), 3),
+        exit_code=None,
+        timed_out=False,
+        stalled=False,
+        success=False,
+        failing_stage="rig_error",
+        check=None,
+        hidden=None,
+        protected=Protected(restored=False),
+        sandbox=ctx.sandbox,
+        workspace=attempt.workspace,
+        agent=AgentOutcome(command=[], exit_code=None, timed_out=False, stalled=False, wall_s=0.0),
+        metrics=attempt.metrics,
+        infra=InfraVerdict(),
+        pins=ctx.pins[task.id].model_copy(update={"baseline_commit": attempt.baseline}),
+        artifacts=attempt.folder.relative_to(ctx.store.root).as_posix(),
+    )
+
+
+def _rig_error_record(ctx: RunContext, attempt: Attempt, exc: Exception) -> RunRecord:
+    """The record of an attempt the rig itself failed: infrastructure, quarantined and rerun."""
+    detail = f"{type(exc).__name__} in step {attempt.step!r}: {' '.join(str(exc).split())}"
+    try:
+        _write_artifact(attempt.folder / TRACEBACK_FILE, "".join(traceback.format_exception(exc)))
+    except OSError as write_error:
+        detail += f" (traceback not saved: {write_error.strerror})"
+    record = _base_record(ctx, attempt, None)
+    run = attempt.agent_run
+    update: dict = {
+        "rig_error": detail,
+        "infra": InfraVerdict(is_infra=True, rule="rig_error", detail=detail),
+        "warnings": [w for w in [ctx.sandbox.warning()] if w] + attempt.warnings,
+    }
+    if run is not None:
+        update |= {
+            "exit_code": run.exit_code,
+            "timed_out": run.timed_out,
+            "stalled": run.stalled,
+            "agent": AgentOutcome(**run.model_dump(include=set(AgentOutcome.model_fields))),
+        }
+    return record.model_copy(update=update)
+
+
+def _clean_up(ctx: RunContext, attempt: Attempt) -> list[str]:
+    """Remove the attempt's workspace and copy (however hostile); warnings for what stayed."""
+    warnings = []
+    for root in (attempt.container, attempt.verify_root):
+        if root is None:
+            continue
+        forget_bytecode(default_pycache(), root)
+        if not ctx.keep_workspaces:
+            problem = remove_tree(root)
+            if problem:
+                warnings.append(f"workspace not removed: {problem}")
+    return warnings
 
 
 def _audit(
@@ -378,10 +610,7 @@ def _write_artifact(path: Path, text: str) -> None:
     Whatever the agent left at that name (a forged file, a symlink to elsewhere) is replaced, never
     followed.
     """
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.exists():
-        shutil.rmtree(path)
+    remove(path)
     path.write_text(text)
 
 
@@ -401,8 +630,8 @@ class Progress:
 def pending_items(ctx: RunContext, items: list[PlanItem]) -> tuple[list[PlanItem], dict[str, int]]:
     """Plan items without a scored record and with attempts left; also quarantine counts per run."""
     ctx.store.repair()
-    done = {r["run_id"] for r in ctx.store.read_runs()}
-    quarantined = Counter(r["run_id"] for r in ctx.store.read_quarantine())
+    done = {r["run_id"] for r in read_runs(ctx.store)}
+    quarantined = Counter(r["run_id"] for r in read_quarantine(ctx.store))
     pending = [
         i for i in items if i.run_id not in done and quarantined[i.run_id] < ctx.experiment.max_attempts
     ]
@@ -415,22 +644,30 @@ def execute(
     on_update: Callable[[Progress, dict | None], None] | None = None,
 ) -> Progress:
     """Run every pending item with the experiment's workers; quarantine and rerun infra failures."""
-    exp = ctx.experiment
-    # Helpers of agents whose runner was killed (kill -9) would still be writing somewhere.
-    reap_orphans()
-    pending, quarantined = pending_items(ctx, items)
-    progress = Progress(total=len(pending))
-    queue = deque(pending)
-    attempts = Counter(quarantined)
-    running: dict[Future, PlanItem] = {}
-    with ThreadPoolExecutor(max_workers=exp.workers) as pool:
+    with ctx.store.writer():
+        # Helpers of agents whose runner was killed (kill -9) would still be writing somewhere.
+        reap_orphans()
+        pending, quarantined = pending_items(ctx, items)
+        progress = Progress(total=len(pending))
+        queue = deque(pending)
+        attempts = Counter(quarantined)
+        running: dict[Future, PlanItem] = {}
+        pool = ThreadPoolExecutor(max_workers=ctx.experiment.workers)
         try:
             _drive(ctx, pool, queue, running, attempts, progress, on_update)
-        except KeyboardInterrupt:
-            # Nothing of an interrupted run is appended: its attempt folder stays, and a resume reruns it.
+        except BaseException:
+            # Ctrl-C, SIGTERM or a store that cannot write: nothing of a run in flight is appended
+            # (its attempt folder stays, a resume reruns it). A worker may be stuck inside a run,
+            # so the pool is not waited for; every agent and verification process is killed.
             pool.shutdown(wait=False, cancel_futures=True)
-            kill_running_agents()
+            kill_running_commands()
+            try:
+                kill_running_agents()
+            except ContainmentError as exc:
+                # The interruption stays the reason the command ends; the survivors are named.
+                print(f"warning: {exc}", file=sys.stderr)
             raise
+        pool.shutdown(wait=True)
     return progress
 
 
@@ -455,7 +692,10 @@ def _drive(
         finished, _ = wait(running, return_when=FIRST_COMPLETED)
         for future in finished:
             item = running.pop(future)
-            record, _folder = future.result()
+            try:
+                record, _folder = future.result()
+            except Exception as exc:  # the attempt folder itself could not be written
+                record = _unrecorded(ctx, item, exc)
             if record["infra"]["is_infra"]:
                 ctx.store.append_quarantine(record)
                 attempts[item.run_id] += 1
@@ -479,12 +719,24 @@ def _drive(
                     "restore them (git checkout, reinstall the venv) before rerunning"
                 )
             if consecutive_infra >= exp.max_consecutive_infra and progress.stopped is None:
+                infra = record["infra"]
+                if infra["rule"] == "rig_error":
+                    cause = f"last: {infra['detail']}; its traceback.txt has the details"
+                    fix = "fix that"
+                else:
+                    cause, fix = f"last: {infra['rule']}", "fix the provider"
                 progress.stopped = (
-                    f"stopped after {consecutive_infra} infrastructure failures in a row "
-                    f"(last: {record['infra']['rule']}); fix the provider, then rerun to resume"
+                    f"stopped after {consecutive_infra} infrastructure failures in a row ({cause}); "
+                    f"{fix}, then rerun to resume"
                 )
             if on_update:
                 on_update(progress, record)
+
+
+def _unrecorded(ctx: RunContext, item: PlanItem, exc: Exception) -> dict:
+    """The infrastructure record of an attempt whose folder could not be made (a full disk)."""
+    attempt = Attempt(item, 0, ctx.store.root / "runs" / item.run_id, _now(), step="attempt folder")
+    return ctx.redactor.value(_rig_error_record(ctx, attempt, exc).model_dump(mode="json"))
 
 
 def experiment_plan(ctx: RunContext) -> list[PlanItem]:

@@ -7,8 +7,10 @@ invoking user's home are empty directories; only the interpreter environment and
 are shown again, read-only. The agent gets its own PID namespace, so every process it leaves
 behind dies with it, and no capabilities, so as root it can neither remount nor raise its limits.
 
-Without bubblewrap (mode `auto`) agents run as before and every record carries a warning; mode
-`require` refuses to start instead.
+Without bubblewrap (mode `auto`, or `off`) the agent's files are unconfined and every record
+carries a warning; mode `require` refuses to start instead. Its processes are contained in every
+mode, by the strongest means the machine allows (rig.proc.containment: a cgroup leaf, a PID
+namespace of its own, the token reaper), which every record names.
 """
 
 import os
@@ -19,7 +21,9 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
+
+from rig.proc import containment
 
 SandboxMode = Literal["auto", "require", "off"]
 SANDBOX_MODES: tuple[str, ...] = ("auto", "require", "off")
@@ -41,12 +45,23 @@ class SandboxStatus(BaseModel):
     active: bool
     backend: str | None = None
     detail: str | None = None
+    processes: str | None = Field(
+        default=None,
+        description="what kept every process of the agent from outliving it: "
+        "'bwrap-pidns', 'cgroup', 'pidns' or 'token-reaper' (None in records older than it)",
+    )
+    processes_detail: str | None = Field(
+        default=None, description="the containment layers used, and why stronger ones were not"
+    )
 
     def warning(self) -> str | None:
         """The warning every record of an unconfined run carries, None when confined."""
         if self.active:
             return None
-        return f"sandbox: the agent ran unconfined ({self.detail}); it could read and write any file"
+        return (
+            f"sandbox: the agent ran unconfined ({self.detail}); it could read and write any file; "
+            f"its processes were contained by {self.processes}"
+        )
 
 
 @dataclass(frozen=True)
@@ -151,13 +166,28 @@ def resolve(mode: str, hidden: list[Path], exposed: list[Path]) -> tuple[Sandbox
     if mode not in SANDBOX_MODES:
         raise SandboxError(f"unknown sandbox mode {mode!r}; use one of {', '.join(SANDBOX_MODES)}")
     if mode == "off":
-        return None, SandboxStatus(mode=mode, active=False, detail="disabled with --sandbox off")
+        return None, _status(mode, None, "disabled with --sandbox off")
     bwrap = find_bwrap()
     problem = f"bubblewrap not found; {INSTALL_HINT}" if bwrap is None else probe(bwrap)
     if problem:
         if mode == "require":
             raise SandboxError(f"--sandbox require: {problem}; or run with --sandbox auto to accept the risk")
-        return None, SandboxStatus(mode=mode, active=False, detail=problem)
+        return None, _status(mode, None, problem)
     assert bwrap is not None
-    sandbox = Sandbox(bwrap, tuple(hidden), tuple(exposed))
-    return sandbox, SandboxStatus(mode=mode, active=True, backend="bwrap", detail=bwrap_version(bwrap))
+    return Sandbox(bwrap, tuple(hidden), tuple(exposed)), _status(mode, bwrap, bwrap_version(bwrap))
+
+
+def _status(mode: str, bwrap: Path | None, detail: str) -> SandboxStatus:
+    """The status of a run under bubblewrap (`bwrap`) or without it, with its process containment.
+
+    The agent's process picks its containment the same way (harnesses.base.run_agent_process).
+    """
+    processes = containment(sandboxed=bwrap is not None)
+    return SandboxStatus(
+        mode=mode,
+        active=bwrap is not None,
+        backend="bwrap" if bwrap else None,
+        detail=detail,
+        processes=processes.backend,
+        processes_detail=processes.detail,
+    )

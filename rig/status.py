@@ -1,9 +1,15 @@
-"""Where an experiment stands: done, pending and quarantined runs per task x condition cell."""
+"""Where an experiment stands: done, pending and quarantined runs per task x condition cell.
+
+Only reads: records come through rig.migrate (older schemas migrated, a newer one refused, the
+first record of a run id counted), and nothing is written, so status is safe beside a running
+experiment and on a read-only copy of its results.
+"""
 
 from collections import Counter
 
 from pydantic import BaseModel
 
+from rig.migrate import read_quarantine, read_runs
 from rig.schedule import PlanItem
 from rig.store import ResultsStore
 
@@ -20,9 +26,13 @@ class Cell(BaseModel):
 
 
 def cell_status(items: list[PlanItem], store: ResultsStore, max_attempts: int) -> list[Cell]:
-    """One row per cell, in plan order; quarantined = no scored record and no attempts left."""
-    runs = {r["run_id"]: r for r in store.read_runs()}
-    infra = Counter(r["run_id"] for r in store.read_quarantine())
+    """One row per cell, by task and condition; quarantined = no scored record and no attempts left.
+
+    Raises StoreError for an unreadable results file and RecordSchemaError for a record of a newer
+    rig; warns (DuplicateRunWarning) about a run id recorded twice, which counts once.
+    """
+    runs = {r["run_id"]: r for r in read_runs(store)}
+    infra = Counter(r["run_id"] for r in read_quarantine(store))
     cells: dict[tuple[str, str], Cell] = {}
     for item in items:
         cell = cells.setdefault((item.task, item.condition), Cell(task=item.task, condition=item.condition))

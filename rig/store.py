@@ -18,7 +18,10 @@ import errno
 import json
 import os
 import re
+import socket
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -166,11 +169,54 @@ class ResultsStore:
         self.quarantine_path = self.root / "quarantine.jsonl"
         self.torn_dir = self.root / "torn"
         self._lock_path = self.root / ".lock"
+        self._writer_lock_path = self.root / ".writer.lock"
+        self._holder_path = self.root / ".writer.json"
 
     def __repr__(self) -> str:
         return f"ResultsStore({str(self.root)!r})"
 
     # -- locking ---------------------------------------------------------------------------
+
+    @contextmanager
+    def writer(self) -> Iterator[None]:
+        """Hold the experiment's one-writer lock for as long as `rig run` runs it.
+
+        A second runner of the same experiment is refused with a StoreError naming the holder. The
+        lock is an flock, released by the kernel when its holder dies however it died, so a lock
+        left by a killed runner is never in the way; the holder file only names who holds it.
+        """
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(self._writer_lock_path, timeout=0)
+            lock.acquire()
+        except Timeout:
+            raise StoreError(
+                f"{self.root}: this experiment is already being run ({self._holder()}); wait for that "
+                "`rig run` to finish or stop it, then rerun to resume"
+            ) from None
+        except OSError as exc:
+            raise _os_error(self._writer_lock_path, "taking the one-writer lock", exc) from None
+        holder = {"pid": os.getpid(), "host": socket.gethostname(), "since": datetime.now(UTC).isoformat()}
+        try:
+            self._holder_path.write_text(json.dumps(holder) + "\n")
+            yield
+        finally:
+            self._holder_path.unlink(missing_ok=True)
+            lock.release()
+
+    def check_writer(self) -> None:
+        """Raise the StoreError `writer` would raise if another runner holds the experiment now."""
+        if self._writer_lock_path.exists():
+            with self.writer():
+                pass
+
+    def _holder(self) -> str:
+        """Who holds the one-writer lock, as far as its holder file says."""
+        try:
+            holder = json.loads(self._holder_path.read_text())
+            return f"pid {holder['pid']} on host {holder['host']}, since {holder['since']}"
+        except (OSError, ValueError, KeyError, TypeError):
+            return "by a process that has not written its name yet"
 
     def _lock(self) -> FileLock:
         # A fresh lock object per operation: flock conflicts between separate open file

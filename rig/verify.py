@@ -21,6 +21,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from rig.proc import run_bounded, scrubbed_env
+from rig.untrusted import remove
 
 CHECK_TIMEOUT_S = 600
 HIDDEN_TIMEOUT_S = 600
@@ -281,10 +282,7 @@ def run_hidden(
 ) -> HiddenOutcome:
     """Copy the hidden tests and the canary into the workspace (replacing anything there), run them."""
     dest = workdir / HIDDEN_DEST
-    if dest.is_symlink() or dest.is_file():
-        dest.unlink()
-    elif dest.exists():
-        shutil.rmtree(dest)
+    remove(dest)
     shutil.copytree(hidden_src, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     canary = _plant_canaries(dest)
     ini = dest / "pytest.ini"

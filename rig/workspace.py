@@ -1,15 +1,16 @@
 """Building a workspace: a cache-free copy of the fixture with patches applied."""
 
-import fnmatch
 import hashlib
 import os
+import re
 import shutil
 import stat
 import subprocess
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from rig.untrusted import EXCLUDED_NAMES, read_bounded, walk
 
 CACHE_NAMES = ("__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache", "*.pyc", "*.egg-info")
 
@@ -74,6 +75,8 @@ GIT_ENV = {
     "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+0000",
 }
 # Config a workspace could carry that would make git run the agent's code during the rig's diff.
+# A git command over a workspace within the limits takes seconds; this bounds a wedged one.
+GIT_TIMEOUT_S = 600.0
 SAFE_GIT = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "diff.external="]
 
 
@@ -114,7 +117,13 @@ def _git_bytes(args: list[str | bytes], cwd: Path, git_dir: Path | None = None, 
     """Run git with the rig's fixed identity and safe config; its stdout, byte for byte."""
     prefix = ["git", *SAFE_GIT] + ([f"--git-dir={git_dir}", f"--work-tree={cwd}"] if git_dir else [])
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cwd), **GIT_ENV}
-    proc = subprocess.run([*prefix, *args], cwd=cwd, env=env, capture_output=True, input=stdin)
+    try:
+        proc = subprocess.run(
+            [*prefix, *args], cwd=cwd, env=env, capture_output=True, input=stdin, timeout=GIT_TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired:
+        shown = " ".join(a if isinstance(a, str) else a.decode(errors="replace") for a in args[:4])
+        raise WorkspaceError(f"git {shown} took over {GIT_TIMEOUT_S:g}s in {cwd}") from None
     if proc.returncode != 0:
         message = proc.stderr.decode(errors="replace").strip().splitlines()
         shown = " ".join(a if isinstance(a, str) else a.decode(errors="replace") for a in args[:4])
@@ -318,53 +327,29 @@ def _pathspec_chunks(paths: list[bytes]) -> list[list[bytes]]:
     return [c for c in chunks if c]
 
 
-def _stage(workdir: Path, rig_git_dir: Path) -> None:
+def _stage(workdir: Path, rig_git_dir: Path, sizes: dict[str, int] | None) -> None:
     """Stage every file of the workspace in the rig's private index, whatever the agent wrote.
 
-    Unlike `git add -A`, the agent's .gitignore files hide nothing (only the rig's own cache
-    patterns, CACHE_NAMES, are left out), and a nested git repository the agent created is staged
-    file by file instead of as an opaque gitlink (or a failed `git add`).
+    One `git add` of the whole tree, so the cost is linear in the number of files: the agent's
+    .gitignore files hide nothing (-f), only the build and cache trees of
+    rig.untrusted.EXCLUDED_NAMES are left out (a fixed handful of exclude patterns, never a list
+    of paths), and files too large to diff (`sizes` says which; None: found by a walk) are staged
+    as stubs. Objects go to packs, not to one loose file each.
     """
-    exclude = rig_git_dir / "info" / "rig-exclude"
-    exclude.write_text("".join(f"{name}\n" for name in CACHE_NAMES))
-    big = _big_files(workdir)
-    # Tracked files (modified, deleted), but never the content of a file too large to diff.
-    specs = b"".join(b":(exclude,literal)" + p + b"\0" for p in big)
+    if sizes is None:
+        sizes = {rel: st.st_size for rel, st in walk(workdir) if stat.S_ISREG(st.st_mode)}
+    big = {os.fsencode(rel): size for rel, size in sizes.items() if size > DIFF_MAX_FILE_BYTES}
+    names = (*EXCLUDED_NAMES, *CACHE_NAMES)
+    specs = [".", *(f":(exclude,glob)**/{n}" for n in names), *(f":(exclude,glob)**/{n}/**" for n in names)]
+    stdin = b"".join(spec.encode() + b"\0" for spec in specs)
+    stdin += b"".join(b":(exclude,literal)" + path + b"\0" for path in sorted(big))
     _git_bytes(
-        ["add", "-u", "--pathspec-from-file=-", "--pathspec-file-nul"],
+        ["-c", "core.bigFileThreshold=1", "add", "-A", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
         workdir,
         rig_git_dir,
-        stdin=b":/\0" + specs,
+        stdin=stdin,
     )
-    out = _git_bytes(["ls-files", "-z", "--others", f"--exclude-from={exclude}"], workdir, rig_git_dir)
-    untracked = out.split(b"\0")[:-1]
-    # Without --directory, ls-files names files; a directory with a .git of its own is a "dir/".
-    files = [p for p in untracked if not p.endswith(b"/") and p not in big]
-    if files:
-        specs = b"".join(b":(literal)" + p + b"\0" for p in files)
-        _git_bytes(
-            ["add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"], workdir, rig_git_dir, stdin=specs
-        )
-    nested = [p for p in untracked if p.endswith(b"/")]
-    if nested:
-        entries = b"".join(_nested_entries(workdir, rig_git_dir, p.rstrip(b"/")) for p in nested)
-        if entries:
-            _git_bytes(["update-index", "-z", "--add", "--index-info"], workdir, rig_git_dir, stdin=entries)
     _stage_stubs(workdir, rig_git_dir, big)
-
-
-def _big_files(workdir: Path) -> dict[bytes, int]:
-    """Regular files larger than DIFF_MAX_FILE_BYTES, workspace-relative, with their sizes."""
-    base = os.fsencode(workdir)
-    found = {}
-    for dirpath, dirnames, filenames in os.walk(base):
-        dirnames[:] = [d for d in dirnames if d != b".git"]
-        for name in filenames:
-            path = os.path.join(dirpath, name)
-            st = os.lstat(path)
-            if stat.S_ISREG(st.st_mode) and st.st_size > DIFF_MAX_FILE_BYTES:
-                found[os.path.relpath(path, base)] = st.st_size
-    return found
 
 
 def _stage_stubs(workdir: Path, rig_git_dir: Path, big: dict[bytes, int]) -> None:
@@ -384,45 +369,9 @@ def _stage_stubs(workdir: Path, rig_git_dir: Path, big: dict[bytes, int]) -> Non
         )
 
 
-def _nested_entries(workdir: Path, rig_git_dir: Path, repo: bytes) -> bytes:
-    """Index entries ("<mode> <blob>\\t<path>\\0") for every file of a nested repository, .git aside.
-
-    git add refuses paths inside another repository, so their blobs are written here, as git
-    would write them (loose objects), and entered into the index directly.
-    """
-    base = os.fsencode(workdir)
-    entries = []
-    for dirpath, dirnames, filenames in os.walk(os.path.join(base, repo)):
-        dirnames[:] = [
-            d
-            for d in dirnames
-            if d != b".git" and not any(fnmatch.fnmatch(os.fsdecode(d), c) for c in CACHE_NAMES)
-        ]
-        names = filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
-        for name in names:
-            if name == b".git" or any(fnmatch.fnmatch(os.fsdecode(name), c) for c in CACHE_NAMES):
-                continue
-            path = os.path.join(dirpath, name)
-            st = os.lstat(path)
-            if stat.S_ISLNK(st.st_mode):
-                mode, data = b"120000", os.readlink(path)
-            elif stat.S_ISREG(st.st_mode):
-                mode = b"100755" if st.st_mode & 0o100 else b"100644"
-                with open(path, "rb") as handle:
-                    data = handle.read()
-            else:
-                continue
-            raw = b"blob %d\0" % len(data) + data
-            oid = hashlib.sha1(raw).hexdigest()
-            obj = rig_git_dir / "objects" / oid[:2] / oid[2:]
-            if not obj.exists():
-                obj.parent.mkdir(exist_ok=True)
-                obj.write_bytes(zlib.compress(raw))
-            entries.append(mode + b" " + oid.encode() + b"\t" + os.path.relpath(path, base) + b"\0")
-    return b"".join(entries)
-
-
-def collect_diff(workdir: Path, rig_git_dir: Path, baseline: str) -> tuple[str, list[str]]:
+def collect_diff(
+    workdir: Path, rig_git_dir: Path, baseline: str, sizes: dict[str, int] | None = None
+) -> tuple[str, list[str]]:
     """(binary diff against the baseline, changed paths with their status letter).
 
     `git apply` of the diff onto the baseline reproduces the workspace byte for byte, whatever the
@@ -433,7 +382,7 @@ def collect_diff(workdir: Path, rig_git_dir: Path, baseline: str) -> tuple[str, 
     Each changed path is "<status> <path>", the path quoted as `quote_path` does when needed.
     """
     _set_attributes(rig_git_dir, NEUTRAL_ATTRIBUTES)
-    _stage(workdir, rig_git_dir)
+    _stage(workdir, rig_git_dir, sizes)
     changes = _raw_changes(workdir, rig_git_dir, baseline)
     changed = [f"{c.status} {quote_path(c.path)}" for c in changes]
     diff = _git_bytes(["diff", "--cached", *DIFF_FLAGS, baseline], workdir, rig_git_dir)
@@ -443,34 +392,51 @@ def collect_diff(workdir: Path, rig_git_dir: Path, baseline: str) -> tuple[str, 
         pass
     # Some text diff is not UTF-8: diff those files as binary, the others as text.
     bad = _not_utf8_blobs(workdir, rig_git_dir, changes)
-    text, binary, notes = [], [], []
+    binary, noted, notes = [], [], []
     for c in changes:
         if c.old not in bad and c.new not in bad:
-            text.append(c.path)
-        elif (c.old_mode == _SYMLINK and c.old in bad) or (c.new_mode == _SYMLINK and c.new in bad):
+            continue
+        if (c.old_mode == _SYMLINK and c.old in bad) or (c.new_mode == _SYMLINK and c.new in bad):
+            noted.append(c.path)
             note = f"# rig: not in this patch: {quote_path(c.path)}, a symlink whose target is not UTF-8\n"
             notes.append(note.encode())
         else:
             binary.append(c.path)
-    parts: list[bytes] = notes
-    for chunk in _pathspec_chunks(text):
-        parts.append(
-            _git_bytes(["diff", "--cached", *DIFF_FLAGS, baseline, "--", *chunk], workdir, rig_git_dir)
-        )
     _set_attributes(rig_git_dir, BINARY_ATTRIBUTES)
     try:
-        for chunk in _pathspec_chunks(binary):
-            parts.append(
+        binary_diff, noted_diff = (
+            b"".join(
                 _git_bytes(["diff", "--cached", *DIFF_FLAGS, baseline, "--", *chunk], workdir, rig_git_dir)
+                for chunk in _pathspec_chunks(paths)
             )
+            for paths in (binary, noted)
+        )
     finally:
         _set_attributes(rig_git_dir, NEUTRAL_ATTRIBUTES)
+    # The text diff of everything else is the full diff without those files' sections: git names a
+    # file the same way in both diffs, so its "diff --git" line identifies its sections.
+    dropped = {_header(s) for s in (*_sections(binary_diff), *_sections(noted_diff))}
+    text = [s for s in _sections(diff) if _header(s) not in dropped]
     try:
-        return b"".join(parts).decode("utf-8"), changed
+        return b"".join([*notes, *text, binary_diff]).decode("utf-8"), changed
     except UnicodeDecodeError as exc:
         raise WorkspaceError(
             f"diff of {workdir} is not valid UTF-8 even with binary patches ({exc}); report this as a rig bug"
         ) from None
+
+
+def _sections(diff: bytes) -> list[bytes]:
+    """A diff cut into its files' sections, each from its "diff --git" line.
+
+    No line inside a section can start that way: content lines start with a space, + or -, and
+    binary patch lines are base85, which has no space.
+    """
+    starts = [m.start() for m in re.finditer(rb"^diff --git ", diff, re.MULTILINE)]
+    return [diff[a:b] for a, b in zip(starts, [*starts[1:], len(diff)][: len(starts)], strict=True)]
+
+
+def _header(section: bytes) -> bytes:
+    return section.split(b"\n", 1)[0]
 
 
 def changed_texts(
@@ -487,11 +453,10 @@ def changed_texts(
         rel = os.fsdecode(change.path)
         if change.status not in ("A", "M") or change.new_mode not in _REGULAR or not want(rel):
             continue
-        path = workdir / rel
-        if not path.is_file() or path.is_symlink():
+        data = read_bounded(workdir / rel, TEXT_MAX_BYTES)
+        if data is None:
             continue
-        with path.open("rb") as handle:
-            current = handle.read(TEXT_MAX_BYTES).decode("utf-8", errors="replace")
+        current = data.decode("utf-8", errors="replace")
         before = ""
         if change.old != _ZERO_OID and change.old_mode in _REGULAR:
             blob = _git_bytes(["cat-file", "blob", change.old.decode()], workdir, rig_git_dir)

@@ -16,6 +16,7 @@ from statsmodels.stats.proportion import proportion_confint
 from rig.analysis import (
     CMH_TEST,
     EXACT_TEST,
+    DuplicateRunWarning,
     PoolingError,
     cell_table,
     compare_conditions,
@@ -40,7 +41,7 @@ EXPECTED_COLUMNS = [
     "timed_out", "stalled", "ran_check_script", "ran_pytest", "read_docs", "read_agents_md",
     "read_skill", "tampered", "protected_touched", "bash_search_commands", "harness",
     "harness_version", "model", "thinking", "fixture_hash", "task_hash", "hidden_tests_hash",
-    "artifacts",
+    "rig_version", "toolchain_hash", "python_version", "ruff_version", "pytest_version", "artifacts",
 ]  # fmt: skip
 
 # Successes out of 3 per (task, condition) in the committed small set, read off runs.jsonl.
@@ -189,6 +190,52 @@ def test_pooling_error_on_harness_version_within_an_arm(tmp_path: Path) -> None:
     ):
         load_runs(folder)
     assert len(load_runs(folder, allow_mixed_pins=True)) == 30
+
+
+@pytest.mark.parametrize(
+    ("pin", "value"),
+    [
+        ("rig_version", "0.1.0+g0123456789ab"),
+        ("toolchain_hash", "e" * 64),
+        ("python_version", "3.12.1"),
+        ("ruff_version", "0.18.0"),
+        ("pytest_version", "9.3.0"),
+    ],
+)
+def test_pooling_error_on_the_judge(tmp_path: Path, pin: str, value: str) -> None:
+    """The rig's own code and the verifying toolchain must be one for every run, across arms too."""
+    folder = _copy_small(tmp_path)
+    records = _records(folder)
+    for record in records[:4]:
+        record["pins"][pin] = value
+    _write_jsonl(folder / "runs.jsonl", records)
+    with pytest.raises(PoolingError) as info:
+        load_runs(folder)
+    message = str(info.value)
+    assert "\n" not in message
+    assert f"{pin} differs across the runs" in message and "(4 runs" in message and "(26 runs" in message
+    assert repr(value)[:13] in message and message.endswith("pass --allow-mixed-pins to pool them anyway")
+    df = load_runs(folder, allow_mixed_pins=True)
+    assert len(df) == 30 and df[pin].nunique(dropna=False) == 2
+
+
+def test_duplicate_run_ids_are_dropped_and_reported(tmp_path: Path) -> None:
+    folder = _copy_small(tmp_path)
+    records = _records(folder)
+    first = records[0]
+    assert not first["success"]
+    # A second writer appended the same run twice more, with another verdict: the first record counts.
+    duplicates = [{**first, "success": True}, {**first, "success": True, "attempt": 2}]
+    _write_jsonl(folder / "runs.jsonl", [*records, *duplicates, {**records[1], "success": True}])
+    with pytest.warns(DuplicateRunWarning) as caught:
+        df = load_runs(folder)
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    assert str(folder / "runs.jsonl") in message and "dropped 3 duplicate records of 2 run ids" in message
+    assert f"{first['run_id']} (+2)" in message and f"{records[1]['run_id']} (+1)" in message
+    assert len(df) == 30 and df["run_id"].is_unique
+    assert not df.set_index("run_id").loc[first["run_id"], "success"]
+    assert infra_summary(folder)["quarantined"].sum() == 0
 
 
 def test_pooling_error_on_fixture_across_experiments(tmp_path: Path) -> None:

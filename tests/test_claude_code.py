@@ -5,6 +5,8 @@ import os
 import shutil
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -20,9 +22,9 @@ from harnesses.claude_code import (
     thinking_args,
 )
 from harnesses.cli import Provider
-from harnesses.mock_model.anthropic_messages import SIDE_TEXT, SIDE_TURN, AnthropicMessages
+from harnesses.mock_model.anthropic_messages import SIDE_TURN, AnthropicMessages
 from harnesses.mock_model.policy import Policy, Step
-from harnesses.mock_model.server import MockModelServer, Usage
+from harnesses.mock_model.server import SIDE_TEXT, Faults, MockModelServer, Usage
 from harnesses.mock_model.session import LEDGER_FILE
 from rig.classify import classify
 from rig.tasks import Task
@@ -54,7 +56,8 @@ def saved_run(folder: Path, *, stdout: bool = True, transcript: bool = True) -> 
 def ledger(run_dir: Path) -> tuple[dict[str, int], dict[str, int]]:
     """Usage totals and tool calls of the main conversation, from the mock's saved ledger."""
     entries = json.loads((run_dir / LEDGER_FILE).read_text())["ledger"]
-    served = [e for e in entries if e["outcome"] == "served" and e["turn"] != SIDE_TURN]
+    # Side requests are recorded as such ("side"), never as "served".
+    served = [e for e in entries if e["outcome"] == "served"]
     totals = {
         key: sum(e["usage"][key] for e in served) for key in ("input", "output", "cache_read", "cache_write")
     }
@@ -153,6 +156,26 @@ def test_retried_request_counts_as_a_transport_failure_of_a_scored_run(task):
     assert harness.infra_signature(run, metrics) is None
     totals, tools = ledger(DATA / "retry")
     assert parsed_usage(metrics) == totals and metrics.tool_calls_by_name == tools
+
+
+def test_an_api_error_recovered_from_is_counted_but_scored(task, tmp_path):
+    """An API-error message the conversation went on from is a failed attempt, not the run's end."""
+    error = [
+        line
+        for line in (DATA / "api_error" / "stdout.log").read_text().splitlines(keepends=True)
+        if json.loads(line)["type"] == "assistant"
+    ]
+    success = (DATA / "success" / "stdout.log").read_text().splitlines(keepends=True)
+    stdout = tmp_path / "stdout.log"
+    stdout.write_text("".join([success[0], *error, *success[1:]]))
+    harness = ClaudeCodeHarness(task, Provider(), None, None, 30)
+    run = saved_run(DATA / "success").model_copy(update={"stdout_path": stdout, "session_path": None})
+    metrics = harness.parse_session(run)
+
+    assert metrics.transport_failures == 1
+    assert metrics.stop_reasons == ["error", "tool_use", "tool_use", "tool_use", "end_turn"]
+    assert harness.infra_signature(run, metrics) is None
+    assert not classify(run, metrics, None, 30).is_infra
 
 
 def test_either_file_alone_gives_the_same_counts(task):
@@ -296,7 +319,7 @@ def test_protocol_streams_a_tool_call_with_the_usage_given():
     assert protocol.tool_name(Step("final", text="t")) is None
 
 
-def test_protocol_answers_non_streaming_and_side_requests():
+def test_protocol_answers_non_streaming_requests():
     protocol = AnthropicMessages()
     plain = {**MAIN_REQUEST, "stream": False}
     assert protocol.content_type(plain) == "application/json"
@@ -304,17 +327,63 @@ def test_protocol_answers_non_streaming_and_side_requests():
     message = json.loads(body)
     assert message["content"] == [{"type": "text", "text": "done"}]
     assert message["stop_reason"] == "end_turn" and message["usage"]["output_tokens"] == 2
-
-    side = {"model": "claude-haiku", "stream": True, "system": "Summarise.", "messages": [{"role": "user"}]}
-    assert protocol.turn(side) == SIDE_TURN
-    events = sse_payloads(protocol.events(Step("shell", command="rm -rf x"), Usage(), side, "r3"))
-    assert events[2]["delta"] == {"type": "text_delta", "text": SIDE_TEXT}
-    assert events[0]["message"]["usage"]["input_tokens"] == 0 and events[4]["usage"]["output_tokens"] == 0
     assert protocol.error_body(529) == {
         "type": "error",
         "error": {"type": "overloaded_error", "message": "mock provider error (HTTP 529)"},
     }
     assert protocol.error_body(500)["error"]["type"] == "api_error"
+
+
+SIDE_REQUEST = {
+    "model": "claude-haiku",
+    "stream": True,
+    "system": "Summarise.",
+    "messages": [{"role": "user"}],
+}
+
+
+def post_messages(url: str, body: dict) -> list[dict]:
+    request = urllib.request.Request(
+        f"{url}/v1/messages", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return [
+            json.loads(line[len("data: ") :])
+            for line in response.read().decode().splitlines()
+            if line.startswith("data: ")
+        ]
+
+
+def test_side_requests_get_text_without_usage_and_stay_out_of_the_served_ledger():
+    protocol = AnthropicMessages()
+    assert protocol.is_side_request(SIDE_REQUEST) and not protocol.is_side_request(MAIN_REQUEST)
+    assert protocol.turn(SIDE_REQUEST) == SIDE_TURN
+    policy = Policy("p", (Step("shell", command="rm -rf x"), Step("final", text="ok")))
+    with MockModelServer(policy, protocols=[protocol]) as server:
+        side = post_messages(server.base_url, SIDE_REQUEST)
+        main = post_messages(server.base_url, {**MAIN_REQUEST, "messages": MAIN_REQUEST["messages"][:1]})
+        assert server.tool_calls() == {"Bash": 1} and server.totals()["responses"] == 1
+
+    assert side[2]["delta"] == {"type": "text_delta", "text": SIDE_TEXT}
+    assert side[0]["message"]["usage"]["input_tokens"] == 0 and side[4]["usage"]["output_tokens"] == 0
+    assert main[1]["content_block"]["name"] == "Bash"
+    # The side request came first, yet the agent's first request got the policy's first step.
+    assert [(e.outcome, e.turn, e.step_kind, e.usage) for e in server.ledger] == [
+        ("side", SIDE_TURN, "final", Usage(0, 0, 0, 0, 0)),
+        ("served", 0, "shell", Usage()),
+    ]
+
+
+def test_faults_on_the_first_requests_spare_side_requests():
+    policy = Policy("p", (Step("final", text="ok"),))
+    with MockModelServer(
+        policy, protocols=[AnthropicMessages()], faults=Faults("http_error", 529, first_n=1)
+    ) as server:
+        post_messages(server.base_url, SIDE_REQUEST)
+        with pytest.raises(urllib.error.HTTPError):
+            post_messages(server.base_url, MAIN_REQUEST)
+        post_messages(server.base_url, MAIN_REQUEST)
+    assert [e.outcome for e in server.ledger] == ["side", "http_error", "served"]
 
 
 # --- the real CLI against the mock ------------------------------------------------------------
@@ -389,7 +458,7 @@ def test_nothing_changes_nothing_and_fails_verification(workspace, task, tmp_pat
         ({"mock_faults": {"mode": "down"}}, 30, INFRA_SIGNATURE, 15),
         ({"mock_faults": {"mode": "http_error", "status": 500}}, 30, INFRA_SIGNATURE, 15),
         ({"mock_faults": {"mode": "never_answer"}, "api_timeout_ms": 2000}, 30, INFRA_SIGNATURE, 20),
-        ({"mock_faults": {"mode": "silence"}}, 3, "stalled", 15),
+        ({"mock_faults": {"mode": "silence"}}, 3, "stalled_provider", 15),
     ],
     ids=["server_down", "http_500", "never_answer", "silent_stream"],
 )
@@ -400,10 +469,23 @@ def test_provider_failures_are_infrastructure_within_seconds(
     harness, run, metrics = run_claude(task, workspace, tmp_path / "run", options, stall_s=stall_s)
     elapsed = time.monotonic() - start
 
-    verdict = classify(run, metrics, harness.infra_signature(run, metrics), stall_s)
+    # Waiting for the model, never inside a tool: a stall here is the provider's.
+    assert harness.tool_pending(run) is False
+    verdict = classify(run, metrics, harness.infra_signature(run, metrics), stall_s, tool_pending=False)
     assert verdict.is_infra and verdict.rule == rule, (verdict, metrics.error_messages)
     assert elapsed < bound_s
     assert metrics.tool_calls == 0
+
+
+@pytest.mark.slow
+def test_a_tool_that_never_returns_is_the_agents_hang(workspace, task, tmp_path):
+    """`sleep 600` in the Bash tool: silence inside a tool call, which the stream shows pending."""
+    options = {"mock_policy": "commands", "commands": ["sleep 600"]}
+    harness, run, metrics = run_claude(task, workspace, tmp_path / "run", options, stall_s=5, timeout=90)
+
+    assert run.stalled and metrics.bash_commands == ["sleep 600"]
+    assert harness.tool_pending(run) is True
+    assert not classify(run, metrics, harness.infra_signature(run, metrics), 5, tool_pending=True).is_infra
 
 
 def process_environ(workdir: Path, deadline_s: float) -> dict[str, str]:

@@ -66,7 +66,8 @@ def captured(case: str, exit_code: int = 0) -> AgentRun:
 
 
 def ledger(folder: Path) -> tuple[dict[str, int], dict[str, int]]:
-    """Token totals, response count and tool calls by name of what the mock served in full."""
+    """Token totals, response count and tool calls by name of what the mock served in full (side
+    requests, recorded as "side", are not the agent's)."""
     entries = [
         e for e in json.loads((folder / LEDGER_FILE).read_text())["ledger"] if e["outcome"] == "served"
     ]
@@ -165,7 +166,8 @@ def test_captured_success_parses_exactly(task):
         'echo "CI=$CI"',
     ]
     assert metrics.bash_search_commands == ["grep -rn 'has_next' taskapp | head -3"]
-    assert metrics.read_paths == ["AGENTS.md", "taskapp/utils/pagination.py", "does-not-exist.txt"]
+    # `cat does-not-exist.txt` printed "No such file or directory": it read nothing.
+    assert metrics.read_paths == ["AGENTS.md", "taskapp/utils/pagination.py"]
     assert metrics.docs_read == ["AGENTS.md"]
     assert metrics.ran_check_script and metrics.ran_pytest and not metrics.read_skill
     assert metrics.final_text == "Fixed: has_next now compares with <."
@@ -327,6 +329,10 @@ def test_signature_names_the_error_info_and_spares_the_agents_own_failures(tmp_p
     assert signature(rollout(None), []) == TURN_FAILED_SIGNATURE
     assert signature([], [{"type": "turn.failed", "error": {"message": "x"}}]) == TURN_FAILED_SIGNATURE
     assert signature([], [{"type": "turn.completed"}]) is None
+    # Only the turn the run ended on counts: a failure recovered from is no signature.
+    completed = {"type": "event_msg", "payload": {"type": "task_complete", "last_agent_message": "ok"}}
+    assert signature([*rollout("internal_server_error"), completed], []) is None
+    assert signature([], [{"type": "turn.failed", "error": {}}, {"type": "turn.completed"}]) is None
 
 
 def test_price_needs_a_model_genai_prices_knows():
@@ -567,8 +573,28 @@ def test_hung_server_ends_as_stalled(workspace, task, tmp_path, mode):
 
     assert run.stalled and run.exit_code is None
     assert HANG_STALL_S <= elapsed < HANG_STALL_S + HANG_SLACK_S
-    verdict = classify(run, metrics, codex.infra_signature(run, metrics), HANG_STALL_S)
-    assert verdict.is_infra and verdict.rule == "stalled"
+    # Waiting for the model, never inside a tool: a stall here is the provider's.
+    assert codex.tool_pending(run) is False
+    verdict = classify(run, metrics, codex.infra_signature(run, metrics), HANG_STALL_S, tool_pending=False)
+    assert verdict.is_infra and verdict.rule == "stalled_provider"
+
+
+@pytest.mark.slow
+def test_a_tool_that_never_returns_is_the_agents_hang(workspace, task, tmp_path):
+    """`sleep 600` in exec_command, silent for longer than the watchdog allows (and shorter than
+    the yield time after which Codex would hand the model a session id): the rollout shows the call
+    without its output."""
+    options = {"mock_policy": "commands", "commands": ["sleep 600"]}
+    codex = harness(task, stall_s=HANG_STALL_S)
+    run = codex.run(
+        workspace, task.spec.prompt, Condition(name="h", harness_options=options), tmp_path / "run", 120
+    )
+    metrics = codex.parse_session(run)
+
+    assert run.stalled and metrics.bash_commands == ["cat README.md", "sleep 600"]
+    assert codex.tool_pending(run) is True
+    verdict = classify(run, metrics, codex.infra_signature(run, metrics), HANG_STALL_S, tool_pending=True)
+    assert not verdict.is_infra
 
 
 @pytest.mark.slow

@@ -284,6 +284,7 @@ def test_doctor_reports_each_protection_and_whether_it_is_active(tmp_path: Path)
     assert [p["name"] for p in here] == names
     sandbox = here[0]
     assert sandbox["active"] and sandbox["detail"].startswith("bubblewrap "), "make setup installs bubblewrap"
+    assert here[3]["active"] and here[3]["detail"].startswith("bwrap-pidns: ")
     without = _rig(tmp_path, "doctor", "--json", "--strict", RIG_BWRAP="/nonexistent/bwrap")
     assert without.returncode == 1
     sandbox = json.loads(without.stdout)[0]
@@ -321,4 +322,6 @@ def test_without_bubblewrap_every_record_carries_a_warning(tmp_path: Path) -> No
     assert len(records) == 2 and all(r["success"] for r in records)
     for record in records:
         assert record["sandbox"]["active"] is False and record["agent"]["sandboxed"] is False
+        # Files unconfined, processes not: each agent had its cgroup leaf.
+        assert record["sandbox"]["processes"] == "cgroup"
         assert [w for w in record["warnings"] if w.startswith("sandbox: the agent ran unconfined")]

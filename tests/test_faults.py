@@ -25,6 +25,7 @@ import pytest
 
 from harnesses.mock_model.server import Faults, MockModelServer
 from harnesses.mock_model.session import policy_for
+from rig.experiment import load_experiment
 from rig.paths import FIXTURE_DIR
 from rig.redact import Redactor
 from rig.store import ResultsStore
@@ -619,8 +620,13 @@ def test_corrupt_middle_line_stops_status_report_and_resume_with_one_line(tmp_pa
         tasks=["t1_fix_pagination"],
         repetitions=3,
     )
-    assert rig(tmp_path, "status", str(exp)).returncode == 0  # binds the results folder to the design
     root = tmp_path / "results" / "corrupt"
+    # The results folder bound to the design, as `rig run` leaves it (`rig status` never writes).
+    design = load_experiment(exp)
+    root.mkdir(parents=True)
+    (root / "experiment.json").write_text(
+        json.dumps({"digest": design.digest(), "experiment": design.model_dump(mode="json")})
+    )
     store = ResultsStore(root)
     append = store.append_run if which == "runs.jsonl" else store.append_quarantine
     for i in (1, 2, 3):
@@ -877,7 +883,7 @@ def test_transient_provider_fault_is_quarantined_then_rerun_to_one_scored_record
     if fault != "server_down":
         assert scored["attempt"] == 2
         assert server.ledger[0].outcome == faults.mode, server.ledger
-        assert all(e.outcome == "served" for e in server.ledger[1:]), server.ledger
+        assert all(e.outcome in ("served", "side") for e in server.ledger[1:]), server.ledger
     # The quarantined attempts' evidence stays beside the scored one; the key is in none of it.
     for attempt in range(1, scored["attempt"] + 1):
         folder = store.root / "runs" / scored["run_id"] / f"attempt-{attempt}"

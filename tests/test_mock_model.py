@@ -142,3 +142,43 @@ def test_server_decides_once_per_conversation():
         assert "echo follow" in post(server.base_url + CHAT, body)[1]
         assert "echo follow" in post(server.base_url + CHAT, chat(0))[1]
         assert server.resolution["branch"] == "follow"
+
+
+def test_context_sensitive_policy_decides_on_the_first_request_that_carries_the_prompt():
+    """A harness's side request (a title, a quota check) may come first, without context files:
+    it must not decide the branch, nor count as a served response of the agent."""
+    from harnesses.mock_model.policy import ContextSensitivePolicy
+
+    follow = Policy("follow", (Step("shell", command="echo follow"), Step("final", text="ok")))
+    stray = Policy("stray", (Step("shell", command="echo stray"), Step("final", text="ok")))
+    prompt = 'Fix the "pagination"\nbug.\n'
+    policy = ContextSensitivePolicy("p", follow, stray, 1.0, 0.0, "k", marker="MAGIC", prompt=prompt)
+    with MockModelServer(policy) as server:
+        title = {**chat(0), "messages": [{"role": "user", "content": "Write a title for: the bug"}]}
+        status, side = post(server.base_url + CHAT, title)
+        assert status == 200 and "OK" in side and "echo" not in side
+        assert server.resolution is None
+        agent = chat(0)
+        # The harness trimmed the prompt and put the context file before it; JSON escapes differ.
+        agent["messages"][0]["content"] = 'MAGIC rules\n\nFix the "pagination" bug.'
+        assert "echo follow" in post(server.base_url + CHAT, agent)[1]
+        assert server.resolution is not None and server.resolution["context_seen"] is True
+        assert [e.outcome for e in server.ledger] == ["side", "served"]
+        assert server.totals()["responses"] == 1 and server.tool_calls() == {"bash": 1}
+
+
+def test_request_text_holds_every_string_unescaped():
+    from harnesses.mock_model.server import request_text
+
+    body = json.loads(json.dumps({"a": ['say "hi"\nnow', {"b": 3, "c": None}], "d": {"e": "x"}}))
+    assert request_text(body) == 'say "hi"\nnow\nx'
+
+
+def test_the_demo_policy_decides_on_the_tasks_prompt(task):
+    from harnesses.mock_model.policy import ContextSensitivePolicy
+    from harnesses.mock_model.session import policy_for
+
+    policy = policy_for(task, {"mock_policy": "agents_md_sensitive"}, seed_key="run/attempt-1")
+    assert isinstance(policy, ContextSensitivePolicy) and policy.prompt == task.spec.prompt
+    assert policy.carries_prompt(f"<context>\n{task.spec.prompt.strip()}")
+    assert not policy.carries_prompt("Write a five-word title for this conversation.")

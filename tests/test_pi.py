@@ -12,6 +12,7 @@ from conftest import run_check_json
 
 from harnesses.base import AgentRun, Condition, Metrics
 from harnesses.cli import NODE_BIN, Provider, find_cli
+from harnesses.logs import pi_failed_attempts
 from harnesses.mock_model.openai_chat import OpenAIChat
 from harnesses.mock_model.policy import Policy, Step, patch_command
 from harnesses.mock_model.server import MockModelServer, Usage
@@ -60,7 +61,8 @@ def captured(case: str) -> AgentRun:
 
 
 def ledger(folder: Path) -> tuple[dict[str, int], dict[str, int]]:
-    """Token totals and tool calls by name of the responses the mock served in full."""
+    """Token totals and tool calls by name of the responses the mock served in full (side requests,
+    recorded as "side", are not the agent's)."""
     entries = [
         e for e in json.loads((folder / LEDGER_FILE).read_text())["ledger"] if e["outcome"] == "served"
     ]
@@ -145,7 +147,8 @@ def test_captured_success_parses_exactly(task):
         "python -m pytest -q tests/unit 2>&1 | tail -1",
     ]
     assert metrics.bash_search_commands == ["grep -rn 'has_next' taskapp | head -3"]
-    assert metrics.read_paths == ["AGENTS.md", "taskapp/utils/pagination.py", "does-not-exist.txt"]
+    # `cat does-not-exist.txt` printed "No such file or directory": it read nothing.
+    assert metrics.read_paths == ["AGENTS.md", "taskapp/utils/pagination.py"]
     assert metrics.docs_read == ["AGENTS.md"]
     assert metrics.ran_check_script and metrics.ran_pytest and not metrics.read_skill
     assert metrics.final_text == "Fixed: has_next now compares with <."
@@ -255,6 +258,72 @@ def test_captured_cut_stream_is_infrastructure(task):
     assert pi.infra_signature(run, metrics) == TRUNCATED_SIGNATURE
     totals, _ = ledger(DATA / "cut_stream")
     assert metrics.input_tokens == totals["input"] and metrics.output_tokens == totals["output"]
+
+
+def with_diagnostics(tmp_path: Path, diagnostics: dict[int, list[dict]]) -> Path:
+    """The captured success session with `diagnostics` added to its n-th assistant messages."""
+    lines, n = [], 0
+    for line in (DATA / "success" / "session.jsonl").read_text().splitlines():
+        entry = json.loads(line)
+        if entry["type"] == "message" and entry["message"]["role"] == "assistant":
+            entry["message"]["diagnostics"] = diagnostics.get(n, [])
+            n += 1
+        lines.append(json.dumps(entry) + "\n")
+    session = tmp_path / "session.jsonl"
+    session.write_text("".join(lines))
+    return session
+
+
+def test_transport_failures_pi_recovered_from_are_counted_but_scored(task, tmp_path):
+    """A WebSocket that failed before SSE took over: Pi notes it on the message that completed."""
+    session = with_diagnostics(
+        tmp_path,
+        {
+            # As the issue quotes it, and as pi-ai 0.73.1 writes it (details, error object).
+            1: [
+                {"type": "provider_transport_failure", "error": "WebSocket error", "fallbackTransport": "sse"}
+            ],
+            4: [
+                {
+                    "type": "provider_transport_failure",
+                    "timestamp": 1,
+                    "error": {"name": "Error", "message": "WebSocket error"},
+                    "details": {"configuredTransport": "auto", "fallbackTransport": "sse"},
+                },
+                {"type": "other_diagnostic"},
+            ],
+        },
+    )
+    run = captured("success").model_copy(update={"session_path": session})
+    pi = harness(task)
+    metrics = pi.parse_session(run)
+
+    assert metrics.transport_failures == 2
+    assert metrics.stop_reasons == ["toolUse"] * 8 + ["stop"]
+    assert pi.infra_signature(run, metrics) is None
+    assert not classify(run, metrics, None, STALL_S).is_infra
+
+
+@pytest.mark.parametrize(
+    ("diagnostics", "stop_reason", "failures"),
+    [
+        ([], "stop", 0),
+        ([], "error", 1),
+        ([{"type": "provider_transport_failure", "fallbackTransport": "sse"}], "stop", 1),
+        # Both transports failed: the WebSocket, then the SSE request the message ended with.
+        ([{"type": "provider_transport_failure", "details": {"fallbackTransport": "sse"}}], "error", 2),
+        # Failed after the stream started, no fallback: the error it ended with is that failure.
+        (
+            [{"type": "provider_transport_failure", "details": {"phase": "after_message_stream_start"}}],
+            "error",
+            1,
+        ),
+        ([{"type": "unrelated"}], "stop", 0),
+    ],
+)
+def test_each_failed_attempt_behind_a_message_counts_once(diagnostics, stop_reason, failures):
+    message = {"role": "assistant", "stopReason": stop_reason, "diagnostics": diagnostics}
+    assert pi_failed_attempts(message) == failures
 
 
 # --- configuration, without running Pi ------------------------------------------------------------
@@ -413,7 +482,7 @@ def test_nothing_changes_nothing(workspace, task, tmp_path):
         ("server_down", {"mock_faults": {"mode": "down"}}, STALL_S, INFRA_SIGNATURE),
         ("http_500", {"mock_faults": {"mode": "http_error", "status": 500}}, STALL_S, INFRA_SIGNATURE),
         # The stream starts, then nothing: only the rig's silence watchdog ends it.
-        ("silence", {"mock_faults": {"mode": "silence"}}, 5.0, "stalled"),
+        ("silence", {"mock_faults": {"mode": "silence"}}, 5.0, "stalled_provider"),
         # No response headers at all: Pi's own request timeout (settings.json) ends it.
         (
             "never_answer",
@@ -438,7 +507,9 @@ def test_provider_failures_are_infrastructure_within_seconds(
         workspace, task.spec.prompt, Condition(name=fault, harness_options=options), tmp_path / "run", 120
     )
     metrics = pi.parse_session(run)
-    verdict = classify(run, metrics, pi.infra_signature(run, metrics), stall_s)
+    # Waiting for the model, never inside a tool: a stall here is the provider's.
+    assert pi.tool_pending(run) is False
+    verdict = classify(run, metrics, pi.infra_signature(run, metrics), stall_s, tool_pending=False)
     elapsed = time.monotonic() - start
 
     assert verdict.is_infra and verdict.rule == rule, (verdict, metrics)
@@ -446,6 +517,24 @@ def test_provider_failures_are_infrastructure_within_seconds(
     if rule == INFRA_SIGNATURE:
         # Pi exits 0 on a provider failure: only the session says what happened.
         assert run.exit_code == 0 and metrics.stop_reasons[-1] == "error"
+
+
+@pytest.mark.slow
+def test_a_tool_that_never_returns_is_the_agents_hang(workspace, task, tmp_path):
+    """`sleep 600` in Pi's bash tool: silence inside a tool call, which the session shows pending."""
+    # Long enough for Node to start Pi on a busy machine: silence before the first request
+    # would be a stall of another kind.
+    stall_s = 10.0
+    pi = harness(task, stall_s=stall_s)
+    options = {"mock_policy": "commands", "commands": ["sleep 600"]}
+    run = pi.run(
+        workspace, task.spec.prompt, Condition(name="hang", harness_options=options), tmp_path / "run", 120
+    )
+    metrics = pi.parse_session(run)
+
+    assert run.stalled and metrics.bash_commands == ["sleep 600"]
+    assert pi.tool_pending(run) is True
+    assert not classify(run, metrics, pi.infra_signature(run, metrics), stall_s, tool_pending=True).is_infra
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from rig.analysis import PoolingError
 from rig.report import build_report
 
 DATA = Path(__file__).parent / "data"
@@ -262,6 +263,27 @@ def test_mixed_pins_refused_unless_allowed(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "out" / "report.md").read_text()
     assert "**mixed**" in text and "scripted-9.9.9" in text
+
+
+def test_records_of_two_rig_versions_are_refused_unless_allowed(tmp_path: Path) -> None:
+    folder = _copy_set(tmp_path)
+    records = _records(folder)
+    for record in records[:5]:
+        record["pins"]["rig_version"] = "0.1.0+g0123456789ab"
+        record["pins"]["toolchain_hash"] = "ab" * 32
+    (folder / "runs.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+    with pytest.raises(
+        PoolingError, match=r"rig_version differs across the runs: '0.1.0\+g0123.*--allow-mixed"
+    ):
+        build_report([folder], tmp_path / "out", n_boot=200)
+    assert not (tmp_path / "out").exists()
+
+    build_report([folder], tmp_path / "out", n_boot=200, allow_mixed_pins=True)
+    pins = dict(
+        row[:2] for row in _table_rows((tmp_path / "out" / "report.md").read_text(), "| pin | value |")
+    )
+    assert pins["rig version"] == "**mixed**: `0.1.0` (25 runs), `0.1.0+g0123456789ab` (5 runs)"
+    assert pins["toolchain hash"] == "**mixed**: `None` (25 runs), `abababababab` (5 runs)"
 
 
 def test_infra_and_missing_costs(tmp_path: Path) -> None:

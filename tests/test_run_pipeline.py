@@ -168,7 +168,10 @@ def test_hung_agent_is_killed_at_its_timeout_with_its_children(tmp_path):
     assert time.monotonic() - start < 60
     (record,) = read_jsonl(results(tmp_path, "hung") / "runs.jsonl")
     assert record["timed_out"] is True and record["exit_code"] is None
-    assert not record["success"] and record["failing_stage"] == "pytest"
+    # The agent's own failure, scored; the unfixed code is still verified, as evidence.
+    assert record["hang"] == "timeout" and not record["infra"]["is_infra"]
+    assert not record["success"] and record["failing_stage"] == "timeout"
+    assert record["check"]["failed"] == ["pytest"]
     assert _agent_processes() == []
 
 
@@ -344,9 +347,16 @@ def test_condition_removing_a_missing_file_stops_with_a_clear_error(tmp_path):
     arms = condition("typo", "solution", ("AGENT.md",))
     exp = write_experiment(tmp_path, "typo", arms, tasks=["t1_fix_pagination"])
     proc = rig(tmp_path, "run", str(exp))
-    assert proc.returncode == 2
+    # Each attempt is a rig_error record (quarantined); three in a row stop the experiment, and
+    # the message carries the cause.
+    assert proc.returncode == 3
     assert "remove_files entry 'AGENT.md' does not exist in the workspace" in proc.stderr
     assert read_jsonl(results(tmp_path, "typo") / "runs.jsonl") == []
+    quarantined = read_jsonl(results(tmp_path, "typo") / "quarantine.jsonl")
+    assert [r["infra"]["rule"] for r in quarantined] == ["rig_error"] * 3
+    assert all(r["failing_stage"] == "rig_error" and "step 'prepare'" in r["rig_error"] for r in quarantined)
+    folder = results(tmp_path, "typo") / quarantined[0]["artifacts"]
+    assert "WorkspaceError" in (folder / "traceback.txt").read_text()
 
 
 def test_every_shipped_experiment_is_valid():

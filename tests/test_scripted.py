@@ -165,13 +165,13 @@ def test_decoy_applies_the_named_decoy(workspace, task, tmp_path):
     assert metrics.tool_errors == 0
 
 
-def test_failed_read_is_a_tool_error(workspace, task, tmp_path):
+def test_failed_read_is_a_tool_error_and_no_read(workspace, task, tmp_path):
     (workspace / "README.md").unlink()
     _, run, metrics = run_policy(task, workspace, tmp_path / "run", "nothing")
 
     assert run.exit_code == 0
     assert metrics.tool_errors == 1
-    assert metrics.read_paths == ["README.md"]
+    assert metrics.read_paths == [] and metrics.docs_read == []
 
 
 def test_unknown_decoy_is_refused_before_running(workspace, task, tmp_path):
@@ -256,6 +256,9 @@ def test_infra_error_only_records_two_errored_messages(workspace, task, tmp_path
     assert metrics.error_messages == [agent.ERROR_MESSAGE] * 2
     assert metrics.tool_calls == 0 and metrics.total_tokens == 0
     assert metrics.final_text is None
+    # Each errored request is a failed attempt, as in Pi; the signature stays provider_error's
+    # (two error responses only are the shared only_error_responses rule's).
+    assert metrics.transport_failures == 2
     assert harness.infra_signature(run, metrics) is None
 
 
@@ -306,7 +309,8 @@ def test_script_runs_each_command_as_one_bash_turn(workspace, task, tmp_path):
     assert (workspace / "one.txt").read_text() == "one\n"
     assert metrics.tool_calls_by_name == {"read": 1, "bash": 3}
     assert metrics.bash_commands == commands
-    assert metrics.read_paths == ["README.md", "one.txt", "missing.txt"]
+    # `cat missing.txt` printed "No such file or directory": it read nothing.
+    assert metrics.read_paths == ["README.md", "one.txt"]
     # Each command's own exit code is recorded; a failing command is not a failed tool call.
     assert tool_exit_codes(run) == [0, 0, 1, 1]
     assert metrics.tool_errors == 0

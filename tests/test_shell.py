@@ -102,6 +102,45 @@ def test_is_search_negative(command):
         "python scripts/check.py 2>&1 | tail -20",
         "ruff check . ; python scripts/check.py",
         "python /tmp/ws/scripts/check.py",
+        # However the gate is spelled: runners, wrappers, shells, `cd` and module forms.
+        "uv run python scripts/check.py",
+        "uv run scripts/check.py --json",
+        "uv run --with ruff --python 3.11 python scripts/check.py",
+        "uv run --directory sub python ../scripts/check.py",
+        "uv --directory=sub run python ../scripts/check.py",
+        "poetry run python scripts/check.py",
+        "poetry -C . run python3 scripts/check.py",
+        "pipenv run python scripts/check.py",
+        "pdm run python scripts/check.py",
+        "conda run -n base python scripts/check.py",
+        "cd sub && python ../scripts/check.py",
+        "cd scripts && python check.py --json",
+        "cd taskapp; cd .. && python3 scripts/check.py",
+        "cd ~/ws && python scripts/check.py",
+        "python -m scripts.check",
+        "python3 -m scripts.check --json",
+        "cd scripts && python -m check",
+        "uv run -m scripts.check",
+        "uv run --module=scripts.check",
+        "env X=1 python scripts/check.py",
+        "env -i PATH=/usr/bin python3 scripts/check.py",
+        "env -C sub python ../scripts/check.py",
+        "/usr/bin/env python3 scripts/check.py",
+        "bash -lc 'python scripts/check.py'",
+        "bash -lc 'cd sub && python ../scripts/check.py'",
+        "sh -c 'python3 scripts/check.py --json'",
+        "timeout 300 uv run python scripts/check.py",
+        "timeout -s KILL -k 5 60 python scripts/check.py",
+        "uv run bash -c 'python scripts/check.py'",
+        "nice -n 10 python scripts/check.py",
+        "nice python3 scripts/check.py",
+        "ionice -c 3 python scripts/check.py",
+        "stdbuf -oL python scripts/check.py",
+        "exec python scripts/check.py",
+        "nohup python scripts/check.py > log 2>&1",
+        "eval 'python scripts/check.py'",
+        "source .venv/bin/activate && python scripts/check.py",
+        "pypy3 scripts/check.py",
     ],
 )
 def test_runs_check_script_positive(command):
@@ -122,6 +161,20 @@ def test_runs_check_script_positive(command):
         "ruff check scripts/check.py",
         "python other/scripts/check.py.bak",
         "vim scripts/check.py",
+        "grep check.py -r .",
+        "grep -rn 'scripts/check.py' docs",
+        "uv run ruff check scripts/check.py",
+        "uv run pytest scripts/check.py",
+        "uv pip install -e .",
+        "cd sub && cat ../scripts/check.py",
+        "cd scripts && python gen_models.py",
+        "cd elsewhere && python check.py",
+        "python -m scripts.gen_models",
+        "bash -lc 'cat scripts/check.py'",
+        "echo uv run python scripts/check.py",
+        "env python -c 'print(1)' scripts/check.py",
+        "command -v python scripts/check.py",
+        "timeout 60 cat scripts/check.py",
         "",
     ],
 )
@@ -143,6 +196,18 @@ def test_runs_check_script_negative(command):
         "cd x && PYTHONPATH=. pytest",
         "bash -c 'pytest -q'",
         "timeout 60 pytest",
+        "uv run pytest -q",
+        "uv run -m pytest",
+        "uv run --module pytest -x",
+        "uv run python -m pytest tests/unit",
+        "poetry run pytest",
+        "pdm run pytest -q",
+        "conda run -n base pytest",
+        "env PYTHONPATH=. python3 -m pytest",
+        "bash -lc 'cd tests && pytest -q'",
+        "nice -n 5 pytest",
+        "timeout -k 5 60 pytest",
+        "eval pytest",
     ],
 )
 def test_runs_pytest_positive(command):
@@ -160,6 +225,12 @@ def test_runs_pytest_positive(command):
         "python scripts/check.py",
         "python pytest_helper.py",
         "grep pytest pyproject.toml",
+        "command -v pytest",
+        "which pytest",
+        "uv pip install pytest",
+        "uv add --dev pytest",
+        "poetry add pytest",
+        "uv run ruff check .",
         "",
     ],
 )
@@ -182,7 +253,16 @@ def test_runs_pytest_negative(command):
         ("sed -n -e 10p taskapp/app.py", ["taskapp/app.py"]),
         ("nl -ba taskapp/app.py", ["taskapp/app.py"]),
         ("cat README.md 2>/dev/null | head -5", ["README.md"]),
-        ("cd docs && cat models.md", ["models.md"]),
+        # Paths are resolved against the `cd`s before them.
+        ("cd docs && cat models.md", ["docs/models.md"]),
+        ("cd docs; cd ..; cat ./README.md", ["README.md"]),
+        ("cat docs/../AGENTS.md", ["AGENTS.md"]),
+        ("cd /ws && cat README.md", ["/ws/README.md"]),
+        ("env -C docs cat errors.md", ["docs/errors.md"]),
+        ("sh -c 'cd docs && head -5 style.md'", ["docs/style.md"]),
+        # Where a `cd` cannot be followed, the path stays as written.
+        ("cd ~/ws && cat README.md", ["README.md"]),
+        ("timeout 5 cat README.md", ["README.md"]),
         ("bash -c 'cat CONTRIBUTING.md'", ["CONTRIBUTING.md"]),
         ("cat a.md; cat a.md", ["a.md", "a.md"]),
         # Not reads: an in-place sed edit, sed without -n, heredoc writes, piped input, other programs.
@@ -198,6 +278,36 @@ def test_runs_pytest_negative(command):
 )
 def test_read_paths(command, expected):
     assert read_paths(command) == expected
+
+
+@pytest.mark.parametrize(
+    ("command", "output", "expected"),
+    [
+        ("cat does-not-exist.txt", "cat: does-not-exist.txt: No such file or directory\n", []),
+        ("cat a.md missing.md", "# A\ncat: missing.md: No such file or directory\n", ["a.md"]),
+        ("head -n 5 x.py", "head: cannot open 'x.py' for reading: No such file or directory", []),
+        ("tail -3 ./x.py", "tail: cannot open './x.py' for reading: No such file or directory", []),
+        ("sed -n 1,5p gone.md", "sed: can't read gone.md: No such file or directory", []),
+        ("bat gone.md", "[bat error]: 'gone.md': No such file or directory (os error 2)", []),
+        ("cat docs", "cat: docs: Is a directory", []),
+        ("cat secret.md", "cat: secret.md: Permission denied", []),
+        ("cd docs && cat gone.md || true", "cat: gone.md: No such file or directory", []),
+        # Pi's and Codex's bash results: the command's stderr, then the harness's own lines.
+        (
+            "cat does-not-exist.txt",
+            "cat: does-not-exist.txt: No such file or directory\n\nCommand exited with code 1",
+            [],
+        ),
+        # Another file's error does not make this one unread, even when one name ends the other.
+        ("cat a.md", "cat: data.md: No such file or directory", ["a.md"]),
+        ("cat README.md", "# README\nNo such file or directory is a common error.", ["README.md"]),
+        ("cat README.md", "", ["README.md"]),
+        # An error sent elsewhere cannot be seen: the path stays (the documented limit).
+        ("cat missing.md 2>/dev/null", "", ["missing.md"]),
+    ],
+)
+def test_read_paths_leaves_out_files_the_output_reports_unreadable(command, output, expected):
+    assert read_paths(command, output) == expected
 
 
 @pytest.mark.parametrize(
@@ -237,8 +347,38 @@ def test_is_skill(path, expected):
 
 @pytest.mark.parametrize(
     "command",
-    ["'", '"', "\\", "(((", "|||", "&& ;;", "<<", "cat <<EOF", "a\x00b", "$(", "`", "x=1", "bash -c"],
+    [
+        "'",
+        '"',
+        "\\",
+        "(((",
+        "|||",
+        "&& ;;",
+        "<<",
+        "cat <<EOF",
+        "a\x00b",
+        "$(",
+        "`",
+        "x=1",
+        "bash -c",
+        "eval",
+        "cd",
+        "cd -- && popd && cat x",
+        "env -C",
+        "env --chdir=",
+        "uv",
+        "uv run",
+        "uv run -m",
+        "uv run --module=",
+        "uv run --directory",
+        "timeout",
+        "timeout -s",
+        "command -v",
+        "nice -n",
+        "env env env env env env env env env env python scripts/check.py",
+    ],
 )
 def test_never_raises(command):
     for function in (segments, is_search, runs_check_script, runs_pytest, read_paths):
         function(command)
+    read_paths(command, f"{command}: No such file or directory")

@@ -299,3 +299,27 @@ def test_os_errors_are_one_line_store_errors(tmp_path: Path) -> None:
     (tmp_path / "runs" / "r1").write_text("a file where a folder belongs")
     with pytest.raises(StoreError, match=r"runs/r1: creating the run's folder failed"):
         store.new_attempt_dir("r1")
+
+
+def test_readers_migrate_in_memory_and_never_write(tmp_path: Path) -> None:
+    """rig.migrate's readers: records come up to the current schema; the files stay as they were."""
+    from rig.migrate import read_quarantine, read_runs
+    from rig.records import RECORD_SCHEMA_VERSION
+
+    root = tmp_path / "exp"
+    root.mkdir()
+    old = {"run_id": "t__a__r01", "attempt": 1, "timed_out": True, "infra": {"is_infra": False, "rule": None}}
+    stalled = {**old, "timed_out": False, "infra": {"is_infra": True, "rule": "stalled", "detail": None}}
+    (root / "runs.jsonl").write_text(json.dumps(old) + "\n")
+    # Every quarantined attempt counts, even of one run id: no duplicate dropping there.
+    (root / "quarantine.jsonl").write_text(
+        json.dumps(stalled) + "\n" + json.dumps({**stalled, "attempt": 2}) + "\n"
+    )
+    before = {p.name: p.read_bytes() for p in root.iterdir()}
+    store = ResultsStore(root)
+    (run,) = read_runs(store)
+    assert run["record_schema"] == RECORD_SCHEMA_VERSION and run["hang"] == "timeout"
+    quarantine = read_quarantine(store)
+    assert [r["infra"]["rule"] for r in quarantine] == ["stalled_provider", "stalled_provider"]
+    assert [r["hang"] for r in quarantine] == [None, None]
+    assert {p.name: p.read_bytes() for p in root.iterdir()} == before, "a reader wrote (or took the lock)"

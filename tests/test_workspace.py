@@ -5,6 +5,7 @@ import subprocess
 import pytest
 
 from rig.paths import FIXTURE_DIR
+from rig.untrusted import copy_tree
 from rig.workspace import (
     WorkspaceError,
     apply_overlays,
@@ -86,6 +87,10 @@ def test_agent_gitignore_and_nested_repositories_hide_nothing_from_the_diff(task
     (nested / "lib.py").write_text("x = 1\n")
     (taskapp / "taskapp" / "__pycache__").mkdir(exist_ok=True)
     (taskapp / "taskapp" / "__pycache__" / "probe.cpython-311.pyc").write_bytes(b"\0cache")
-    diff, changed = collect_diff(taskapp, tmp_path / "rig.git", baseline)
+    # The rig diffs its own copy of the workspace, which leaves every .git (the nested one too) out.
+    copy = tmp_path / "copy"
+    stats = copy_tree(taskapp, copy)
+    assert stats.excluded[".git"] > 1 and stats.excluded["__pycache__"] >= 2
+    diff, changed = collect_diff(copy, tmp_path / "rig.git", baseline)
     assert changed == ["M .gitignore", "A secret/notes.md", "A taskapp/probe.py", "A vendor/lib.py"]
     assert "+import os" in diff and "+x = 1" in diff and "probe.cpython" not in diff

@@ -17,8 +17,8 @@ responses) equals the sum of the `Usage` served:
 | reasoning    | not reported: Anthropic counts thinking inside output_tokens  |
 
 Requests that are not the main conversation (no tools and no working directory in the system
-prompt: a title, summary or quota check) get a plain text answer with zero usage, and their
-turn is `SIDE_TURN`, so a ledger reader can leave them out (see `is_side_request`).
+prompt: a title, summary or quota check) are side requests (`is_side_request`): the server answers
+them with a plain text and zero usage and records them as such; their turn is `SIDE_TURN`.
 """
 
 import json
@@ -27,9 +27,8 @@ import re
 from harnesses.mock_model.policy import Step
 from harnesses.mock_model.server import Usage, sse
 
-# A turn no policy reaches: the policy answers it with its final step, and the ledger shows it.
+# The turn of a side request: no turn of the conversation, as the ledger shows.
 SIDE_TURN = 1_000_000
-SIDE_TEXT = "OK"
 _TOOLS = {"shell": "Bash", "read": "Read", "write": "Write"}
 _CWD_LINE = re.compile(r"(?:Primary )?[Ww]orking directory:\s*(\S+)")
 _ERROR_TYPES = {
@@ -50,8 +49,8 @@ class AnthropicMessages:
     path = "/v1/messages"
 
     def turn(self, request: dict) -> int:
-        """Assistant messages already in the history ; SIDE_TURN for a side request."""
-        if is_side_request(request):
+        """Assistant messages already in the history; SIDE_TURN for a side request."""
+        if self.is_side_request(request):
             return SIDE_TURN
         messages = request.get("messages") or []
         return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
@@ -70,9 +69,6 @@ class AnthropicMessages:
         A request without `stream: true` (Claude Code's fallback after a cut stream) gets the
         whole message as one JSON body instead.
         """
-        side = is_side_request(request)
-        if side:
-            step, usage = Step("final", text=SIDE_TEXT), Usage(0, 0, 0, 0, 0)
         model = request.get("model") or "mock-model"
         tool = self.tool_name(step)
         if tool is None:
@@ -133,14 +129,13 @@ class AnthropicMessages:
         kind = _ERROR_TYPES.get(status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": f"mock provider error (HTTP {status})"}}
 
+    def is_side_request(self, request: dict) -> bool:
+        """Whether a request is outside the agent's conversation: no tools and no working directory.
 
-def is_side_request(request: dict) -> bool:
-    """Whether a request is outside the agent's conversation: no tools and no working directory.
-
-    Claude Code's agent loop always states its working directory in the system prompt, even
-    with every tool disabled; helper calls (titles, summaries, quota checks) do not.
-    """
-    return not request.get("tools") and _cwd(request) is None
+        Claude Code's agent loop always states its working directory in the system prompt, even
+        with every tool disabled; helper calls (titles, summaries, quota checks) do not.
+        """
+        return not request.get("tools") and _cwd(request) is None
 
 
 def _event(kind: str, data: dict) -> bytes:

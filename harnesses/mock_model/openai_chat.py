@@ -85,6 +85,10 @@ class OpenAIChat:
             kind = "invalid_request_error"
         return {"error": {"message": f"mock provider error (HTTP {status})", "type": kind, "code": status}}
 
+    def is_side_request(self, request: dict) -> bool:
+        """Never: Pi sends no request besides its agent loop (none is in its captured runs)."""
+        return False
+
 
 def _arguments(step: Step) -> dict[str, str]:
     if step.kind == "shell":

@@ -98,6 +98,10 @@ class OpenAIResponses:
             }
         }
 
+    def is_side_request(self, request: dict) -> bool:
+        """Never: Codex sends no request besides its agent loop (none is in its captured runs)."""
+        return False
+
 
 def usage_body(usage: Usage) -> dict:
     """The Responses `usage` object for `usage` (see the module docstring for the mapping)."""

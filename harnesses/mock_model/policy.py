@@ -82,9 +82,12 @@ AGENTS_MD_MARKER = "Rules for coding agents working in this repository"
 class ContextSensitivePolicy:
     """A simulated agent that does better when AGENTS.md reached it: for the offline A/B demo.
 
-    On the first request it looks for `marker` in what the harness sent; it then follows `follow`
+    It decides on the first request of the agent's conversation, the first that carries the
+    task's `prompt` (a harness's side requests, a title or a quota check, may come earlier and
+    carry no context files): it looks for `marker` in what the harness sent, then follows `follow`
     with probability `p_with` (marker seen) or `p_without` (not seen), else `stray`. The draw is
-    seeded by `seed_key` (the run id and attempt), so every run is reproducible.
+    seeded by `seed_key` (the run id and attempt), so every run is reproducible. Without a
+    prompt, the first request decides.
     """
 
     name: str
@@ -94,6 +97,13 @@ class ContextSensitivePolicy:
     p_without: float
     seed_key: str
     marker: str = AGENTS_MD_MARKER
+    prompt: str | None = None
+
+    def carries_prompt(self, request_text: str) -> bool:
+        """Whether a request's text holds the task prompt (whitespace may differ: harnesses trim it)."""
+        if not self.prompt or not self.prompt.strip():
+            return True
+        return " ".join(self.prompt.split()) in " ".join(request_text.split())
 
     def resolve(self, request_text: str) -> tuple[Policy, dict]:
         """The concrete policy for this conversation, and what decided it."""

@@ -2,7 +2,12 @@
 
 Each wire protocol (see `protocols`) knows its path, how many model turns a request's history
 already holds (so the server is stateless per conversation: a retried request gets the same step),
-and how to stream one step as server-sent events.
+which requests are side requests, and how to stream one step as server-sent events.
+
+Side requests are those a harness sends besides its agent loop (a title, a summary, a quota
+check): they are answered with a short text and no usage, and the ledger records them with the
+outcome `side`, so that every reader comparing `served` entries with parsed metrics leaves them
+out. They count for no fault's `first_n` either: a fault on the first n requests hits the agent's.
 """
 
 import json
@@ -14,7 +19,10 @@ from typing import Literal, Protocol
 from harnesses.mock_model.policy import ContextSensitivePolicy, Policy, Step
 
 FaultMode = Literal["none", "http_error", "silence", "never_answer", "cut_stream"]
-Outcome = Literal["served", "http_error", "silence", "never_answer", "cut_stream"]
+Outcome = Literal["served", "side", "http_error", "silence", "never_answer", "cut_stream"]
+# What a side request gets: a plain answer that calls no tool (and no usage, see NO_USAGE).
+SIDE_TEXT = "OK"
+SIDE_STEP = Step("final", text=SIDE_TEXT)
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,9 @@ class Usage:
     reasoning: int = 0
 
 
+NO_USAGE = Usage(0, 0, 0, 0, 0)
+
+
 @dataclass(frozen=True)
 class Faults:
     """How the mock misbehaves: on every request, or only on the first `first_n`."""
@@ -38,12 +49,21 @@ class Faults:
     after_events: int = 1
 
     def applies(self, request_index: int) -> bool:
+        """Whether the `request_index`-th request of the agent's conversation fails."""
         return self.mode != "none" and (self.first_n is None or request_index < self.first_n)
+
+    def applies_to_side_requests(self) -> bool:
+        """Whether side requests fail too: only when every request does (an outage)."""
+        return self.mode != "none" and self.first_n is None
 
 
 @dataclass
 class LedgerEntry:
-    """One request the mock answered (or failed on purpose), with what it sent."""
+    """One request the mock answered (or failed on purpose), with what it sent.
+
+    `served`: a response of the agent's conversation streamed in full; `side`: a side request
+    answered in full (never part of what a harness's parsed metrics count); else the fault.
+    """
 
     protocol: str
     turn: int
@@ -74,6 +94,10 @@ class WireProtocol(Protocol):
         """The JSON error body this provider sends with an HTTP error."""
         ...
 
+    def is_side_request(self, request: dict) -> bool:
+        """Whether a request is outside the agent's conversation (see the module docstring)."""
+        ...
+
 
 def sse(data: dict | str, event: str | None = None) -> bytes:
     """Encode one server-sent event."""
@@ -101,6 +125,7 @@ class MockModelServer:
         self._routes = {p.path: p for p in self.protocols}
         self._lock = threading.Lock()
         self._requests = 0
+        self._side_requests = 0
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._resolved: Policy | None = self.policy if isinstance(self.policy, Policy) else None
@@ -141,7 +166,7 @@ class MockModelServer:
         self.stop()
 
     def served(self) -> list[LedgerEntry]:
-        """Ledger entries whose response was streamed in full."""
+        """Ledger entries of the agent's conversation whose response was streamed in full."""
         with self._lock:
             return [e for e in self.ledger if e.outcome == "served"]
 
@@ -150,7 +175,7 @@ class MockModelServer:
         entries = self.served()
         totals = {key: 0 for key in asdict(Usage())}
         for entry in entries:
-            for key, value in asdict(entry.usage or Usage(0, 0, 0, 0, 0)).items():
+            for key, value in asdict(entry.usage or NO_USAGE).items():
                 totals[key] += value
         totals["responses"] = len(entries)
         return totals
@@ -163,16 +188,31 @@ class MockModelServer:
                 counts[entry.tool] = counts.get(entry.tool, 0) + 1
         return counts
 
-    def concrete_policy(self, body: bytes) -> Policy:
-        """The policy of this conversation; a context-sensitive one decides on its first request."""
+    def is_side_request(self, protocol: WireProtocol, request: dict, text: str) -> bool:
+        """Whether a request is outside the agent's conversation: the protocol says so, or a
+        context-sensitive policy's task prompt is not in it (`text`, see `request_text`)."""
+        if protocol.is_side_request(request):
+            return True
+        return isinstance(self.policy, ContextSensitivePolicy) and not self.policy.carries_prompt(text)
+
+    def concrete_policy(self, text: str) -> Policy:
+        """The policy of this conversation; a context-sensitive one decides on its first request.
+
+        Only requests of the agent's conversation come here (`text` is the request's, see
+        `request_text`), so side requests sent before it cannot decide.
+        """
         with self._lock:
             if self._resolved is None:
                 assert isinstance(self.policy, ContextSensitivePolicy)
-                self._resolved, self.resolution = self.policy.resolve(body.decode("utf-8", "replace"))
+                self._resolved, self.resolution = self.policy.resolve(text)
             return self._resolved
 
-    def _next_request_index(self) -> int:
+    def _next_request_index(self, side: bool) -> int:
+        """The index of a request among the agent's requests (or among the side requests)."""
         with self._lock:
+            if side:
+                self._side_requests += 1
+                return self._side_requests - 1
             index = self._requests
             self._requests += 1
             return index
@@ -180,6 +220,18 @@ class MockModelServer:
     def _record(self, entry: LedgerEntry) -> None:
         with self._lock:
             self.ledger.append(entry)
+
+
+def request_text(request: object) -> str:
+    """Every string of a parsed request body, one per line: the text a model would read, with no
+    JSON escapes in the way of a search for the prompt or a context file's words."""
+    if isinstance(request, str):
+        return request
+    if isinstance(request, dict):
+        request = list(request.values())
+    if isinstance(request, list):
+        return "\n".join(text for item in request if (text := request_text(item)))
+    return ""
 
 
 def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
@@ -207,22 +259,32 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
                 request = json.loads(body or b"{}")
             except ValueError:
                 request = {}
-            index = server._next_request_index()
+            text = request_text(request)
+            side = server.is_side_request(protocol, request, text)
+            index = server._next_request_index(side)
             turn = protocol.turn(request)
-            step = server.concrete_policy(body).step(turn)
             faults = server.faults
-            if faults.applies(index):
-                self._misbehave(protocol, turn, faults, request, step)
+            if side:
+                step, usage, response_id = SIDE_STEP, NO_USAGE, f"mock-side-{index}"
+                faulted = faults.applies_to_side_requests()
+            else:
+                step, usage, response_id = (
+                    server.concrete_policy(text).step(turn),
+                    server.usage,
+                    f"mock-{index}",
+                )
+                faulted = faults.applies(index)
+            if faulted:
+                self._misbehave(protocol, turn, faults, request, step, usage)
                 return
-            events = protocol.events(step, server.usage, request, f"mock-{index}")
+            events = protocol.events(step, usage, request, response_id)
             self._start_stream(protocol, request)
             for event in events:
                 self.wfile.write(event)
                 self.wfile.flush()
+            outcome: Outcome = "side" if side else "served"
             server._record(
-                LedgerEntry(
-                    protocol.name, turn, "served", 200, step.kind, protocol.tool_name(step), server.usage
-                )
+                LedgerEntry(protocol.name, turn, outcome, 200, step.kind, protocol.tool_name(step), usage)
             )
 
         def _start_stream(self, protocol: WireProtocol, request: dict) -> None:
@@ -235,7 +297,7 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
 
         def _misbehave(
-            self, protocol: WireProtocol, turn: int, faults: Faults, request: dict, step: Step
+            self, protocol: WireProtocol, turn: int, faults: Faults, request: dict, step: Step, usage: Usage
         ) -> None:
             if faults.mode == "http_error":
                 payload = json.dumps(protocol.error_body(faults.status)).encode()
@@ -254,7 +316,7 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
             if faults.mode == "never_answer":
                 server._stopping.wait()
                 return
-            events = protocol.events(step, server.usage, request, "mock-fault")
+            events = protocol.events(step, usage, request, "mock-fault")
             self._start_stream(protocol, request)
             for event in events[: faults.after_events]:
                 self.wfile.write(event)

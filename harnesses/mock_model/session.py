@@ -20,7 +20,8 @@ def policy_for(task: Task, options: dict[str, Any], seed_key: str = "") -> Polic
 
     agents_md_sensitive simulates an agent that replays the solution with probability `p_with`
     when the AGENTS.md text reached it and `p_without` when it did not, and otherwise applies the
-    task's first decoy (a plausible wrong solution).
+    task's first decoy (a plausible wrong solution); it decides on the first request that carries
+    the task's prompt.
     """
     name = options.get("mock_policy", "solution")
     if name == "agents_md_sensitive":
@@ -32,6 +33,7 @@ def policy_for(task: Task, options: dict[str, Any], seed_key: str = "") -> Polic
             p_with=float(options.get("p_with", 0.9)),
             p_without=float(options.get("p_without", 0.4)),
             seed_key=seed_key,
+            prompt=task.spec.prompt,
         )
     if name == "solution":
         return replay_patch("solution", task.solution_patch)

@@ -23,6 +23,7 @@ from rig.analysis.stats import (
     wilcoxon_min_p,
     wilson_interval,
 )
+from rig.migrate import DuplicateRunWarning, RecordSchemaError
 
 __all__ = [
     "CELL_COLUMNS",
@@ -33,7 +34,9 @@ __all__ = [
     "METRICS",
     "WILCOXON_TEST",
     "Comparison",
+    "DuplicateRunWarning",
     "PoolingError",
+    "RecordSchemaError",
     "cell_table",
     "compare_conditions",
     "compare_metric",

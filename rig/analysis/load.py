@@ -3,12 +3,16 @@
 Only records in runs.jsonl are scored; quarantined infrastructure failures never enter the
 statistics (they are counted separately by `infra_summary`, so a report can show how many runs
 the provider cost each cell). Pooling runs is only meaningful when they measured the same thing:
-`load_runs` refuses to mix records whose fixture, task, hidden tests, harness version or model
-differ (see `_PIN_SCOPES`), unless the caller says so explicitly.
+`load_runs` refuses to mix records whose fixture, task, hidden tests, harness version, model, rig
+version or verifying toolchain differ (see `_PIN_SCOPES`), unless the caller says so explicitly.
+
+Records are read through `rig.migrate`: older schemas are migrated on read, a record of a newer rig
+is refused, and a run id recorded twice counts once (the first record), with a DuplicateRunWarning.
 """
 
 import json
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rig.migrate import DuplicateRunWarning, read_quarantine, read_runs
 from rig.store import ResultsStore
 
 COLUMNS: tuple[str, ...] = (
@@ -55,6 +60,11 @@ COLUMNS: tuple[str, ...] = (
     "fixture_hash",
     "task_hash",
     "hidden_tests_hash",
+    "rig_version",
+    "toolchain_hash",
+    "python_version",
+    "ruff_version",
+    "pytest_version",
     "artifacts",
 )
 
@@ -62,13 +72,20 @@ INFRA_COLUMNS: tuple[str, ...] = ("experiment", "task", "condition", "infra_reru
 
 # Which pin must agree within which group of rows: None means across every row. The fixture is one
 # project for the whole comparison; a task's prompt and its hidden tests define what "success on
-# that task" means; the harness version and the model are part of what an arm is.
+# that task" means; the harness version and the model are part of what an arm is. The rig's own
+# code and the toolchain that verifies (interpreter, ruff, pytest, their startup hooks) are the
+# judge: one judge for every run, or a difference between arms may be a difference between judges.
 _PIN_SCOPES: tuple[tuple[str, str | None], ...] = (
     ("fixture_hash", None),
     ("task_hash", "task"),
     ("hidden_tests_hash", "task"),
     ("harness_version", "condition"),
     ("model", "condition"),
+    ("rig_version", None),
+    ("toolchain_hash", None),
+    ("python_version", None),
+    ("ruff_version", None),
+    ("pytest_version", None),
 )
 
 
@@ -154,6 +171,11 @@ def _row(record: dict[str, Any], folder: Path) -> dict[str, Any]:
         "fixture_hash": pins.get("fixture_hash"),
         "task_hash": pins.get("task_hash"),
         "hidden_tests_hash": pins.get("hidden_tests_hash"),
+        "rig_version": pins.get("rig_version"),
+        "toolchain_hash": pins.get("toolchain_hash"),
+        "python_version": pins.get("python_version"),
+        "ruff_version": pins.get("ruff_version"),
+        "pytest_version": pins.get("pytest_version"),
         "artifacts": (folder / record.get("artifacts", "")).resolve(),
     }
 
@@ -204,7 +226,10 @@ def load_runs(
     whole run, `agent_wall_s` of the agent alone), behaviour flags read from the session
     (`read_agents_md`: AGENTS.md among the docs read; `tampered`: any protected file modified,
     added or deleted, listed in `protected_touched`), the pins, and `artifacts`, the absolute path
-    of the attempt folder. A torn last line of runs.jsonl (a crash mid-append) is skipped.
+    of the attempt folder. A torn last line of runs.jsonl (a crash mid-append) is skipped; records
+    of an older schema are migrated (rig.migrate); a run id recorded more than once counts once,
+    by its first record, and the others are reported with a `rig.migrate.DuplicateRunWarning`
+    (a notebook shows it under the cell; `rig report` prints it as a `warning:` line).
 
     Rows are ordered by folder, then condition in the order experiment.json declares them, then
     task, repetition and attempt; so "the first condition" (the default reference arm of
@@ -212,9 +237,11 @@ def load_runs(
     With `arm_by_experiment`, `condition` holds the experiment name instead (for `rig report
     --vs`: each experiment is one arm, in the order of `results`).
 
-    Raises PoolingError when fixture_hash differs between any rows, task_hash or hidden_tests_hash
-    within a task, or harness_version or model within an arm, unless `allow_mixed_pins`; and
-    ValueError when there are no scored runs at all.
+    Raises PoolingError when fixture_hash, rig_version, toolchain_hash, python_version,
+    ruff_version or pytest_version differs between any rows, task_hash or hidden_tests_hash within
+    a task, or harness_version or model within an arm, unless `allow_mixed_pins`; ValueError when
+    there are no scored runs at all; rig.migrate.RecordSchemaError (a ValueError) for a record
+    written by a newer rig.
     """
     folders = _folders(results)
     rows: list[dict[str, Any]] = []
@@ -222,7 +249,7 @@ def load_runs(
     condition_rank: dict[str, int] = {}
     experiment_folder: dict[str, Path] = {}
     for folder_index, folder in enumerate(folders):
-        records = _store(folder).read_runs()
+        records = read_runs(_store(folder))
         declared_conditions, declared_tasks = _declared(folder)
         for name in declared_conditions:
             condition_rank.setdefault(name, len(condition_rank))
@@ -272,8 +299,11 @@ def infra_summary(results: Path | Sequence[Path]) -> pd.DataFrame:
     counts: dict[tuple[str, str, str], list[int]] = {}
     for folder in _folders(results):
         store = _store(folder)
-        scored = store.read_runs()
-        quarantine = store.read_quarantine()
+        # Duplicates change nothing here (cells and run ids are sets); load_runs reports them.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DuplicateRunWarning)
+            scored = read_runs(store)
+        quarantine = read_quarantine(store)
         scored_ids = {(r["experiment"], r["run_id"]) for r in scored}
         for record in scored:
             counts.setdefault((record["experiment"], record["task"], record["condition"]), [0, 0])

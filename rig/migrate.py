@@ -1,0 +1,144 @@
+"""Stored results as this rig reads them: every record brought up to the current schema.
+
+runs.jsonl and quarantine.jsonl are append-only evidence and are never rewritten to a new schema;
+instead every reader (analysis, `rig status`, `rig report`) migrates each record in memory on read.
+`MIGRATIONS[v]` turns a record of schema v into one of schema v + 1; `migrate` chains them up to
+`RECORD_SCHEMA_VERSION` and refuses a record newer than this rig knows. A record without
+`record_schema` predates the field and is schema 1.
+
+Readers also keep only the first scored record of a run id (`read_runs`): a second one (a second
+writer on the same folder, a bad merge of two result sets) is dropped and reported with a
+`DuplicateRunWarning`, so it can neither count twice nor pass unnoticed.
+
+A stored design (experiment.json) is compared by recomputing its digest with this rig's rule
+(`design_digest`), so a change in what the digest covers (e.g. `workers` no longer does) never
+orphans results written before it.
+"""
+
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import ValidationError
+
+from rig.experiment import Experiment
+from rig.records import RECORD_SCHEMA_VERSION
+from rig.store import ResultsStore
+
+Record = dict[str, Any]
+
+
+class RecordSchemaError(ValueError):
+    """A record this rig cannot read: a newer schema, or a record_schema that is not a version."""
+
+
+class DuplicateRunWarning(UserWarning):
+    """runs.jsonl holds more than one scored record of a run id; all but the first were dropped."""
+
+
+def _v1_to_v2(record: Record) -> Record:
+    # Schema 2 added what the agent left in the workspace, the rig's own errors, and the agent's
+    # own hang; a silence is infra only while the harness waits for the model ("stalled_provider").
+    # Schema 1 knew no tool-call hang: a timed-out run was the agent's timeout, a stall was infra.
+    record.setdefault("workspace", None)
+    record.setdefault("rig_error", None)
+    record.setdefault("hang", "timeout" if record.get("timed_out") else None)
+    infra = record.get("infra")
+    if isinstance(infra, dict) and infra.get("rule") == "stalled":
+        record["infra"] = {**infra, "rule": "stalled_provider"}
+    return record
+
+
+MIGRATIONS: dict[int, Callable[[Record], Record]] = {1: _v1_to_v2}
+
+
+def schema_of(record: Record) -> int:
+    """The record's schema version (1 when it has none); raises RecordSchemaError if not a version."""
+    schema = record.get("record_schema", 1)
+    if isinstance(schema, bool) or not isinstance(schema, int) or schema < 1:
+        raise RecordSchemaError(
+            f"record_schema {schema!r} is not a schema version; the file was edited by hand? "
+            "restore it from a backup"
+        )
+    return schema
+
+
+def migrate(record: Record) -> Record:
+    """`record` brought up to RECORD_SCHEMA_VERSION, as a new dict (the argument is left as is).
+
+    Raises RecordSchemaError for a record written by a newer rig: reading it as this version's
+    schema could silently misread a field whose meaning changed.
+    """
+    schema = schema_of(record)
+    if schema > RECORD_SCHEMA_VERSION:
+        raise RecordSchemaError(
+            f"record_schema {schema} is newer than this rig reads ({RECORD_SCHEMA_VERSION}); "
+            "upgrade rig (git pull, then make setup) to read these results"
+        )
+    # Steps replace the nested dicts they change, so a shallow copy keeps the argument intact.
+    migrated = dict(record)
+    for version in range(schema, RECORD_SCHEMA_VERSION):
+        migrated = MIGRATIONS[version](migrated)
+    migrated["record_schema"] = RECORD_SCHEMA_VERSION
+    return migrated
+
+
+def _migrate_all(records: list[Record], source: str) -> list[Record]:
+    out = []
+    for number, record in enumerate(records, start=1):
+        try:
+            out.append(migrate(record))
+        except RecordSchemaError as exc:
+            raise RecordSchemaError(f"{source}: record {number} ({record.get('run_id')}): {exc}") from None
+    return out
+
+
+def read_runs(store: ResultsStore) -> list[Record]:
+    """The scored records of `store`, migrated, the first record of each run id only.
+
+    Later records of a run id already seen are dropped and reported in one DuplicateRunWarning per
+    file (shown by notebooks; `rig report` and `rig status` print it as a `warning:` line).
+    Raises StoreError for an unreadable file and RecordSchemaError for a record of a newer rig.
+    """
+    records = _migrate_all(store.read_runs(), str(store.runs_path))
+    kept: list[Record] = []
+    seen: set[Any] = set()
+    dropped: Counter[str] = Counter()
+    for record in records:
+        run_id = record.get("run_id")
+        if run_id in seen:
+            dropped[str(run_id)] += 1
+            continue
+        seen.add(run_id)
+        kept.append(record)
+    if dropped:
+        listed = ", ".join(f"{run_id} (+{n})" for run_id, n in sorted(dropped.items())[:5])
+        more = f" and {len(dropped) - 5} more" if len(dropped) > 5 else ""
+        warnings.warn(
+            f"{store.runs_path}: dropped {sum(dropped.values())} duplicate records of "
+            f"{len(dropped)} run ids, keeping the first of each: {listed}{more}; "
+            "was the folder written by two runners or merged twice?",
+            DuplicateRunWarning,
+            stacklevel=2,
+        )
+    return kept
+
+
+def read_quarantine(store: ResultsStore) -> list[Record]:
+    """The infrastructure-failure records of `store`, migrated (every attempt counts: no dedup)."""
+    return _migrate_all(store.read_quarantine(), str(store.quarantine_path))
+
+
+def design_digest(stored: Record) -> str | None:
+    """The digest of a stored experiment.json design under this rig's `Experiment.digest` rule.
+
+    Falls back to the digest stored with it when this rig cannot validate the old design (a field
+    since removed): such a design then compares as different, which is the safe answer.
+    """
+    design = stored.get("experiment")
+    try:
+        return Experiment.model_validate(design).digest()
+    except ValidationError:
+        digest = stored.get("digest")
+        return digest if isinstance(digest, str) else None

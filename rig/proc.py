@@ -20,6 +20,7 @@ Containment, strongest first (`containment` picks what this machine allows):
 import os
 import re
 import secrets
+import selectors
 import shutil
 import signal
 import subprocess
@@ -36,6 +37,10 @@ AGENT_TOKEN_VAR = "RIG_AGENT_TOKEN"
 # Which runner started the agent ("pid:start time"): an agent whose runner is gone is an orphan.
 RUNNER_VAR = "RIG_RUNNER"
 _REAP_ROUNDS = 100
+# What run_bounded keeps of each stream, at its start and at its end.
+OUTPUT_KEEP_BYTES = 8 * 1024 * 1024
+# How long run_bounded reads after its command exited, from children that still hold its pipes.
+DRAIN_S = 5.0
 # Process groups of the commands run_bounded is running now, killed when the runner is interrupted.
 _COMMANDS: set[int] = set()
 _COMMANDS_LOCK = threading.Lock()
@@ -101,7 +106,12 @@ class Completed:
 
 
 def run_bounded(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float) -> Completed:
-    """Run `cmd` in its own session; on timeout the whole process group is killed."""
+    """Run `cmd` in its own session; on timeout the whole process group is killed.
+
+    What it prints is bounded too: the agent's code runs inside (the gate imports it), and may
+    print without end. Each stream keeps its first and last OUTPUT_KEEP_BYTES, with a marker
+    between; once the command has exited, children still holding its pipes get DRAIN_S.
+    """
     start = time.monotonic()
     proc = subprocess.Popen(
         cmd,
@@ -110,25 +120,65 @@ def run_bounded(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float) 
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
-        errors="replace",
         start_new_session=True,
     )
     with _COMMANDS_LOCK:
         _COMMANDS.add(proc.pid)
+    assert proc.stdout is not None and proc.stderr is not None
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    streams = {out_fd: _Capped(), err_fd: _Capped()}
+    timed_out = False
     try:
-        try:
-            out, err = proc.communicate(timeout=timeout)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            kill_group(proc.pid)
-            out, err = proc.communicate()
-            timed_out = True
+        with selectors.DefaultSelector() as selector:
+            for fd in streams:
+                selector.register(fd, selectors.EVENT_READ)
+            deadline = start + timeout
+            while selector.get_map():
+                now = time.monotonic()
+                if proc.poll() is not None:
+                    deadline = min(deadline, now + DRAIN_S)
+                if now >= deadline:
+                    timed_out = proc.poll() is None
+                    break
+                for key, _ in selector.select(min(deadline - now, 0.5)):
+                    data = os.read(key.fd, 1024 * 1024)
+                    if data:
+                        streams[key.fd].feed(data)
+                    else:
+                        selector.unregister(key.fd)
     finally:
-        kill_group(proc.pid)  # children left behind by a finished command
+        kill_group(proc.pid)  # on a timeout, and children left behind by a finished command
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
         with _COMMANDS_LOCK:
             _COMMANDS.discard(proc.pid)
+    out, err = streams[out_fd].text(), streams[err_fd].text()
     return Completed(None if timed_out else proc.returncode, out, err, timed_out, time.monotonic() - start)
+
+
+class _Capped:
+    """One stream of a bounded command: its head and its tail, with a count of what lies between."""
+
+    def __init__(self) -> None:
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.omitted = 0
+
+    def feed(self, data: bytes) -> None:
+        room = OUTPUT_KEEP_BYTES - len(self.head)
+        self.head += data[:room]
+        self.tail += data[room:] if room > 0 else data
+        if len(self.tail) > 2 * OUTPUT_KEEP_BYTES:
+            cut = len(self.tail) - OUTPUT_KEEP_BYTES
+            self.omitted += cut
+            del self.tail[:cut]
+
+    def text(self) -> str:
+        tail = bytes(self.tail[-OUTPUT_KEEP_BYTES:])
+        omitted = self.omitted + len(self.tail) - len(tail)
+        marker = f"\n[rig: {omitted} bytes omitted]\n".encode() if omitted else b""
+        return (bytes(self.head) + marker + tail).decode("utf-8", errors="replace")
 
 
 def kill_running_commands() -> int:

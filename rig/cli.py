@@ -286,10 +286,11 @@ def _run(ctx) -> None:
             bar.update(task_id, completed=progress.done, ok=progress.successes, infra=progress.infra)
 
         previous = signal.signal(signal.SIGTERM, _interrupt)
+        failure: Exception | None = None
         try:
             outcome = execute(ctx, items, on_update)
-        except (WorkspaceError, PatchError, StoreError) as exc:
-            raise _fail(f"{exc} (finished runs are kept; rerun to resume)") from exc
+        except (WorkspaceError, PatchError, StoreError, OSError) as exc:
+            failure = exc  # reported once the progress bar is closed: the error is the last line
         except KeyboardInterrupt:
             bar.stop()
             typer.echo(
@@ -302,6 +303,10 @@ def _run(ctx) -> None:
             os._exit(130)
         finally:
             signal.signal(signal.SIGTERM, previous)
+    if isinstance(failure, OSError):
+        raise failure  # _store_errors names the file and the fix
+    if failure is not None:
+        raise _fail(f"{failure} (finished runs are kept; rerun to resume)") from failure
     _print_status(ctx, items)
     typer.echo(f"results: {ctx.store.root}")
     if outcome.stopped:

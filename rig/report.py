@@ -508,6 +508,26 @@ def _infra_text(infra: pd.DataFrame) -> str:
     return text + "; per cell: " + "; ".join(per_cell) + "."
 
 
+def _hang_text(df: pd.DataFrame, arms: list[str], arm_word: str) -> str:
+    """How many scored failures were the agent's own hangs, per arm: they stay in the denominator."""
+    hung = df[df["hang"] != ""] if not df.empty and "hang" in df else df.iloc[0:0]
+    text = (
+        f"**Agent hangs:** {_plural(len(hung), 'scored run')} ended in the agent's own hang (a tool "
+        "call that never returned: agent_hang; or the wall timeout: timeout), counted as failures, "
+        "never as infrastructure"
+    )
+    if hung.empty:
+        return text + "."
+    per_arm = []
+    for arm in arms:
+        mine = hung[hung["condition"] == arm]
+        if not mine.empty:
+            counts = sorted(mine["hang"].value_counts().items())
+            kinds = ", ".join(f"{kind} {count}" for kind, count in counts)
+            per_arm.append(f"{code(arm)}: {kinds}")
+    return text + f"; per {arm_word}: " + "; ".join(per_arm) + "."
+
+
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
@@ -688,6 +708,8 @@ def write_failures(
             details.append("timed out")
         if bool(row.stalled):
             details.append("stalled")
+        if row.hang:
+            details.append(f"the agent's own hang ({row.hang})")
         if bool(row.tampered):
             details.append("tampered with protected files")
         line = (
@@ -825,6 +847,7 @@ def build_report(
     ]
     blocks += _design_blocks(sources, tasks)
     blocks += _cell_blocks(cells, infra, arms, tasks, arm_word)
+    blocks.append(Para(_hang_text(df, arms, arm_word)))
     blocks += _comparison_blocks(comparisons, arms, vs)
     blocks += _behaviour_blocks(df, arms, arm_word)
     distribution = "Cost per run" if has_cost else "Total tokens per run (no run reported a cost)"

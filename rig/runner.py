@@ -162,7 +162,6 @@ def make_context(
             **versions,
         )
     # Only once every pin could be read: a refused run leaves nothing behind.
-    (runs_root / experiment.name).mkdir(parents=True, exist_ok=True)
     store = ResultsStore(results_root / experiment.name)
     _bind_design(store.root, experiment)
     redactor = Redactor.for_machine(runs_root=runs_root, repo_root=repo_root, results_root=results_root)
@@ -648,6 +647,7 @@ def execute(
         # Helpers of agents whose runner was killed (kill -9) would still be writing somewhere.
         reap_orphans()
         pending, quarantined = pending_items(ctx, items)
+        (ctx.runs_root / ctx.experiment.name).mkdir(parents=True, exist_ok=True)
         progress = Progress(total=len(pending))
         queue = deque(pending)
         attempts = Counter(quarantined)

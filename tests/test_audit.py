@@ -71,6 +71,10 @@ def test_naming_the_rigs_files_is_found_but_the_agents_own_paths_are_not(tmp_pat
     findings = rig_paths_accessed(metrics, [TASKS_DIR, results], own=[own])
     assert [f.rule for f in findings] == ["rig_paths_accessed", "rig_paths_accessed"]
     assert "solution.patch" in findings[0].detail and "runs.jsonl" in findings[1].detail
+    # A read that failed (the sandbox hides the path) is no read, but the attempt is the probe.
+    probe = Metrics(read_attempts=[f"{TASKS_DIR}/t1_fix_pagination/solution.patch"])
+    (finding,) = rig_paths_accessed(probe, [TASKS_DIR, results], own=[own])
+    assert "solution.patch" in finding.detail
 
 
 def test_toolchain_digest_changes_with_a_new_startup_hook() -> None:

@@ -111,6 +111,7 @@ def test_success_session_parses_to_exact_metrics(task):
         ],
         bash_search_commands=[],
         read_paths=["README.md"],
+        read_attempts=["<RUNS>/success/work/README.md"],
         docs_read=["README.md"],
         ran_check_script=True,
         ran_pytest=False,

@@ -811,7 +811,11 @@ TRANSIENT_FAULTS = {
     # (faults of the first request, stall_s, the rules attempt 1 may be quarantined under);
     # server_down: nothing listens on the port until attempt 1 is quarantined.
     "http_529": (Faults(mode="http_error", status=529, first_n=1), 30.0, PROVIDER_RULES),
-    "stall_mid_stream": (Faults(mode="silence", first_n=1), 8.0, {h: {"stalled"} for h in PROVIDER_RULES}),
+    "stall_mid_stream": (
+        Faults(mode="silence", first_n=1),
+        8.0,
+        {h: {"stalled_provider"} for h in PROVIDER_RULES},
+    ),
     "server_down": (Faults(), 30.0, PROVIDER_RULES),
 }
 

@@ -311,3 +311,21 @@ def test_infra_and_missing_costs(tmp_path: Path) -> None:
     cost = next(row for row in _table_rows(text, "| metric | B vs A |") if row[0] == "cost (USD)")
     assert cost[2:4] == ["—", "—"] and cost[5:7] == ["—", "—"] and "no cost reported" in cost[9]
     assert (out / "figures" / "cost_distribution.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_agent_hangs_are_counted_as_scored_failures(tmp_path: Path) -> None:
+    """An agent's own hang (new records) and a timeout (older records, through the migration) count."""
+    folder = _copy_set(tmp_path)
+    records = _records(folder)
+    hung = next(r for r in records if r["run_id"] == "t2_add_endpoint__agents_md__r01")
+    hung.update(record_schema=2, hang="agent_hang", stalled=True, success=False, failing_stage="agent_hang")
+    timed = next(r for r in records if r["run_id"] == "t1_fix_pagination__no_agents_md__r01")
+    timed.update(timed_out=True)  # schema 1: migrated to hang = "timeout"
+    (folder / "runs.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+
+    out = tmp_path / "out"
+    build_report([folder], out, n_boot=200)
+    text = (out / "report.md").read_text()
+    assert "**Agent hangs:** 2 scored runs ended in the agent's own hang" in text
+    assert "per condition: `agents_md`: agent_hang 1; `no_agents_md`: timeout 1." in text
+    assert "the agent's own hang (agent_hang)" in (out / "failures.md").read_text()

@@ -45,6 +45,7 @@ COLUMNS: tuple[str, ...] = (
     "agent_wall_s",
     "timed_out",
     "stalled",
+    "hang",
     "ran_check_script",
     "ran_pytest",
     "read_docs",
@@ -156,6 +157,8 @@ def _row(record: dict[str, Any], folder: Path) -> dict[str, Any]:
         "agent_wall_s": float(agent.get("wall_s", np.nan)),
         "timed_out": bool(record.get("timed_out", False)),
         "stalled": bool(record.get("stalled", False)),
+        # The agent's own hang, scored as a failure: "agent_hang", "timeout" or "" (none).
+        "hang": str(record.get("hang") or ""),
         "ran_check_script": bool(metrics.get("ran_check_script", False)),
         "ran_pytest": bool(metrics.get("ran_pytest", False)),
         "read_docs": bool(docs),

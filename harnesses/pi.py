@@ -36,9 +36,7 @@ and as the fallback when no session file was written).
 import json
 import re
 import shutil
-import subprocess
 from collections.abc import Iterator
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -92,10 +90,7 @@ class PiHarness:
 
     def version(self) -> str:
         """`pi --version` of the CLI that runs."""
-        path = find_cli("pi", BIN_ENV)
-        version = cli_version(path)
-        # Pi 0.73.1 prints its version on stderr, which cli_version does not read.
-        return _stderr_version(path) if version.startswith("unknown") else version
+        return cli_version(find_cli("pi", BIN_ENV))
 
     def command(self, prompt: str, condition: Condition, run_dir: Path, skill_dirs: list[Path]) -> list[str]:
         """The `pi` command line for one run (the prompt last)."""
@@ -202,20 +197,6 @@ class PiHarness:
         config = models_config(self.provider, self._model_id(), base_url)
         if config is not None:
             (agent_dir / "models.json").write_text(json.dumps(config, indent=2) + "\n")
-
-
-@cache
-def _stderr_version(path: Path) -> str:
-    proc = subprocess.run(
-        [str(path), "--version"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        env=base_env(Path("/nonexistent"), {}),
-    )
-    lines = (proc.stdout.strip() or proc.stderr.strip()).splitlines()
-    return lines[0].strip() if lines else f"unknown (exit {proc.returncode})"
 
 
 def models_config(provider: Provider, model: str, base_url: str | None) -> dict[str, Any] | None:

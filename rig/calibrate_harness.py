@@ -71,6 +71,9 @@ def judge(name: str, record: dict, folder: Path) -> tuple[bool, str]:
     """The verdict of one check from its run record and artifacts."""
     infra = record["infra"]
     if name in FAULTS:
+        if infra["rule"] == "rig_error":
+            # The rig failing is no proof that the harness's failure was recognised.
+            return False, f"the rig itself failed ({infra['detail']})"
         if infra["is_infra"]:
             return True, f"infrastructure failure, rule {infra['rule']} ({record['wall_s']:.0f}s)"
         return (

@@ -330,9 +330,9 @@ def _prepare(ctx: RunContext, attempt: Attempt) -> None:
     attempt.enter("prepare")
     item = attempt.item
     task, condition = ctx.tasks[item.task], ctx.conditions[item.condition]
-    attempt.container = Path(
-        tempfile.mkdtemp(prefix=f"{item.run_id}-a{attempt.number}-", dir=ctx.runs_root / ctx.experiment.name)
-    )
+    runs = ctx.runs_root / ctx.experiment.name
+    runs.mkdir(parents=True, exist_ok=True)
+    attempt.container = Path(tempfile.mkdtemp(prefix=f"{item.run_id}-a{attempt.number}-", dir=runs))
     copy_fixture(ctx.fixture, attempt.workdir)
     apply_patch(attempt.workdir, task.setup_patch)
     apply_overlays(attempt.workdir, condition.remove_files, condition.write_files)
@@ -647,7 +647,6 @@ def execute(
         # Helpers of agents whose runner was killed (kill -9) would still be writing somewhere.
         reap_orphans()
         pending, quarantined = pending_items(ctx, items)
-        (ctx.runs_root / ctx.experiment.name).mkdir(parents=True, exist_ok=True)
         progress = Progress(total=len(pending))
         queue = deque(pending)
         attempts = Counter(quarantined)

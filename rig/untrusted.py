@@ -16,6 +16,7 @@ import stat
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -141,6 +142,34 @@ def _stays_inside(rel_dir: str, target: str) -> bool:
     return True
 
 
+def _descend(top: int, skip: tuple[str, ...] = ()) -> Iterator[tuple[str, os.DirEntry, int]]:
+    """(relative path, entry, depth) of every entry below the open directory `top`, which it closes.
+
+    Depth-first with an explicit stack of directory descriptors: no recursion, no path resolved
+    twice, no link followed; directories named in `skip` are yielded but not entered.
+    """
+    stack = [(top, "", 0, _entries(top))]
+    try:
+        while stack:
+            fd, rel_dir, depth, it = stack[-1]
+            entry = next(it, None)
+            if entry is None:
+                stack.pop()
+                os.close(fd)
+                continue
+            rel = _join(rel_dir, entry.name)
+            yield rel, entry, depth + 1
+            if entry.is_dir(follow_symlinks=False) and entry.name not in skip:
+                try:
+                    child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    continue
+                stack.append((child, rel, depth + 1, _entries(child)))
+    finally:
+        for fd, _rel, _depth, _it in stack:
+            os.close(fd)
+
+
 def _count_excluded(walk: _Walk, dir_fd: int, name: str, depth: int) -> int:
     """Count everything below an excluded directory (never copied); how many entries."""
     before = walk.stats.entries
@@ -148,26 +177,9 @@ def _count_excluded(walk: _Walk, dir_fd: int, name: str, depth: int) -> int:
         top = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
     except OSError:
         return 0
-    stack = [(top, depth, _entries(top))]
-    try:
-        while stack:
-            fd, level, it = stack[-1]
-            entry = next(it, None)
-            if entry is None:
-                stack.pop()
-                os.close(fd)
-                continue
-            is_dir = entry.is_dir(follow_symlinks=False)
-            walk.count(is_dir, level + 1)
-            if is_dir:
-                try:
-                    child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
-                except OSError:
-                    continue
-                stack.append((child, level + 1, _entries(child)))
-    finally:
-        for fd, _level, _it in stack:
-            os.close(fd)
+    with closing(_descend(top)) as entries:
+        for _rel, entry, level in entries:
+            walk.count(entry.is_dir(follow_symlinks=False), depth + level)
     return walk.stats.entries - before
 
 
@@ -286,35 +298,14 @@ def walk(
     too) are yielded, never followed. For trees the rig made itself (a copy_tree result), which
     are already bounded.
     """
-    top = os.open(root, _DIR_FLAGS)
-    stack = [(top, "", _entries(top))]
-    try:
-        while stack:
-            fd, rel_dir, it = stack[-1]
-            entry = next(it, None)
-            if entry is None:
-                stack.pop()
-                os.close(fd)
-                continue
-            rel = _join(rel_dir, entry.name)
+    with closing(_descend(os.open(root, _DIR_FLAGS), skip)) as entries:
+        for rel, entry, _depth in entries:
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            if not stat.S_ISDIR(st.st_mode):
+            if dirs or not stat.S_ISDIR(st.st_mode):
                 yield rel, st
-                continue
-            if dirs:
-                yield rel, st
-            if entry.name not in skip:
-                try:
-                    child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
-                except OSError:
-                    continue
-                stack.append((child, rel, _entries(child)))
-    finally:
-        for fd, _rel, _it in stack:
-            os.close(fd)
 
 
 def remove(path: Path) -> None:

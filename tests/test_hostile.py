@@ -13,12 +13,15 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from test_faults import RIG, is_one_line_error, rig, rig_env, stray_processes, write_experiment
 
 from rig.runner import STEPS, TRACEBACK_FILE
+from rig.store import ResultsStore
 
 TASK = "t1_fix_pagination"
 SOURCE = "taskapp/utils/pagination.py"
@@ -234,6 +237,33 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
+@contextmanager
+def rig_running(tmp_path: Path, path: Path) -> Iterator[subprocess.Popen]:
+    """`rig run path` in the background; killed if the test leaves it running."""
+    proc = subprocess.Popen(
+        [RIG, "run", str(path)],
+        env=rig_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def assert_sigterm_stops(proc: subprocess.Popen, tmp_path: Path) -> None:
+    """SIGTERM ends `rig run` within seconds as an interruption, and nothing it started survives."""
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert time.monotonic() - start < 15 and proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err
+    _wait_for(lambda: not stray_processes(tmp_path), 10, "every process the run started to be gone")
+
+
 def test_one_writer_per_experiment_and_sigterm_stops_within_seconds(tmp_path):
     path = write_experiment(
         tmp_path,
@@ -242,14 +272,7 @@ def test_one_writer_per_experiment_and_sigterm_stops_within_seconds(tmp_path):
         tasks=[TASK],
         timeouts={"agent_s": 300, "stall_s": 300},
     )
-    first = subprocess.Popen(
-        [RIG, "run", str(path)],
-        env=rig_env(tmp_path),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    with rig_running(tmp_path, path) as first:
         holder = tmp_path / "results" / "busy" / ".writer.json"
         _wait_for(holder.exists, 120, "the first rig run to hold the experiment")
         _wait_for(lambda: stray_processes(tmp_path / "runs"), 60, "the agent to start")
@@ -258,18 +281,9 @@ def test_one_writer_per_experiment_and_sigterm_stops_within_seconds(tmp_path):
         assert f"already being run (pid {first.pid} on host" in second.stderr
         # Reading while it runs is allowed and writes nothing.
         assert rig(tmp_path, "status", str(path), timeout=120).returncode == 0
-
-        start = time.monotonic()
-        first.send_signal(signal.SIGTERM)
-        _, err = first.communicate(timeout=60)
-        assert time.monotonic() - start < 15
-        assert first.returncode == 130 and "interrupted" in err, err[-2000:]
-    finally:
-        if first.poll() is None:
-            first.kill()
-    _wait_for(lambda: not stray_processes(tmp_path), 10, "every agent process to be gone")
-    # The lock died with its holder: the next run resumes.
-    assert rig(tmp_path, "status", str(path), timeout=120).returncode == 0
+        assert_sigterm_stops(first, tmp_path)
+    # The lock died with its holder: another runner may take the experiment now.
+    ResultsStore(tmp_path / "results" / "busy").check_writer()
 
 
 def test_sigterm_while_verification_hangs_stops_the_rig_and_its_verifiers(tmp_path):
@@ -281,26 +295,11 @@ def test_sigterm_while_verification_hangs_stops_the_rig_and_its_verifiers(tmp_pa
         tasks=[TASK],
         timeouts={"agent_s": 60, "stall_s": 30, "check_s": 3600, "hidden_s": 3600},
     )
-    first = subprocess.Popen(
-        [RIG, "run", str(path)],
-        env=rig_env(tmp_path),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    with rig_running(tmp_path, path) as first:
         # check.py's pytest imports taskapp in the rig's copy of the workspace, and sleeps there.
         _wait_for(
             lambda: any("check.py" in p or "pytest" in p for p in stray_processes(tmp_path / "runs")),
             120,
             "verification to start",
         )
-        time.sleep(1)
-        start = time.monotonic()
-        first.send_signal(signal.SIGTERM)
-        _, err = first.communicate(timeout=60)
-        assert time.monotonic() - start < 15 and first.returncode == 130, err[-2000:]
-    finally:
-        if first.poll() is None:
-            first.kill()
-    _wait_for(lambda: not stray_processes(tmp_path), 10, "every verification process to be gone")
+        assert_sigterm_stops(first, tmp_path)

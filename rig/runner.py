@@ -265,7 +265,6 @@ class Attempt:
     agent_run: AgentRun | None = None
     metrics: Metrics = field(default_factory=Metrics)
     workspace: WorkspaceStats | None = None
-    sizes: dict[str, int] | None = None
     changed: list[str] = field(default_factory=list)
     texts: list[tuple[str, str, str]] | None = None
     audit: list[AuditFinding] = field(default_factory=list)
@@ -373,7 +372,6 @@ def _collect(ctx: RunContext, attempt: Attempt, adapter: HarnessAdapter) -> None
         outward_links=[quote_path(os.fsencode(p)) for p in stats.outward_links],
         limit=limit,
     )
-    attempt.sizes = stats.sizes
     if stats.special:
         attempt.warnings.append(
             f"workspace: {len(stats.special)} FIFOs, sockets, devices or unreadable entries left out "
@@ -389,7 +387,7 @@ def _collect(ctx: RunContext, attempt: Attempt, adapter: HarnessAdapter) -> None
     rig_git = attempt.container / RIG_GIT_DIR if attempt.container else None
     assert rig_git is not None
     try:
-        diff, attempt.changed = collect_diff(attempt.verify_dir, rig_git, attempt.baseline, attempt.sizes)
+        diff, attempt.changed = collect_diff(attempt.verify_dir, rig_git, attempt.baseline)
         _write_artifact(attempt.folder / "diff.patch", diff)
         attempt.texts = changed_texts(attempt.verify_dir, rig_git, attempt.baseline, is_source)
     except WorkspaceError as exc:

@@ -15,7 +15,7 @@ import os
 import stat
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,8 +65,6 @@ class TreeStats:
     excluded: dict[str, int] = field(default_factory=dict)
     special: list[str] = field(default_factory=list)
     outward_links: list[str] = field(default_factory=list)
-    # Regular files copied, with their sizes: callers need the large ones.
-    sizes: dict[str, int] = field(default_factory=dict)
 
     @property
     def entries(self) -> int:
@@ -142,11 +140,13 @@ def _stays_inside(rel_dir: str, target: str) -> bool:
     return True
 
 
-def _descend(top: int, skip: tuple[str, ...] = ()) -> Iterator[tuple[str, os.DirEntry, int]]:
+def _descend(
+    top: int, skip: Callable[[str], bool] = lambda _name: False
+) -> Iterator[tuple[str, os.DirEntry, int]]:
     """(relative path, entry, depth) of every entry below the open directory `top`, which it closes.
 
     Depth-first with an explicit stack of directory descriptors: no recursion, no path resolved
-    twice, no link followed; directories named in `skip` are yielded but not entered.
+    twice, no link followed; directories whose name `skip` accepts are yielded but not entered.
     """
     stack = [(top, "", 0, _entries(top))]
     try:
@@ -159,7 +159,7 @@ def _descend(top: int, skip: tuple[str, ...] = ()) -> Iterator[tuple[str, os.Dir
                 continue
             rel = _join(rel_dir, entry.name)
             yield rel, entry, depth + 1
-            if entry.is_dir(follow_symlinks=False) and entry.name not in skip:
+            if entry.is_dir(follow_symlinks=False) and not skip(entry.name):
                 try:
                     child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
                 except OSError:
@@ -273,13 +273,11 @@ def copy_tree(src: Path, dest: Path, bounds: Bounds = Bounds()) -> TreeStats:
                     stats.outward_links.append(rel)
             elif stat.S_ISREG(st.st_mode):
                 try:
-                    size = _copy_file(s_fd, d_fd, name, st)
+                    copied = _copy_file(s_fd, d_fd, name, st)
                 except OSError:
-                    size = None
-                if size is None:
+                    copied = None
+                if copied is None:
                     stats.special.append(rel)
-                else:
-                    stats.sizes[rel] = size
             else:
                 stats.special.append(rel)
     finally:
@@ -290,15 +288,16 @@ def copy_tree(src: Path, dest: Path, bounds: Bounds = Bounds()) -> TreeStats:
 
 
 def walk(
-    root: Path, skip: tuple[str, ...] = (".git",), dirs: bool = False
+    root: Path, skip: tuple[str, ...] | Callable[[str], bool] = (".git",), dirs: bool = False
 ) -> Iterator[tuple[str, os.stat_result]]:
     """(relative path, lstat) of every entry below `root`, without recursion; directories only if `dirs`.
 
-    Directories named in `skip` are not entered (but yielded if `dirs`); symlinks (to directories
-    too) are yielded, never followed. For trees the rig made itself (a copy_tree result), which
-    are already bounded.
+    Directories named in `skip` (or whose name it accepts) are not entered, but yielded if `dirs`;
+    symlinks (to directories too) are yielded, never followed. For trees the rig made itself (a
+    copy_tree result), which are already bounded.
     """
-    with closing(_descend(os.open(root, _DIR_FLAGS), skip)) as entries:
+    skips = skip if callable(skip) else skip.__contains__
+    with closing(_descend(os.open(root, _DIR_FLAGS), skips)) as entries:
         for rel, entry, _depth in entries:
             try:
                 st = entry.stat(follow_symlinks=False)

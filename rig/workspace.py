@@ -1,5 +1,6 @@
 """Building a workspace: a cache-free copy of the fixture with patches applied."""
 
+import fnmatch
 import hashlib
 import os
 import re
@@ -8,9 +9,9 @@ import stat
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from rig.untrusted import EXCLUDED_NAMES, read_bounded, walk
+from rig.untrusted import is_excluded, read_bounded, walk
 
 CACHE_NAMES = ("__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache", "*.pyc", "*.egg-info")
 
@@ -116,7 +117,7 @@ def check_runs_root(runs_root: Path) -> None:
 def _git_bytes(args: list[str | bytes], cwd: Path, git_dir: Path | None = None, stdin: bytes = b"") -> bytes:
     """Run git with the rig's fixed identity and safe config; its stdout, byte for byte."""
     prefix = ["git", *SAFE_GIT] + ([f"--git-dir={git_dir}", f"--work-tree={cwd}"] if git_dir else [])
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cwd), **GIT_ENV}
+    env = _git_env(cwd)
     try:
         proc = subprocess.run(
             [*prefix, *args], cwd=cwd, env=env, capture_output=True, input=stdin, timeout=GIT_TIMEOUT_S
@@ -129,6 +130,10 @@ def _git_bytes(args: list[str | bytes], cwd: Path, git_dir: Path | None = None, 
         shown = " ".join(a if isinstance(a, str) else a.decode(errors="replace") for a in args[:4])
         raise WorkspaceError(f"git {shown} failed in {cwd}: {(message or ['?'])[0]}")
     return proc.stdout
+
+
+def _git_env(cwd: Path) -> dict[str, str]:
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cwd), **GIT_ENV}
 
 
 def _git(args: list[str], cwd: Path, git_dir: Path | None = None) -> str:
@@ -196,7 +201,7 @@ _ZERO_OID = b"0" * 40
 _REGULAR = (b"100644", b"100755")
 # How much of one changed file the audit reads.
 TEXT_MAX_BYTES = 4 * 1024 * 1024
-# Larger files are staged as a stub naming their size (see _stage_stubs).
+# Larger files are staged as a stub naming their size (see _blob).
 DIFF_MAX_FILE_BYTES = 32 * 1024 * 1024
 _GITLINK = b"160000"
 _SYMLINK = b"120000"
@@ -327,51 +332,78 @@ def _pathspec_chunks(paths: list[bytes]) -> list[list[bytes]]:
     return [c for c in chunks if c]
 
 
-def _stage(workdir: Path, rig_git_dir: Path, sizes: dict[str, int] | None) -> None:
-    """Stage every file of the workspace in the rig's private index, whatever the agent wrote.
+def _staged(name: str) -> bool:
+    """Whether an entry of this name is left out of the diff (build and cache trees, bytecode)."""
+    return is_excluded(name) or any(fnmatch.fnmatchcase(name, pattern) for pattern in CACHE_NAMES)
 
-    One `git add` of the whole tree, so the cost is linear in the number of files: the agent's
-    .gitignore files hide nothing (-f), only the build and cache trees of
-    rig.untrusted.EXCLUDED_NAMES are left out (a fixed handful of exclude patterns, never a list
-    of paths), and files too large to diff (`sizes` says which; None: found by a walk) are staged
-    as stubs. Objects go to packs, not to one loose file each.
+
+def _blob(workdir: Path, rel: str, st: os.stat_result) -> tuple[bytes, bytes] | None:
+    """(mode, content) of one entry as git stores it; None for what git cannot hold (a FIFO...).
+
+    A file larger than DIFF_MAX_FILE_BYTES is a one-line stub naming its size: git would read it
+    whole into memory (a 2 GiB file makes `git diff` fail), and a patch that size is no evidence
+    anyone reads; the stub keeps the file in the diff and the changed list.
     """
-    if sizes is None:
-        sizes = {rel: st.st_size for rel, st in walk(workdir) if stat.S_ISREG(st.st_mode)}
-    big = {os.fsencode(rel): size for rel, size in sizes.items() if size > DIFF_MAX_FILE_BYTES}
-    names = (*EXCLUDED_NAMES, *CACHE_NAMES)
-    specs = [".", *(f":(exclude,glob)**/{n}" for n in names), *(f":(exclude,glob)**/{n}/**" for n in names)]
-    stdin = b"".join(spec.encode() + b"\0" for spec in specs)
-    stdin += b"".join(b":(exclude,literal)" + path + b"\0" for path in sorted(big))
-    _git_bytes(
-        ["-c", "core.bigFileThreshold=1", "add", "-A", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
-        workdir,
-        rig_git_dir,
-        stdin=stdin,
+    if stat.S_ISLNK(st.st_mode):
+        return _SYMLINK, os.fsencode(os.readlink(workdir / rel))
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    mode = b"100755" if st.st_mode & stat.S_IXUSR else b"100644"
+    if st.st_size > DIFF_MAX_FILE_BYTES:
+        stub = f"rig: not stored, {st.st_size} bytes (over the {DIFF_MAX_FILE_BYTES} bytes a diff keeps)\n"
+        return mode, stub.encode()
+    data = read_bounded(workdir / rel, st.st_size)
+    return None if data is None else (mode, data)
+
+
+def _stage(workdir: Path, rig_git_dir: Path) -> None:
+    """Make the rig's private index hold every file of the workspace, whatever the agent wrote.
+
+    The index is rebuilt from the tree itself, in time linear in its files: one bounded walk that
+    never follows a link, each file's bytes hashed here and written to one pack by `git
+    fast-import`, then the whole index at once (`git update-index --index-info`). Nothing the agent
+    wrote changes what is staged: not its .gitignore files, attributes (bytes are stored as they
+    are), git config or nested repositories (their files are staged like any other); only the
+    build and cache trees of rig.untrusted.EXCLUDED_NAMES and CACHE_NAMES are left out.
+    """
+    entries: list[tuple[bytes, bytes, bytes]] = []
+    importer = subprocess.Popen(
+        ["git", *SAFE_GIT, f"--git-dir={rig_git_dir}", "fast-import", "--quiet"],
+        cwd=workdir,
+        env=_git_env(workdir),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
-    _stage_stubs(workdir, rig_git_dir, big)
+    assert importer.stdin is not None
+    try:
+        for rel, st in walk(workdir, skip=_staged):
+            if _staged(PurePosixPath(rel).name):
+                continue
+            blob = _blob(workdir, rel, st)
+            if blob is None:
+                continue
+            mode, data = blob
+            oid = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest().encode()
+            importer.stdin.write(b"blob\ndata %d\n" % len(data) + data + b"\n")
+            entries.append((os.fsencode(rel), mode, oid))
+        importer.stdin.close()
+        importer.wait(timeout=GIT_TIMEOUT_S)
+    except (BrokenPipeError, subprocess.TimeoutExpired):
+        importer.kill()
+        importer.wait()
+    finally:
+        error = importer.stderr.read().decode(errors="replace") if importer.stderr else ""
+    if importer.returncode != 0:
+        first = (error.strip().splitlines() or [f"exit {importer.returncode}"])[0]
+        raise WorkspaceError(f"git fast-import failed in {workdir}: {first}")
+    # In git's order (bytewise), so that each entry lands at the end of the index being built.
+    info = b"".join(mode + b" " + oid + b"\t" + path + b"\0" for path, mode, oid in sorted(entries))
+    _git_bytes(["read-tree", "--empty"], workdir, rig_git_dir)
+    _git_bytes(["update-index", "-z", "--index-info"], workdir, rig_git_dir, stdin=info)
 
 
-def _stage_stubs(workdir: Path, rig_git_dir: Path, big: dict[bytes, int]) -> None:
-    """Stage, for each file too large to diff, a one-line stub naming its size instead of its bytes.
-
-    git would read such a file whole into memory (a 2 GiB file makes `git diff` fail), and a patch
-    that size is no evidence anyone reads; the stub keeps the file in the diff and the changed list.
-    """
-    entries = []
-    for path, size in sorted(big.items()):
-        stub = f"rig: not stored, {size} bytes (over the {DIFF_MAX_FILE_BYTES} bytes a diff keeps)\n"
-        oid = _git_bytes(["hash-object", "-w", "--stdin"], workdir, rig_git_dir, stdin=stub.encode()).strip()
-        entries.append(b"100644 " + oid + b"\t" + path + b"\0")
-    if entries:
-        _git_bytes(
-            ["update-index", "-z", "--add", "--index-info"], workdir, rig_git_dir, stdin=b"".join(entries)
-        )
-
-
-def collect_diff(
-    workdir: Path, rig_git_dir: Path, baseline: str, sizes: dict[str, int] | None = None
-) -> tuple[str, list[str]]:
+def collect_diff(workdir: Path, rig_git_dir: Path, baseline: str) -> tuple[str, list[str]]:
     """(binary diff against the baseline, changed paths with their status letter).
 
     `git apply` of the diff onto the baseline reproduces the workspace byte for byte, whatever the
@@ -382,7 +414,7 @@ def collect_diff(
     Each changed path is "<status> <path>", the path quoted as `quote_path` does when needed.
     """
     _set_attributes(rig_git_dir, NEUTRAL_ATTRIBUTES)
-    _stage(workdir, rig_git_dir, sizes)
+    _stage(workdir, rig_git_dir)
     changes = _raw_changes(workdir, rig_git_dir, baseline)
     changed = [f"{c.status} {quote_path(c.path)}" for c in changes]
     diff = _git_bytes(["diff", "--cached", *DIFF_FLAGS, baseline], workdir, rig_git_dir)

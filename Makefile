@@ -52,6 +52,7 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 bench: setup
 	$(BIN)/python bench/bench_calibrate.py
 	$(BIN)/python bench/bench_run_overhead.py
+	$(BIN)/python bench/bench_workspace_files.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info harnesses/node/node_modules

@@ -76,6 +76,7 @@ from rig.records import RunRecord
 from rig.runner import RunContext, make_context, run_one
 from rig.schedule import PlanItem, plan
 from rig.tasks import Task, load_tasks
+from rig.untrusted import copy_tree, remove_tree
 from rig.verify import default_pycache, run_check, run_hidden
 from rig.workspace import (
     CACHE_NAMES,
@@ -114,6 +115,7 @@ PHASES: tuple[tuple[str, str | None], ...] = (
     ("apply_overlays", None),
     ("init_baseline", "git init/add/commit"),
     ("protect.snapshot", None),
+    ("copy_tree (verification copy)", None),
     ("collect_diff + diff.patch", None),
     ("audit", None),
     ("protect.compare + restore", None),
@@ -121,7 +123,7 @@ PHASES: tuple[tuple[str, str | None], ...] = (
     ("run_hidden", "hidden pytest"),
     ("parse_session + classify", None),
     ("record (approx.)", None),
-    ("rmtree workspace", None),
+    ("remove_tree workspace and copy", None),
     ("record.json + Redactor.tree", None),
 )
 GIT_COPY = "private .git copy"  # re-timed on its own; part of init_baseline, not added to the sum
@@ -321,8 +323,9 @@ def phase_item(item: PlanItem, ctx: RunContext, record: dict, phases: Phases) ->
     with phases("attempt dir, adapter, container"):
         _attempt, attempt_dir = ctx.store.new_attempt_dir(item.run_id)
         adapter = make_adapter(exp.harness, task, exp.timeouts.stall_s)
+        (ctx.runs_root / exp.name).mkdir(parents=True, exist_ok=True)
         container = Path(tempfile.mkdtemp(prefix=f"{item.run_id}-", dir=ctx.runs_root / exp.name))
-        workdir, home = container / "work", container / "verify-home"
+        workdir, home, copy = container / "work", container / "verify-home", container / "verify"
         home.mkdir()
     try:
         with phases("copy_fixture"):
@@ -343,23 +346,25 @@ def phase_item(item: PlanItem, ctx: RunContext, record: dict, phases: Phases) ->
         phases.add(AGENT_RECORDED, Sample(agent_run.wall_s))
         with phases(AGENT_BARE):
             bare_agent(agent_run.command, workdir, container)
+        with phases("copy_tree (verification copy)"):
+            copy_tree(workdir, copy)
         with phases("collect_diff + diff.patch"):
-            diff, _changed = collect_diff(workdir, container / RIG_GIT_DIR, baseline)
+            diff, _changed = collect_diff(copy, container / RIG_GIT_DIR, baseline)
             (attempt_dir / "diff.patch").write_text(diff)
         with phases("audit"):
-            runner_probes(changed_texts(workdir, container / RIG_GIT_DIR, baseline, is_source))
+            runner_probes(changed_texts(copy, container / RIG_GIT_DIR, baseline, is_source))
             toolchain_digest()
             for root in (ctx.fixture, task.dir, task.hidden_dir):
                 tree_digest(root)
         with phases("protect.compare + restore"):
-            tampering = protect.compare(snap, workdir)
-            protect.restore(snap, workdir, tampering)
+            tampering = protect.compare(snap, copy)
+            protect.restore(snap, copy, tampering)
         with phases("run_check + check.json"):
-            check = run_check(workdir, home, exp.timeouts.check_s, default_pycache())
+            check = run_check(copy, home, exp.timeouts.check_s, default_pycache())
             (attempt_dir / "check.json").write_text(check.model_dump_json(indent=2))
         with phases("run_hidden"):
             run_hidden(
-                workdir,
+                copy,
                 task.hidden_dir,
                 attempt_dir / "hidden-junit.xml",
                 home,
@@ -372,8 +377,8 @@ def phase_item(item: PlanItem, ctx: RunContext, record: dict, phases: Phases) ->
         with phases("record (approx.)"):
             data = ctx.redactor.value(RunRecord.model_validate(record).model_dump(mode="json"))
     finally:
-        with phases("rmtree workspace"):
-            shutil.rmtree(container, ignore_errors=True)
+        with phases("remove_tree workspace and copy"):
+            remove_tree(container)
     with phases("record.json + Redactor.tree"):
         (attempt_dir / "record.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
         ctx.redactor.tree(attempt_dir)

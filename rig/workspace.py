@@ -1,6 +1,5 @@
 """Building a workspace: a cache-free copy of the fixture with patches applied."""
 
-import fnmatch
 import hashlib
 import os
 import re
@@ -9,9 +8,9 @@ import stat
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
-from rig.untrusted import is_excluded, read_bounded, walk
+from rig.untrusted import is_excluded, name_matcher, read_bounded, walk
 
 CACHE_NAMES = ("__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache", "*.pyc", "*.egg-info")
 
@@ -332,12 +331,15 @@ def _pathspec_chunks(paths: list[bytes]) -> list[list[bytes]]:
     return [c for c in chunks if c]
 
 
+_cached = name_matcher(CACHE_NAMES)
+
+
 def _staged(name: str) -> bool:
     """Whether an entry of this name is left out of the diff (build and cache trees, bytecode)."""
-    return is_excluded(name) or any(fnmatch.fnmatchcase(name, pattern) for pattern in CACHE_NAMES)
+    return is_excluded(name) or _cached(name)
 
 
-def _blob(workdir: Path, rel: str, st: os.stat_result) -> tuple[bytes, bytes] | None:
+def _blob(path: str, st: os.stat_result) -> tuple[bytes, bytes] | None:
     """(mode, content) of one entry as git stores it; None for what git cannot hold (a FIFO...).
 
     A file larger than DIFF_MAX_FILE_BYTES is a one-line stub naming its size: git would read it
@@ -345,14 +347,14 @@ def _blob(workdir: Path, rel: str, st: os.stat_result) -> tuple[bytes, bytes] | 
     anyone reads; the stub keeps the file in the diff and the changed list.
     """
     if stat.S_ISLNK(st.st_mode):
-        return _SYMLINK, os.fsencode(os.readlink(workdir / rel))
+        return _SYMLINK, os.fsencode(os.readlink(path))
     if not stat.S_ISREG(st.st_mode):
         return None
     mode = b"100755" if st.st_mode & stat.S_IXUSR else b"100644"
     if st.st_size > DIFF_MAX_FILE_BYTES:
         stub = f"rig: not stored, {st.st_size} bytes (over the {DIFF_MAX_FILE_BYTES} bytes a diff keeps)\n"
         return mode, stub.encode()
-    data = read_bounded(workdir / rel, st.st_size)
+    data = read_bounded(path, st.st_size)
     return None if data is None else (mode, data)
 
 
@@ -377,10 +379,11 @@ def _stage(workdir: Path, rig_git_dir: Path) -> None:
     )
     assert importer.stdin is not None
     try:
+        root = str(workdir)
         for rel, st in walk(workdir, skip=_staged):
-            if _staged(PurePosixPath(rel).name):
+            if _staged(rel.rpartition("/")[2]):
                 continue
-            blob = _blob(workdir, rel, st)
+            blob = _blob(os.path.join(root, rel), st)
             if blob is None:
                 continue
             mode, data = blob

@@ -9,7 +9,7 @@ A command line is cut into simple commands at `&&`, `||`, `;`, `|`, `&` and newl
 that run the rest of their arguments as a command (`env X=1`, `timeout 60`, `nice`, `time`,
 `uv run`, `poetry run`, ...) are peeled off, the string of `bash -c`, `sh -lc` or `eval` is
 analysed as commands of its own (one level deep), and `cd` is followed from one command to the
-next (subshell scopes are not), so `cd sub && python ../scripts/check.py` runs the gate.
+next (subshell scopes are not), so `cd sub && python ../<gate>` runs the gate.
 """
 
 import posixpath
@@ -40,6 +40,7 @@ _GIT_VALUE_OPTIONS = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--names
 _PYTHON = re.compile(r"^(python|pypy)(\d+(\.\d+)?)?$")
 # Long interpreter options that consume the next argument.
 _PYTHON_VALUE_OPTIONS = frozenset({"--check-hash-based-pycs"})
+# The built-in pack's gate; a pack manifest names it once packs exist (issue #12).
 _CHECK_SCRIPT = "scripts/check.py"
 _PYTEST_PROGRAMS = frozenset({"pytest", "py.test"})
 
@@ -152,11 +153,11 @@ def is_search(command: str) -> bool:
 
 
 def runs_check_script(command: str) -> bool:
-    """Whether any command in `command` executes scripts/check.py (not cat, grep or echo of it).
+    """Whether any command in `command` executes the gate script (not cat, grep or echo of it).
 
-    The script runs by path (`./scripts/check.py`), through an interpreter (`python3 -u
-    scripts/check.py`, `cd sub && python ../scripts/check.py`) or as a module (`python -m
-    scripts.check`), behind any wrapper the module docstring names.
+    The script runs by path (`./<gate>`), through an interpreter (`python3 -u <gate>`,
+    `cd sub && python ../<gate>`) or as a module (`python -m <gate as a module>`), behind any
+    wrapper the module docstring names.
     """
     for argv, cwd in _programs(command):
         if _is_check_script(argv[0], cwd):
@@ -452,7 +453,7 @@ def _python_target(args: list[str]) -> tuple[str, str | None]:
 
 def _is_check_script(path: str, cwd: str | None) -> bool:
     """Whether `path` names the gate: as written (the agent's shell may have stood anywhere), or
-    resolved against the `cd`s before it (`cd sub && python ../scripts/check.py`)."""
+    resolved against the `cd`s before it (`cd sub && python ../<gate>`)."""
     written = posixpath.normpath(path)
     if written == _CHECK_SCRIPT or (written.startswith("/") and written.endswith("/" + _CHECK_SCRIPT)):
         return True

@@ -168,7 +168,7 @@ class _Capped:
     def feed(self, data: bytes) -> None:
         room = OUTPUT_KEEP_BYTES - len(self.head)
         self.head += data[:room]
-        self.tail += data[room:] if room > 0 else data
+        self.tail += data[room:]
         if len(self.tail) > 2 * OUTPUT_KEEP_BYTES:
             cut = len(self.tail) - OUTPUT_KEEP_BYTES
             self.omitted += cut

@@ -189,6 +189,12 @@ def _count_excluded(walk: _Walk, dir_fd: int, name: str, depth: int) -> int:
     return walk.stats.entries - before
 
 
+def _count_under(stats: TreeStats, name: str, entries: int) -> None:
+    """Add `entries` to the count of the EXCLUDED_NAMES pattern that `name` matches."""
+    key = next(p for p in EXCLUDED_NAMES if fnmatch.fnmatchcase(name, p))
+    stats.excluded[key] = stats.excluded.get(key, 0) + entries
+
+
 def _copy_file(src_dir: int, dst_dir: int, name: str, st: os.stat_result) -> int | None:
     """Copy one regular file, at most the size seen; None if it is not a regular file after all."""
     src = os.open(name, _FILE_FLAGS, dir_fd=src_dir)
@@ -252,9 +258,8 @@ def copy_tree(src: Path, dest: Path, bounds: Bounds = Bounds()) -> TreeStats:
             if stat.S_ISDIR(st.st_mode):
                 if is_excluded(name):
                     walk.count(True, depth + 1)
-                    key = next(p for p in EXCLUDED_NAMES if fnmatch.fnmatchcase(name, p))
-                    stats.excluded[key] = stats.excluded.get(key, 0) + 1
-                    stats.excluded[key] += _count_excluded(walk, s_fd, name, depth + 1)
+                    below = _count_excluded(walk, s_fd, name, depth + 1)
+                    _count_under(stats, name, 1 + below)
                     continue
                 walk.count(True, depth + 1)
                 try:
@@ -269,8 +274,7 @@ def copy_tree(src: Path, dest: Path, bounds: Bounds = Bounds()) -> TreeStats:
             walk.count(False, depth + 1)
             if is_excluded(name):
                 # A `.git` file (a worktree pointer) or a stray cache file.
-                key = next(p for p in EXCLUDED_NAMES if fnmatch.fnmatchcase(name, p))
-                stats.excluded[key] = stats.excluded.get(key, 0) + 1
+                _count_under(stats, name, 1)
             elif stat.S_ISLNK(st.st_mode):
                 target = os.readlink(name, dir_fd=s_fd)
                 if _stays_inside(rel_dir, target):

@@ -19,6 +19,7 @@ test: setup-dev lint
 lint: setup-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 NODE_STAMP := harnesses/node/node_modules/.package-lock.json
 

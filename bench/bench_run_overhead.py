@@ -76,12 +76,13 @@ from rig.records import RunRecord
 from rig.runner import RunContext, make_context, run_one
 from rig.schedule import PlanItem, plan
 from rig.tasks import Task, load_tasks
-from rig.untrusted import copy_tree, remove_tree
+from rig.untrusted import copy_tree, remove_trees
 from rig.verify import default_pycache, run_check, run_hidden
 from rig.workspace import (
     CACHE_NAMES,
     GIT_ENV,
     RIG_GIT_DIR,
+    Stager,
     apply_overlays,
     apply_patch,
     changed_texts,
@@ -115,7 +116,7 @@ PHASES: tuple[tuple[str, str | None], ...] = (
     ("apply_overlays", None),
     ("init_baseline", "git init/add/commit"),
     ("protect.snapshot", None),
-    ("copy_tree (verification copy)", None),
+    ("copy_tree + Stager (verification copy)", None),
     ("collect_diff + diff.patch", None),
     ("audit", None),
     ("protect.compare + restore", None),
@@ -123,7 +124,7 @@ PHASES: tuple[tuple[str, str | None], ...] = (
     ("run_hidden", "hidden pytest"),
     ("parse_session + classify", None),
     ("record (approx.)", None),
-    ("remove_tree workspace and copy", None),
+    ("remove_trees workspace and copy", None),
     ("record.json + Redactor.tree", None),
 )
 GIT_COPY = "private .git copy"  # re-timed on its own; part of init_baseline, not added to the sum
@@ -346,10 +347,14 @@ def phase_item(item: PlanItem, ctx: RunContext, record: dict, phases: Phases) ->
         phases.add(AGENT_RECORDED, Sample(agent_run.wall_s))
         with phases(AGENT_BARE):
             bare_agent(agent_run.command, workdir, container)
-        with phases("copy_tree (verification copy)"):
-            copy_tree(workdir, copy)
+        with (
+            phases("copy_tree + Stager (verification copy)"),
+            Stager(copy, container / RIG_GIT_DIR) as stager,
+        ):
+            copy_tree(workdir, copy, sink=stager)
+            stager.finish()
         with phases("collect_diff + diff.patch"):
-            diff, _changed = collect_diff(copy, container / RIG_GIT_DIR, baseline)
+            diff, _changed = collect_diff(copy, container / RIG_GIT_DIR, baseline, staged=True)
             (attempt_dir / "diff.patch").write_text(diff)
         with phases("audit"):
             runner_probes(changed_texts(copy, container / RIG_GIT_DIR, baseline, is_source))
@@ -357,8 +362,8 @@ def phase_item(item: PlanItem, ctx: RunContext, record: dict, phases: Phases) ->
             for root in (ctx.fixture, task.dir, task.hidden_dir):
                 tree_digest(root)
         with phases("protect.compare + restore"):
-            tampering = protect.compare(snap, copy)
-            protect.restore(snap, copy, tampering)
+            tampering = protect.compare(snap, copy, stager.paths)
+            protect.restore(snap, copy, tampering, caches=False)
         with phases("run_check + check.json"):
             check = run_check(copy, home, exp.timeouts.check_s, default_pycache())
             (attempt_dir / "check.json").write_text(check.model_dump_json(indent=2))
@@ -377,8 +382,8 @@ def phase_item(item: PlanItem, ctx: RunContext, record: dict, phases: Phases) ->
         with phases("record (approx.)"):
             data = ctx.redactor.value(RunRecord.model_validate(record).model_dump(mode="json"))
     finally:
-        with phases("remove_tree workspace and copy"):
-            remove_tree(container)
+        with phases("remove_trees workspace and copy"):
+            remove_trees([container])
     with phases("record.json + Redactor.tree"):
         (attempt_dir / "record.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
         ctx.redactor.tree(attempt_dir)

@@ -4,8 +4,16 @@ For each size N (default 1k, 10k, 50k and 100k files) and each of two layouts, o
 scripted experiment goes through the real pipeline (`rig.runner.make_context` and `execute`, two
 temporary roots outside any repository): its agent (policy `script`) creates N empty-ish files,
 then stops. The rig's time is the run's wall time (`record["wall_s"]`) minus the agent's own
-(`record["agent"]["wall_s"]`): preparing the workspace, the bounded walk and copy for verification,
-the diff, protection, check.py, the hidden tests, the record, and removing both trees.
+(`record["agent"]["wall_s"]`): preparing the workspace, the bounded walk and copy for verification
+(which stages the files for the diff in the same pass), the diff, protection, check.py, the hidden
+tests and the record.
+
+The run keeps its trees (`keep_workspaces`), so that right after it, on the very files the agent
+left and in the same state of the page cache, the script times the floor, `cp -a` of the agent's
+workspace (the one copy the rig cannot avoid: verification runs in a directory the agent never
+saw), and then the rig's own removal of the workspace and its copy (`cleanup`, which a run does
+after its record is written). This disk's speed varies several-fold within minutes, so the ratio
+of the rig's time to that floor is the figure to compare across machines and moments.
 
 - `source`: N files in directories of 500 under `data/`: the worst case, every file is copied,
   staged and diffed.
@@ -24,8 +32,10 @@ go to bench/results/workspace_files.json (git-ignored). A measurement, not a tes
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,18 +46,20 @@ from rig.experiment import Experiment, Limits, Timeouts  # noqa: E402
 from rig.paths import FIXTURE_DIR, REPO_ROOT  # noqa: E402
 from rig.runner import execute, experiment_plan, make_context  # noqa: E402
 from rig.tasks import load_tasks  # noqa: E402
+from rig.untrusted import remove_trees  # noqa: E402
 
 TASK = "t1_fix_pagination"
+# The agent's program (no double quote: it goes into a shell command between them).
 MAKE = (
-    'python3 -c "import os\nroot = {root!r}\nfor i in range({n}):\n'
+    "import os\nroot = {root!r}\nfor i in range({n}):\n"
     "    d = os.path.join(root, str(i // 500))\n"
     "    os.makedirs(d, exist_ok=True)\n"
-    "    open(os.path.join(d, f'f{{i}}.txt'), 'w').write(str(i))\""
+    "    open(os.path.join(d, f'f{{i}}.txt'), 'w').write(str(i))"
 )
 
 
-def one_run(base: Path, layout: str, n: int, index: int) -> dict:
-    """Run one scripted run whose agent leaves `n` files; its record."""
+def one_run(base: Path, layout: str, n: int, index: int) -> dict[str, float]:
+    """Run one scripted run whose agent leaves `n` files; seconds of rig, agent, floor and cleanup."""
     root = "data" if layout == "source" else "node_modules/pkg"
     experiment = Experiment(
         name=f"files-{layout}-{n}-{index}",
@@ -56,20 +68,42 @@ def one_run(base: Path, layout: str, n: int, index: int) -> dict:
         conditions=[
             Condition(
                 name="files",
-                harness_options={"policy": "script", "commands": [MAKE.format(root=root, n=n)]},
+                harness_options={
+                    "policy": "script",
+                    "commands": [f'python3 -c "{MAKE.format(root=root, n=n)}"'],
+                },
             )
         ],
         timeouts=Timeouts(agent_s=1800, stall_s=1800),
         limits=Limits(max_files=2 * n + 10_000),
     )
     tasks = load_tasks(only=[TASK])
-    ctx = make_context(experiment, tasks, FIXTURE_DIR, base / "results", base / "runs", REPO_ROOT)
+    runs = base / "runs"
+    ctx = make_context(
+        experiment, tasks, FIXTURE_DIR, base / "results", runs, REPO_ROOT, keep_workspaces=True
+    )
     records: list[dict] = []
     execute(ctx, experiment_plan(ctx), on_update=lambda _p, record: records.append(record))
     (record,) = records
     if record["infra"]["is_infra"] or record["workspace"]["limit"]:
         raise SystemExit(f"bench: run for {layout} {n} did not verify: {record['failing_stage']}")
-    return record
+    trees = sorted((runs / experiment.name).iterdir())
+    (container,) = [t for t in trees if not t.name.startswith("verify-")]
+    started = time.perf_counter()
+    subprocess.run(["cp", "-a", str(container / "work"), str(base / "floor")], check=True)
+    floor = time.perf_counter() - started
+    started = time.perf_counter()
+    problems = remove_trees(trees)
+    cleanup = time.perf_counter() - started
+    remove_trees([base / "floor"])
+    if any(problems):
+        raise SystemExit(f"bench: cleanup failed: {problems}")
+    return {
+        "rig": record["wall_s"] - record["agent"]["wall_s"],
+        "agent": record["agent"]["wall_s"],
+        "floor": floor,
+        "cleanup": cleanup,
+    }
 
 
 def slope(sizes: list[int], seconds: list[float]) -> tuple[float, float]:
@@ -94,14 +128,18 @@ def main() -> None:
         for layout in args.layouts.split(","):
             rows = []
             for n in sizes:
-                times, agents = [], []
-                for index in range(args.rounds):
-                    record = one_run(base, layout, n, index)
-                    times.append(record["wall_s"] - record["agent"]["wall_s"])
-                    agents.append(record["agent"]["wall_s"])
-                rig_s, agent_s = statistics.median(times), statistics.median(agents)
-                rows.append({"files": n, "rig_s": round(rig_s, 2), "agent_s": round(agent_s, 2)})
-                print(f"{layout:>12} {n:>7} files: rig {rig_s:6.2f} s per run (agent {agent_s:.2f} s)")
+                runs = [one_run(base, layout, n, index) for index in range(args.rounds)]
+                row: dict[str, float] = {"files": n}
+                for key in ("rig", "floor", "cleanup", "agent"):
+                    row[f"{key}_s"] = round(statistics.median(r[key] for r in runs), 2)
+                row["rig_over_floor"] = round(statistics.median(r["rig"] / r["floor"] for r in runs), 2)
+                rows.append(row)
+                rig_s, ratio, floor_s = row["rig_s"], row["rig_over_floor"], row["floor_s"]
+                print(
+                    f"{layout:>12} {n:>7} files: rig {rig_s:6.2f} s per run = {ratio:.2f}x cp -a of the "
+                    f"same workspace ({floor_s:.2f} s); cleanup {row['cleanup_s']:.2f} s, "
+                    f"agent {row['agent_s']:.2f} s"
+                )
             intercept, per_file = slope([r["files"] for r in rows], [r["rig_s"] for r in rows])
             largest = rows[-1]
             predicted = intercept + per_file * largest["files"]

@@ -77,6 +77,7 @@ class ClaudeCodeHarness:
     """A HarnessAdapter for Claude Code (`@anthropic-ai/claude-code`)."""
 
     name = "claude-code"
+    calibrated = True  # rig calibrate --harness drives it with the mock model
 
     def __init__(
         self,

@@ -125,6 +125,7 @@ class CodexHarness:
     """A HarnessAdapter for Codex (`codex exec`), version-pinned in harnesses/node."""
 
     name = "codex"
+    calibrated = True  # rig calibrate --harness drives it with the mock model
 
     def __init__(
         self,

@@ -67,6 +67,7 @@ class PiHarness:
     """A HarnessAdapter for Pi (`pi`), version-pinned in harnesses/node."""
 
     name = "pi"
+    calibrated = True  # rig calibrate --harness drives it with the mock model
     # Pi realises every condition natively (AGENTS.md, --skill, --tools): nothing to map.
     condition_mapping: str | None = None
 

@@ -1,12 +1,76 @@
-"""Which adapter runs which harness name."""
+"""Which adapter runs which harness name: one table, which installed packages may extend.
+
+A harness is an adapter class (harnesses.base.HarnessAdapter) in a module of its own, and one line
+of BUILTIN. Another package adds a harness without touching rig through the entry-point group
+`rig.harnesses`, in its pyproject.toml:
+
+    [project.entry-points."rig.harnesses"]
+    my-cli = "my_package.adapter:MyCliHarness"
+
+Every list of harness names (experiment validation, `rig calibrate --harness`, the CLI's errors)
+comes from here. An adapter class is called with the keyword arguments task, provider, model,
+thinking, stall_s and confinement; its class attribute `calibrated` says whether `rig calibrate
+--harness` can drive it with the rig's mock model server. Adapter modules are imported only when
+an adapter is made or asked for that attribute, so listing names imports none of them.
+"""
+
+from functools import cache
+from importlib import import_module
+from importlib.metadata import entry_points
 
 from harnesses.base import DEFAULT_STALL_S, Confinement, HarnessAdapter
 from harnesses.cli import Provider
 from rig.tasks import Task
 
+ENTRY_POINT_GROUP = "rig.harnesses"
+BUILTIN = {
+    "scripted": "harnesses.scripted:ScriptedHarness",
+    "pi": "harnesses.pi:PiHarness",
+    "claude-code": "harnesses.claude_code:ClaudeCodeHarness",
+    "codex": "harnesses.codex:CodexHarness",
+}
+
 
 class HarnessUnavailable(Exception):
-    """A harness name with no adapter in this version of rig."""
+    """A harness name with no adapter here, or an adapter that cannot be loaded."""
+
+
+@cache
+def _table() -> dict[str, str]:
+    """Harness name -> "module:Class": the built-in ones, then those of installed packages."""
+    table = dict(BUILTIN)
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        if point.name in table and table[point.name] != point.value:
+            raise HarnessUnavailable(
+                f"the {ENTRY_POINT_GROUP} entry point {point.name} = {point.value!r} reuses the name of "
+                f"{table[point.name]!r}; rename it in its package's pyproject.toml"
+            )
+        table[point.name] = point.value
+    return table
+
+
+def harness_names() -> tuple[str, ...]:
+    """Every harness an experiment may name."""
+    return tuple(_table())
+
+
+def adapter_class(name: str) -> type[HarnessAdapter]:
+    """The adapter class registered under `name` (its module imported now)."""
+    target = _table().get(name)
+    if target is None:
+        raise HarnessUnavailable(f"harness {name!r} has no adapter; use one of {', '.join(harness_names())}")
+    module, _, attribute = target.partition(":")
+    try:
+        return getattr(import_module(module), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise HarnessUnavailable(
+            f"harness {name!r}: cannot load {target} ({exc}); reinstall its package"
+        ) from exc
+
+
+def calibrated_names() -> tuple[str, ...]:
+    """The harnesses `rig calibrate --harness` checks: real CLIs the mock model can drive."""
+    return tuple(name for name in harness_names() if getattr(adapter_class(name), "calibrated", False))
 
 
 def make_adapter(
@@ -22,21 +86,11 @@ def make_adapter(
 
     `confinement` (sandbox, stream and file bounds) applies to the agent process; None: defaults.
     """
-    provider = provider or Provider()
-    if name == "scripted":
-        from harnesses.scripted import ScriptedHarness
-
-        return ScriptedHarness(task, stall_s=stall_s, confinement=confinement)
-    if name == "pi":
-        from harnesses.pi import PiHarness
-
-        return PiHarness(task, provider, model, thinking, stall_s, confinement)
-    if name == "claude-code":
-        from harnesses.claude_code import ClaudeCodeHarness
-
-        return ClaudeCodeHarness(task, provider, model, thinking, stall_s, confinement)
-    if name == "codex":
-        from harnesses.codex import CodexHarness
-
-        return CodexHarness(task, provider, model, thinking, stall_s, confinement)
-    raise HarnessUnavailable(f"harness {name!r} has no adapter; use scripted, pi, claude-code or codex")
+    return adapter_class(name)(
+        task=task,
+        provider=provider or Provider(),
+        model=model,
+        thinking=thinking,
+        stall_s=stall_s,
+        confinement=confinement,
+    )

@@ -28,6 +28,7 @@ from typing import Any
 
 import rig
 from harnesses.base import DEFAULT_STALL_S, AgentRun, Condition, Confinement, Metrics, run_agent_process
+from harnesses.cli import Provider
 from harnesses.logs import ToolLog, derive_behaviour, fold_pi_message, read_jsonl
 from rig.proc import BASE_PATH
 from rig.tasks import Task
@@ -59,7 +60,13 @@ class ScriptedHarness:
         stall_s: float = DEFAULT_STALL_S,
         python: str = sys.executable,
         confinement: Confinement | None = None,
+        *,
+        provider: Provider | None = None,
+        model: str | None = None,
+        thinking: str | None = None,
     ) -> None:
+        # provider, model and thinking: the registry passes them to every adapter; a scripted agent
+        # has no model.
         self.task = task
         self.stall_s = stall_s
         self.confinement = confinement

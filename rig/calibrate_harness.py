@@ -24,7 +24,6 @@ from rig.runner import make_context, run_one
 from rig.schedule import PlanItem, run_id
 from rig.tasks import Task
 
-HARNESSES = ("pi", "claude-code", "codex")
 FAULT_TASK = "t1_fix_pagination"
 STALL_S = 20.0
 AGENT_TIMEOUT_S = 300

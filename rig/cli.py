@@ -398,12 +398,14 @@ def _calibrate_harnesses(choice: str, tasks, fixture: Path, workers: int, as_jso
     import time
 
     from harnesses.cli import CliNotFound
+    from harnesses.registry import calibrated_names
     from rig import paths
-    from rig.calibrate_harness import HARNESSES, HarnessCheck, calibrate_harness
+    from rig.calibrate_harness import HarnessCheck, calibrate_harness
 
-    names = list(HARNESSES) if choice == "all" else [choice]
-    if any(name not in HARNESSES for name in names):
-        raise _fail(f"unknown harness {choice!r}; use one of {', '.join(HARNESSES)} or all")
+    known = calibrated_names()
+    names = list(known) if choice == "all" else [choice]
+    if any(name not in known for name in names):
+        raise _fail(f"unknown harness {choice!r}; use one of {', '.join(known)} or all")
 
     def show(check: HarnessCheck) -> None:
         mark = "PASS" if check.passed else "FAIL"

@@ -13,8 +13,6 @@ from harnesses.cli import Provider
 from rig.streams import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES, MAX_TAIL_BYTES
 from rig.untrusted import DEFAULT_MAX_DEPTH, DEFAULT_MAX_ENTRIES
 
-HARNESSES = ("scripted", "pi", "claude-code", "codex")
-
 
 class ExperimentError(Exception):
     """A config that cannot run; the message names the file, the field and the fix."""
@@ -52,7 +50,7 @@ class Experiment(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     title: str = ""
-    harness: Literal["scripted", "pi", "claude-code", "codex"]
+    harness: str = Field(description="a harness name of harnesses.registry")
     model: str | None = None
     thinking: str | None = None
     provider: Provider = Field(default_factory=Provider)
@@ -65,6 +63,16 @@ class Experiment(BaseModel):
     max_consecutive_infra: int = Field(default=3, ge=1, description="stop after this many in a row")
     timeouts: Timeouts = Field(default_factory=Timeouts)
     limits: Limits = Field(default_factory=Limits)
+
+    @field_validator("harness")
+    @classmethod
+    def _registered(cls, harness: str) -> str:
+        from harnesses.registry import harness_names
+
+        names = harness_names()
+        if harness not in names:
+            raise ValueError(f"no harness named {harness!r}; use one of {', '.join(names)}")
+        return harness
 
     @field_validator("conditions")
     @classmethod

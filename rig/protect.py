@@ -15,7 +15,7 @@ import site
 import stat
 import sys
 import sysconfig
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.machinery import EXTENSION_SUFFIXES
@@ -155,8 +155,12 @@ def _intact(workdir: Path, rel: str, content: bytes) -> bool | None:
     return read_bounded(path, len(content) + 1) == content
 
 
-def compare(snap: Snapshot, workdir: Path) -> Tampering:
-    """What the agent did to protected files: modified, added and deleted paths."""
+def compare(snap: Snapshot, workdir: Path, paths: Iterable[str] | None = None) -> Tampering:
+    """What the agent did to protected files: modified, added and deleted paths.
+
+    `paths`, every file and symlink of `workdir` when the caller already knows them (it copied
+    the tree), spares a walk of it.
+    """
     result = Tampering()
     for rel, (content, _mode) in sorted(snap.files.items()):
         state = _intact(workdir, rel, content)
@@ -165,7 +169,9 @@ def compare(snap: Snapshot, workdir: Path) -> Tampering:
         elif state is False:
             result.modified.append(rel)
     result.added = sorted(
-        rel for rel in _walk(workdir) if is_protected(rel) and rel not in snap.files and not _is_cache(rel)
+        rel
+        for rel in (_walk(workdir) if paths is None else paths)
+        if is_protected(rel) and rel not in snap.files and not _is_cache(rel)
     )
     return result
 
@@ -195,8 +201,11 @@ def _prune_empty_parents(workdir: Path, rel: str) -> None:
         path.rmdir()
 
 
-def restore(snap: Snapshot, workdir: Path, tampering: Tampering) -> None:
-    """Put every protected file back byte for byte, remove added ones and bytecode caches."""
+def restore(snap: Snapshot, workdir: Path, tampering: Tampering, caches: bool = True) -> None:
+    """Put every protected file back byte for byte, remove added ones and bytecode caches.
+
+    `caches=False` skips the walk for bytecode caches, for a tree known to hold none.
+    """
     for rel in tampering.added:
         remove(workdir / rel)
         _prune_empty_parents(workdir, rel)
@@ -210,8 +219,9 @@ def restore(snap: Snapshot, workdir: Path, tampering: Tampering) -> None:
         path.chmod(mode)
     # A planted .pyc would run instead of the restored or edited source (verification also
     # ignores __pycache__ through PYTHONPYCACHEPREFIX; this keeps the workspace honest too).
-    for pycache in list(_bytecode_caches(workdir)):
-        remove(pycache)
+    if caches:
+        for pycache in list(_bytecode_caches(workdir)):
+            remove(pycache)
 
 
 def _bytecode_caches(workdir: Path) -> Iterator[Path]:

@@ -20,10 +20,9 @@ from datetime import UTC, datetime
 from importlib.metadata import version as dist_version
 from pathlib import Path
 
+import harnesses
 from harnesses.base import AgentRun, Condition, Confinement, HarnessAdapter, Metrics, kill_running_agents
-from harnesses.cli import NODE_BIN
 from harnesses.registry import make_adapter
-from harnesses.scripted import AGENT_SCRIPT
 from rig import __version__, protect
 from rig.audit import (
     STOP_RULES,
@@ -50,7 +49,7 @@ from rig.sandbox import SandboxStatus, resolve
 from rig.schedule import PlanItem, plan
 from rig.store import ResultsStore
 from rig.tasks import Task
-from rig.untrusted import Bounds, LimitExceeded, copy_tree, remove, remove_tree
+from rig.untrusted import Bounds, LimitExceeded, copy_tree, remove, remove_trees
 from rig.verify import (
     CheckOutcome,
     HiddenOutcome,
@@ -61,6 +60,7 @@ from rig.verify import (
 )
 from rig.workspace import (
     RIG_GIT_DIR,
+    Stager,
     WorkspaceError,
     apply_overlays,
     apply_patch,
@@ -181,9 +181,10 @@ def make_context(
 
 
 def _agent_runtime() -> list[Path]:
-    """What an agent needs to see even inside hidden folders: interpreters, pinned CLIs, node."""
+    """What an agent needs to see even inside hidden folders: interpreters, node, and the
+    harnesses package (the pinned CLIs under harnesses/node, adapters' own agent scripts)."""
     node = shutil.which("node")
-    paths = [Path(sys.prefix), Path(sys.base_prefix), NODE_BIN.parent, AGENT_SCRIPT]
+    paths = [Path(sys.prefix), Path(sys.base_prefix), Path(harnesses.__file__).resolve().parent]
     if node:
         paths.append(Path(node).resolve().parent.parent)
     return paths
@@ -266,6 +267,7 @@ class Attempt:
     metrics: Metrics = field(default_factory=Metrics)
     workspace: WorkspaceStats | None = None
     changed: list[str] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
     texts: list[tuple[str, str, str]] | None = None
     audit: list[AuditFinding] = field(default_factory=list)
     tampering: protect.Tampering = field(default_factory=protect.Tampering)
@@ -358,11 +360,24 @@ def _collect(ctx: RunContext, attempt: Attempt, adapter: HarnessAdapter) -> None
     attempt.metrics = adapter.parse_session(attempt.agent_run)
     limits = ctx.experiment.limits
     attempt.verify_root = Path(tempfile.mkdtemp(prefix="verify-", dir=ctx.runs_root / ctx.experiment.name))
-    try:
-        stats = copy_tree(attempt.workdir, attempt.verify_dir, Bounds(limits.max_files, limits.max_depth))
-        limit = None
-    except LimitExceeded as exc:
-        stats, limit = exc.stats, exc.what
+    assert attempt.container is not None
+    limit: str | None = None
+    staged = False
+    # One pass reads each file once: into the copy and into the rig's index of it.
+    with Stager(attempt.verify_dir, attempt.container / RIG_GIT_DIR) as stager:
+        try:
+            stats = copy_tree(
+                attempt.workdir, attempt.verify_dir, Bounds(limits.max_files, limits.max_depth), stager
+            )
+        except LimitExceeded as exc:
+            stats, limit = exc.stats, exc.what
+        else:
+            try:
+                stager.finish()
+                staged = True
+            except WorkspaceError as exc:
+                attempt.warnings.append(f"diff not collected: {exc}")
+    attempt.paths = stager.paths
     attempt.workspace = WorkspaceStats(
         files=stats.files,
         dirs=stats.dirs,
@@ -384,14 +399,14 @@ def _collect(ctx: RunContext, attempt: Attempt, adapter: HarnessAdapter) -> None
         )
     if limit is not None:
         return
-    rig_git = attempt.container / RIG_GIT_DIR if attempt.container else None
-    assert rig_git is not None
-    try:
-        diff, attempt.changed = collect_diff(attempt.verify_dir, rig_git, attempt.baseline)
-        _write_artifact(attempt.folder / "diff.patch", diff)
-        attempt.texts = changed_texts(attempt.verify_dir, rig_git, attempt.baseline, is_source)
-    except WorkspaceError as exc:
-        attempt.warnings.append(f"diff not collected: {exc}")
+    if staged:
+        rig_git = attempt.container / RIG_GIT_DIR
+        try:
+            diff, attempt.changed = collect_diff(attempt.verify_dir, rig_git, attempt.baseline, staged=True)
+            _write_artifact(attempt.folder / "diff.patch", diff)
+            attempt.texts = changed_texts(attempt.verify_dir, rig_git, attempt.baseline, is_source)
+        except WorkspaceError as exc:
+            attempt.warnings.append(f"diff not collected: {exc}")
     attempt.audit = _audit(
         ctx, ctx.tasks[attempt.item.task], attempt.texts, attempt.metrics, attempt.container, attempt.folder
     )
@@ -401,8 +416,9 @@ def _protect(attempt: Attempt) -> None:
     """4. Protected files compared with their baseline and restored in the rig's copy."""
     attempt.enter("protect")
     assert attempt.snap is not None
-    attempt.tampering = protect.compare(attempt.snap, attempt.verify_dir)
-    protect.restore(attempt.snap, attempt.verify_dir, attempt.tampering)
+    attempt.tampering = protect.compare(attempt.snap, attempt.verify_dir, attempt.paths)
+    # copy_tree left every bytecode cache out of the rig's copy: no cache to look for.
+    protect.restore(attempt.snap, attempt.verify_dir, attempt.tampering, caches=False)
 
 
 def _verify(ctx: RunContext, attempt: Attempt) -> None:
@@ -549,17 +565,14 @@ def _rig_error_record(ctx: RunContext, attempt: Attempt, exc: Exception) -> RunR
 
 
 def _clean_up(ctx: RunContext, attempt: Attempt) -> list[str]:
-    """Remove the attempt's workspace and copy (however hostile); warnings for what stayed."""
-    warnings = []
-    for root in (attempt.container, attempt.verify_root):
-        if root is None:
-            continue
+    """Remove the attempt's workspace and copy (however hostile), side by side; warnings for what
+    stayed."""
+    roots = [root for root in (attempt.container, attempt.verify_root) if root is not None]
+    for root in roots:
         forget_bytecode(default_pycache(), root)
-        if not ctx.keep_workspaces:
-            problem = remove_tree(root)
-            if problem:
-                warnings.append(f"workspace not removed: {problem}")
-    return warnings
+    if ctx.keep_workspaces:
+        return []
+    return [f"workspace not removed: {problem}" for problem in remove_trees(roots) if problem]
 
 
 def _audit(

@@ -15,11 +15,14 @@ import os
 import re
 import stat
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 # Build and cache trees: counted (they count towards the limits) but never copied or diffed. A
 # dependency install (node_modules, a virtualenv) would otherwise cost more than the agent's work.
@@ -43,6 +46,8 @@ DEFAULT_MAX_SECONDS = 120.0
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _COPY_CHUNK = 8 * 1024 * 1024
+# Threads creating the files of a copy: file creation is system time, spent outside the GIL.
+COPY_THREADS = max(1, min(4, os.cpu_count() or 1))
 # How long removing a workspace may take: GNU rm walks any depth without recursion limits.
 REMOVE_TIMEOUT_S = 600.0
 
@@ -195,40 +200,158 @@ def _count_under(stats: TreeStats, name: str, entries: int) -> None:
     stats.excluded[key] = stats.excluded.get(key, 0) + entries
 
 
-def _copy_file(src_dir: int, dst_dir: int, name: str, st: os.stat_result) -> int | None:
-    """Copy one regular file, at most the size seen; None if it is not a regular file after all."""
+class CopySink(Protocol):
+    """Told of every regular file and inner link copy_tree writes, with the bytes it wrote.
+
+    A sink lets one pass over the tree both copy and digest it: files up to `max_bytes` are read
+    into memory once, written to the copy and handed over; larger ones are copied without being
+    held in memory and handed over as None with their size.
+    """
+
+    max_bytes: int
+
+    def file(self, rel: str, mode: int, data: bytes | None, size: int) -> None:
+        """A regular file now in the copy: its mode, its content (None past max_bytes), its size."""
+
+    def link(self, rel: str, target: str) -> None:
+        """A symlink now in the copy, pointing inside the tree."""
+
+
+def _read_exactly(fd: int, size: int) -> bytes:
+    """At most `size` bytes of an open file (fewer if it shrank since it was seen)."""
+    chunks, left = [], size
+    while left > 0:
+        data = os.read(fd, min(left, _COPY_CHUNK))
+        if not data:
+            break
+        chunks.append(data)
+        left -= len(data)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _copy_bytes(src: int, dst: int, size: int) -> int:
+    """Copy at most `size` bytes between open files without holding them in memory; how many."""
+    left = size
+    while left > 0:
+        try:
+            done = os.copy_file_range(src, dst, min(left, _COPY_CHUNK))
+        except OSError:
+            data = os.read(src, min(left, _COPY_CHUNK))
+            done = len(data)
+            _write_all(dst, data)
+        if done == 0:
+            break
+        left -= done
+    return size - left
+
+
+def _copy_file(
+    src_dir: int, dst_dir: int, name: str, inode: int, max_bytes: int
+) -> tuple[int, bytes | None, int] | None:
+    """Copy one regular file, at most the size its descriptor shows: (mode, content if at most
+    `max_bytes`, size). None if what opens is not the regular file the listing named.
+    """
     src = os.open(name, _FILE_FLAGS, dir_fd=src_dir)
     try:
         now = os.fstat(src)
-        if not stat.S_ISREG(now.st_mode) or now.st_ino != st.st_ino:
+        if not stat.S_ISREG(now.st_mode) or now.st_ino != inode:
             return None
+        mode = stat.S_IMODE(now.st_mode) & 0o777
         dst = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600, dir_fd=dst_dir)
         try:
-            left = now.st_size
-            while left > 0:
-                try:
-                    done = os.copy_file_range(src, dst, min(left, _COPY_CHUNK))
-                except OSError:
-                    data = os.read(src, min(left, _COPY_CHUNK))
-                    done = len(data)
-                    os.write(dst, data)
-                if done == 0:
-                    break
-                left -= done
-            os.fchmod(dst, stat.S_IMODE(now.st_mode) & 0o777)
+            if now.st_size <= max_bytes:
+                data: bytes | None = _read_exactly(src, now.st_size)
+                _write_all(dst, data)
+                size = len(data)
+            else:
+                data, size = None, _copy_bytes(src, dst, now.st_size)
+            os.fchmod(dst, mode)
         finally:
             os.close(dst)
-        return now.st_size - left
+        return mode, data, size
     finally:
         os.close(src)
 
 
-def copy_tree(src: Path, dest: Path, bounds: Bounds = Bounds()) -> TreeStats:
+class _Copier:
+    """Regular files copied by a few threads, a batch of one directory's files at a time.
+
+    Creating a file is most of what a copy costs, and it is system time spent outside the GIL:
+    files of different batches are created side by side. Batches in flight are bounded (so are
+    the descriptors and memory they hold), and the sink is fed under a lock.
+    """
+
+    BATCH = 256
+
+    def __init__(self, sink: CopySink | None, threads: int) -> None:
+        self.sink = sink
+        self.max_bytes = sink.max_bytes if sink is not None else -1
+        self.lock = threading.Lock()
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="rig-copy")
+        self.slots = threading.BoundedSemaphore(2 * threads)
+        self.futures: list[Future[list[str]]] = []
+        self.stopped = False
+
+    def submit(self, s_fd: int, d_fd: int, rel_dir: str, files: list[tuple[str, int]]) -> None:
+        """Copy `files` (name, inode) from one open directory to another; the descriptors are
+        duplicated, so the caller may close its own."""
+        self.slots.acquire()
+        try:
+            fds = os.dup(s_fd), os.dup(d_fd)
+        except OSError:
+            self.slots.release()
+            raise
+        future = self.pool.submit(self._copy, *fds, rel_dir, files)
+        future.add_done_callback(lambda _f: self.slots.release())
+        self.futures.append(future)
+
+    def _copy(self, s_fd: int, d_fd: int, rel_dir: str, files: list[tuple[str, int]]) -> list[str]:
+        special = []
+        try:
+            for name, inode in files:
+                if self.stopped:
+                    break
+                rel = _join(rel_dir, name)
+                try:
+                    copied = _copy_file(s_fd, d_fd, name, inode, self.max_bytes)
+                except OSError:
+                    copied = None
+                if copied is None:
+                    special.append(rel)
+                elif self.sink is not None:
+                    with self.lock:
+                        self.sink.file(rel, *copied)
+        finally:
+            os.close(s_fd)
+            os.close(d_fd)
+        return special
+
+    def link(self, rel: str, target: str) -> None:
+        if self.sink is not None:
+            with self.lock:
+                self.sink.link(rel, target)
+
+    def finish(self, stop: bool) -> list[str]:
+        """Wait for every batch (told to stop early if `stop`); the files that could not be copied."""
+        self.stopped = stop
+        self.pool.shutdown(wait=True)
+        return [rel for future in self.futures for rel in future.result()]
+
+
+def copy_tree(src: Path, dest: Path, bounds: Bounds = Bounds(), sink: CopySink | None = None) -> TreeStats:
     """Copy an agent-written tree to `dest` (created here): directories, regular files, inner links.
 
     Left out and reported: FIFOs, sockets and devices (`special`), symlinks whose target is
     absolute or leaves the tree (`outward_links`), and the build and cache trees of EXCLUDED_NAMES
     (counted in `excluded`). Raises LimitExceeded past `bounds`; `dest` then holds a partial copy.
+    Every file and link written is handed to `sink` as it is written (from more than one thread,
+    never two at once), so that nothing needs to read the copy again to digest it.
     """
     walk = _Walk(bounds)
     stats = walk.stats
@@ -239,23 +362,33 @@ def copy_tree(src: Path, dest: Path, bounds: Bounds = Bounds()) -> TreeStats:
     except OSError:
         os.close(src_fd)
         raise
+    copier = _Copier(sink, COPY_THREADS)
     stack = [(src_fd, dst_fd, "", 0, _entries(src_fd))]
+    files: list[tuple[str, int]] = []
+    finished = False
     try:
         while stack:
             s_fd, d_fd, rel_dir, depth, it = stack[-1]
             entry = next(it, None)
-            if entry is None:
-                stack.pop()
-                os.close(s_fd)
-                os.close(d_fd)
-                continue
+            if entry is None or len(files) >= copier.BATCH:
+                if files:
+                    copier.submit(s_fd, d_fd, rel_dir, files)
+                    files = []
+                if entry is None:
+                    stack.pop()
+                    os.close(s_fd)
+                    os.close(d_fd)
+                    continue
             name, rel = entry.name, _join(rel_dir, entry.name)
+            # The entry's type from the directory listing (no stat call unless the file system
+            # does not give it); a regular file is checked again on its open descriptor.
             try:
-                st = entry.stat(follow_symlinks=False)
+                is_dir, is_link = entry.is_dir(follow_symlinks=False), entry.is_symlink()
+                is_file = entry.is_file(follow_symlinks=False)
             except OSError:
                 stats.special.append(rel)
                 continue
-            if stat.S_ISDIR(st.st_mode):
+            if is_dir:
                 if is_excluded(name):
                     walk.count(True, depth + 1)
                     below = _count_excluded(walk, s_fd, name, depth + 1)
@@ -267,6 +400,9 @@ def copy_tree(src: Path, dest: Path, bounds: Bounds = Bounds()) -> TreeStats:
                 except OSError:
                     stats.special.append(rel)
                     continue
+                if files:
+                    copier.submit(s_fd, d_fd, rel_dir, files)
+                    files = []
                 os.mkdir(name, 0o755, dir_fd=d_fd)
                 child_dst = os.open(name, _DIR_FLAGS, dir_fd=d_fd)
                 stack.append((child_src, child_dst, rel, depth + 1, _entries(child_src)))
@@ -275,25 +411,29 @@ def copy_tree(src: Path, dest: Path, bounds: Bounds = Bounds()) -> TreeStats:
             if is_excluded(name):
                 # A `.git` file (a worktree pointer) or a stray cache file.
                 _count_under(stats, name, 1)
-            elif stat.S_ISLNK(st.st_mode):
-                target = os.readlink(name, dir_fd=s_fd)
+            elif is_link:
+                try:
+                    target = os.readlink(name, dir_fd=s_fd)
+                except OSError:
+                    stats.special.append(rel)
+                    continue
                 if _stays_inside(rel_dir, target):
                     os.symlink(target, name, dir_fd=d_fd)
+                    copier.link(rel, target)
                 else:
                     stats.outward_links.append(rel)
-            elif stat.S_ISREG(st.st_mode):
-                try:
-                    copied = _copy_file(s_fd, d_fd, name, st)
-                except OSError:
-                    copied = None
-                if copied is None:
-                    stats.special.append(rel)
+            elif is_file:
+                files.append((name, entry.inode()))
             else:
                 stats.special.append(rel)
+        finished = True
     finally:
         for s_fd, d_fd, _rel, _depth, _it in stack:
             os.close(s_fd)
             os.close(d_fd)
+        # Nothing is written to `dest` once this returns or raises.
+        stats.special.extend(copier.finish(stop=not finished))
+    stats.special.sort()
     return stats
 
 
@@ -336,20 +476,40 @@ def remove_tree(path: Path, timeout: float = REMOVE_TIMEOUT_S) -> str | None:
     GNU rm walks with file descriptors (no recursion limit, no PATH_MAX), never follows links and
     stays on one file system; the timeout bounds a tree too large to remove in reasonable time.
     """
-    try:
-        proc = subprocess.run(
+    return remove_trees([path], timeout)[0]
+
+
+def remove_trees(paths: list[Path], timeout: float = REMOVE_TIMEOUT_S) -> list[str | None]:
+    """Remove several trees at once, as remove_tree does (one `rm` each, side by side); per
+    path, None or why it could not be removed."""
+    env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
+    procs = [
+        subprocess.Popen(
             ["rm", "-rf", "--one-file-system", "--", str(path)],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
             stdin=subprocess.DEVNULL,
-            env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
-    except subprocess.TimeoutExpired:
-        return f"removing {path} took over {timeout:g}s"
-    if proc.returncode != 0:
-        return (proc.stderr.strip().splitlines() or [f"rm exited {proc.returncode}"])[0]
-    return None
+        for path in paths
+    ]
+    deadline = time.monotonic() + timeout
+    problems: list[str | None] = []
+    for path, proc in zip(paths, procs, strict=True):
+        try:
+            _out, err = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            problems.append(f"removing {path} took over {timeout:g}s")
+            continue
+        problems.append(
+            None
+            if proc.returncode == 0
+            else (err.strip().splitlines() or [f"rm exited {proc.returncode}"])[0]
+        )
+    return problems
 
 
 def read_bounded(path: Path | str, max_bytes: int) -> bytes | None:
@@ -361,13 +521,6 @@ def read_bounded(path: Path | str, max_bytes: int) -> bytes | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        chunks, left = [], max_bytes
-        while left > 0:
-            data = os.read(fd, min(left, _COPY_CHUNK))
-            if not data:
-                break
-            chunks.append(data)
-            left -= len(data)
-        return b"".join(chunks)
+        return _read_exactly(fd, max_bytes)
     finally:
         os.close(fd)

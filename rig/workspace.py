@@ -339,74 +339,124 @@ def _staged(name: str) -> bool:
     return is_excluded(name) or _cached(name)
 
 
-def _blob(path: str, st: os.stat_result) -> tuple[bytes, bytes] | None:
-    """(mode, content) of one entry as git stores it; None for what git cannot hold (a FIFO...).
+def _stub(size: int) -> bytes:
+    """What stands in the index for a file larger than DIFF_MAX_FILE_BYTES.
 
-    A file larger than DIFF_MAX_FILE_BYTES is a one-line stub naming its size: git would read it
-    whole into memory (a 2 GiB file makes `git diff` fail), and a patch that size is no evidence
-    anyone reads; the stub keeps the file in the diff and the changed list.
+    git would read such a file whole into memory (a 2 GiB file makes `git diff` fail), and a patch
+    that size is no evidence anyone reads; the stub keeps the file in the diff and the changed list.
     """
-    if stat.S_ISLNK(st.st_mode):
-        return _SYMLINK, os.fsencode(os.readlink(path))
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    mode = b"100755" if st.st_mode & stat.S_IXUSR else b"100644"
-    if st.st_size > DIFF_MAX_FILE_BYTES:
-        stub = f"rig: not stored, {st.st_size} bytes (over the {DIFF_MAX_FILE_BYTES} bytes a diff keeps)\n"
-        return mode, stub.encode()
-    data = read_bounded(path, st.st_size)
-    return None if data is None else (mode, data)
+    return f"rig: not stored, {size} bytes (over the {DIFF_MAX_FILE_BYTES} bytes a diff keeps)\n".encode()
 
 
-def _stage(workdir: Path, rig_git_dir: Path) -> None:
-    """Make the rig's private index hold every file of the workspace, whatever the agent wrote.
+class Stager:
+    """The rig's private index, built from the files of a workspace as they are handed over.
 
-    The index is rebuilt from the tree itself, in time linear in its files: one bounded walk that
-    never follows a link, each file's bytes hashed here and written to one pack by `git
-    fast-import`, then the whole index at once (`git update-index --index-info`). Nothing the agent
-    wrote changes what is staged: not its .gitignore files, attributes (bytes are stored as they
-    are), git config or nested repositories (their files are staged like any other); only the
-    build and cache trees of rig.untrusted.EXCLUDED_NAMES and CACHE_NAMES are left out.
+    Whatever the agent wrote, the index is built in time linear in its files and from the bytes
+    themselves: each file's content is hashed here and written to one pack by `git fast-import`,
+    then the whole index is written at once (`git update-index --index-info`) by `finish`. Nothing
+    the agent wrote changes what is staged: not its .gitignore files, attributes (bytes are stored
+    as they are), git config or nested repositories (their files are staged like any other); only
+    paths under a build or cache name (EXCLUDED_NAMES, CACHE_NAMES) are left out. A CopySink: fed
+    by rig.untrusted.copy_tree, the files are read once, for the copy and the index alike.
     """
-    entries: list[tuple[bytes, bytes, bytes]] = []
-    importer = subprocess.Popen(
-        ["git", *SAFE_GIT, f"--git-dir={rig_git_dir}", "fast-import", "--quiet"],
-        cwd=workdir,
-        env=_git_env(workdir),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    assert importer.stdin is not None
-    try:
+
+    max_bytes = DIFF_MAX_FILE_BYTES
+
+    def __init__(self, workdir: Path, rig_git_dir: Path) -> None:
+        self.workdir, self.rig_git_dir = workdir, rig_git_dir
+        self.paths: list[str] = []
+        """Every file and link handed over, staged or not."""
+        self._entries: list[tuple[bytes, bytes, bytes]] = []
+        self._dirs: dict[str, bool] = {"": True}
+        self._broken = False
+        # The private repository as cwd and home: `workdir` may not exist yet (copy_tree makes it).
+        self._importer = subprocess.Popen(
+            ["git", *SAFE_GIT, f"--git-dir={rig_git_dir}", "fast-import", "--quiet"],
+            cwd=rig_git_dir,
+            env=_git_env(rig_git_dir),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+
+    def __enter__(self) -> "Stager":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._importer.returncode is None:
+            self._importer.kill()
+            self._importer.wait()
+        for stream in (self._importer.stdin, self._importer.stderr):
+            if stream is not None:
+                stream.close()
+
+    def _wanted(self, rel: str) -> bool:
+        directory, _, name = rel.rpartition("/")
+        wanted = self._dirs.get(directory)
+        if wanted is None:
+            wanted = self._dirs[directory] = not any(_staged(part) for part in directory.split("/"))
+        return wanted and not _staged(name)
+
+    def _add(self, rel: str, mode: bytes, data: bytes) -> None:
+        assert self._importer.stdin is not None
+        self.paths.append(rel)
+        if self._broken or not self._wanted(rel):
+            return
+        digest = hashlib.sha1(b"blob %d\0" % len(data))
+        digest.update(data)
+        oid = digest.hexdigest().encode()
+        try:
+            self._importer.stdin.writelines((b"blob\ndata %d\n" % len(data), data, b"\n"))
+        except BrokenPipeError:
+            # The copy goes on without the diff; finish() says why.
+            self._broken = True
+        self._entries.append((os.fsencode(rel), mode, oid))
+
+    def file(self, rel: str, mode: int, data: bytes | None, size: int) -> None:
+        """A regular file: its permission bits, its content (None past max_bytes), its size."""
+        self._add(rel, b"100755" if mode & stat.S_IXUSR else b"100644", _stub(size) if data is None else data)
+
+    def link(self, rel: str, target: str) -> None:
+        """A symlink and its target."""
+        self._add(rel, _SYMLINK, os.fsencode(target))
+
+    def finish(self) -> None:
+        """Write the pack and make the index hold exactly the files handed over."""
+        assert self._importer.stdin is not None and self._importer.stderr is not None
+        try:
+            self._importer.stdin.close()
+            self._importer.wait(timeout=GIT_TIMEOUT_S)
+        except (BrokenPipeError, subprocess.TimeoutExpired):
+            self._importer.kill()
+            self._importer.wait()
+        if self._importer.returncode != 0:
+            error = self._importer.stderr.read().decode(errors="replace").strip().splitlines()
+            first = (error or [f"exit {self._importer.returncode}"])[0]
+            raise WorkspaceError(f"git fast-import failed for {self.workdir}: {first}")
+        # In git's order (bytewise), so that each entry lands at the end of the index being built.
+        info = b"".join(mode + b" " + oid + b"\t" + path + b"\0" for path, mode, oid in sorted(self._entries))
+        _git_bytes(["read-tree", "--empty"], self.workdir, self.rig_git_dir)
+        _git_bytes(["update-index", "-z", "--index-info"], self.workdir, self.rig_git_dir, stdin=info)
+
+
+def stage(workdir: Path, rig_git_dir: Path) -> None:
+    """Stage a workspace the rig did not copy itself (a Stager fed by one walk that follows no link)."""
+    with Stager(workdir, rig_git_dir) as stager:
         root = str(workdir)
         for rel, st in walk(workdir, skip=_staged):
-            if _staged(rel.rpartition("/")[2]):
-                continue
-            blob = _blob(os.path.join(root, rel), st)
-            if blob is None:
-                continue
-            mode, data = blob
-            oid = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest().encode()
-            importer.stdin.write(b"blob\ndata %d\n" % len(data) + data + b"\n")
-            entries.append((os.fsencode(rel), mode, oid))
-        importer.stdin.close()
-        importer.wait(timeout=GIT_TIMEOUT_S)
-    except (BrokenPipeError, subprocess.TimeoutExpired):
-        importer.kill()
-        importer.wait()
-    finally:
-        error = importer.stderr.read().decode(errors="replace") if importer.stderr else ""
-    if importer.returncode != 0:
-        first = (error.strip().splitlines() or [f"exit {importer.returncode}"])[0]
-        raise WorkspaceError(f"git fast-import failed in {workdir}: {first}")
-    # In git's order (bytewise), so that each entry lands at the end of the index being built.
-    info = b"".join(mode + b" " + oid + b"\t" + path + b"\0" for path, mode, oid in sorted(entries))
-    _git_bytes(["read-tree", "--empty"], workdir, rig_git_dir)
-    _git_bytes(["update-index", "-z", "--index-info"], workdir, rig_git_dir, stdin=info)
+            path = os.path.join(root, rel)
+            if stat.S_ISLNK(st.st_mode):
+                stager.link(rel, os.readlink(path))
+            elif stat.S_ISREG(st.st_mode):
+                data = None if st.st_size > DIFF_MAX_FILE_BYTES else read_bounded(path, st.st_size)
+                if data is not None or st.st_size > DIFF_MAX_FILE_BYTES:
+                    stager.file(rel, st.st_mode, data, st.st_size)
+        stager.finish()
 
 
-def collect_diff(workdir: Path, rig_git_dir: Path, baseline: str) -> tuple[str, list[str]]:
+def collect_diff(
+    workdir: Path, rig_git_dir: Path, baseline: str, *, staged: bool = False
+) -> tuple[str, list[str]]:
     """(binary diff against the baseline, changed paths with their status letter).
 
     `git apply` of the diff onto the baseline reproduces the workspace byte for byte, whatever the
@@ -415,9 +465,12 @@ def collect_diff(workdir: Path, rig_git_dir: Path, baseline: str) -> tuple[str, 
     The one exception is a symlink whose target is not UTF-8 (git has no binary form for a link):
     it is left out of the patch, which says so in a "# rig:" line before the first file.
     Each changed path is "<status> <path>", the path quoted as `quote_path` does when needed.
+    `staged`: the index already holds the workspace (a Stager fed while copying it); otherwise
+    it is staged here.
     """
     _set_attributes(rig_git_dir, NEUTRAL_ATTRIBUTES)
-    _stage(workdir, rig_git_dir)
+    if not staged:
+        stage(workdir, rig_git_dir)
     changes = _raw_changes(workdir, rig_git_dir, baseline)
     changed = [f"{c.status} {quote_path(c.path)}" for c in changes]
     diff = _git_bytes(["diff", "--cached", *DIFF_FLAGS, baseline], workdir, rig_git_dir)

@@ -520,7 +520,10 @@ BAD_EXPERIMENTS = {
         "repetitions: Input should be a valid integer",
     ),
     "nested_wrong_type": ('harness = "scripted"\ntimeouts = 5\n' + SOL, "timeouts: Input should be"),
-    "unknown_harness": ('harness = "nope"\n' + SOL, "harness: Input should be 'scripted', 'pi'"),
+    "unknown_harness": (
+        'harness = "nope"\n' + SOL,
+        "harness: no harness named 'nope'; use one of scripted, pi",
+    ),
     "unknown_task": ('harness = "scripted"\ntasks = ["t9_missing"]\n' + SOL, "unknown task t9_missing"),
     "bad_condition_name": (
         'harness = "scripted"\n[[conditions]]\nname = "with space"\n',

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rig.proc import OUTPUT_KEEP_BYTES, run_bounded, scrubbed_env
-from rig.untrusted import Bounds, LimitExceeded, copy_tree, read_bounded, remove, remove_tree, walk
+from rig.untrusted import Bounds, LimitExceeded, copy_tree, read_bounded, remove, remove_trees, walk
 
 
 def _deep_chain(root: Path, levels: int) -> None:
@@ -75,8 +75,9 @@ def test_limits_stop_a_walk_early_with_what_was_counted(tmp_path):
         copy_tree(wide, tmp_path / "wide-copy", Bounds(max_entries=100))
     assert "max_files" in caught.value.what and caught.value.stats.entries == 101
     assert time.monotonic() - start < 30
-    # Removal goes all the way down, with no recursion and no PATH_MAX.
-    assert remove_tree(deep) is None and not deep.exists()
+    # Removal goes all the way down, with no recursion and no PATH_MAX, several trees side by side.
+    assert remove_trees([deep, wide, tmp_path / "missing"]) == [None, None, None]
+    assert not deep.exists() and not wide.exists()
 
 
 def test_remove_takes_whatever_is_there_and_never_a_links_target(tmp_path):

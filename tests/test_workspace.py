@@ -1,12 +1,15 @@
 """Workspace preparation: deterministic baselines, a diff that reports every change, overlays."""
 
+import os
 import subprocess
 
 import pytest
 
 from rig.paths import FIXTURE_DIR
-from rig.untrusted import copy_tree
+from rig.untrusted import copy_tree, walk
 from rig.workspace import (
+    DIFF_MAX_FILE_BYTES,
+    Stager,
     WorkspaceError,
     apply_overlays,
     collect_diff,
@@ -94,3 +97,54 @@ def test_agent_gitignore_and_nested_repositories_hide_nothing_from_the_diff(task
     diff, changed = collect_diff(copy, tmp_path / "rig.git", baseline)
     assert changed == ["M .gitignore", "A secret/notes.md", "A taskapp/probe.py", "A vendor/lib.py"]
     assert "+import os" in diff and "+x = 1" in diff and "probe.cpython" not in diff
+
+
+def test_one_pass_copy_and_staging_gives_the_diff_a_walk_of_the_copy_gives(taskapp, tmp_path):
+    """The runner stages while it copies (each file read once); the diff is the same as staging
+    the finished copy by walking it, for links, modes, caches and a file too large to store."""
+    baseline = init_baseline(taskapp, tmp_path / "a.git")
+    subprocess.run(["cp", "-a", str(tmp_path / "a.git"), str(tmp_path / "b.git")], check=True)
+    (taskapp / "README.md").write_text("rewritten\n")
+    (taskapp / "docs" / "style.md").unlink()
+    (taskapp / "run.sh").write_text("#!/bin/sh\n")
+    (taskapp / "run.sh").chmod(0o755)
+    os.symlink("README.md", taskapp / "readme-link")
+    (taskapp / "stray.pyc").write_bytes(b"\0bytecode")
+    (taskapp / "odd.pyc").mkdir()
+    (taskapp / "odd.pyc" / "inside.txt").write_text("under a cache name\n")
+    with open(taskapp / "big.bin", "wb") as big:
+        big.truncate(DIFF_MAX_FILE_BYTES + 1)
+
+    with Stager(tmp_path / "copy", tmp_path / "a.git") as stager:
+        copy_tree(taskapp, tmp_path / "copy", sink=stager)
+        stager.finish()
+    one_pass = collect_diff(tmp_path / "copy", tmp_path / "a.git", baseline, staged=True)
+    walked = collect_diff(tmp_path / "copy", tmp_path / "b.git", baseline)
+
+    assert one_pass == walked
+    diff, changed = one_pass
+    assert changed == [
+        "M README.md",
+        "A big.bin",
+        "D docs/style.md",
+        "A readme-link",
+        "A run.sh",
+    ]
+    assert f"+rig: not stored, {DIFF_MAX_FILE_BYTES + 1} bytes" in diff
+    assert "new file mode 100755" in diff and "new file mode 120000" in diff
+    # Every file and link handed over, staged or not: what protection checks for added files.
+    in_copy = [rel for rel, _st in walk(tmp_path / "copy", skip=())]
+    assert sorted(stager.paths) == sorted(in_copy) and {"stray.pyc", "odd.pyc/inside.txt"} <= set(in_copy)
+    assert os.path.getsize(tmp_path / "copy" / "big.bin") == DIFF_MAX_FILE_BYTES + 1
+
+
+def test_a_failing_stager_loses_the_diff_but_never_the_copy(taskapp, tmp_path):
+    """verification still needs the whole copy when git cannot stage it."""
+    (tmp_path / "not-a-repository").mkdir()
+    with Stager(tmp_path / "copy", tmp_path / "not-a-repository") as stager:
+        copy_tree(taskapp, tmp_path / "copy", sink=stager)
+        with pytest.raises(WorkspaceError, match="git fast-import failed"):
+            stager.finish()
+    copied = sorted(rel for rel, _st in walk(tmp_path / "copy", skip=()))
+    assert copied == sorted(rel for rel, _st in walk(taskapp)) and len(copied) > 50
+    assert (tmp_path / "copy" / "README.md").read_bytes() == (taskapp / "README.md").read_bytes()

@@ -1,5 +1,6 @@
 """Building a workspace: a cache-free copy of the fixture with patches applied."""
 
+import contextlib
 import hashlib
 import os
 import re
@@ -388,7 +389,9 @@ class Stager:
             self._importer.wait()
         for stream in (self._importer.stdin, self._importer.stderr):
             if stream is not None:
-                stream.close()
+                # Closing flushes what is still buffered, to a process that is gone: nothing lost.
+                with contextlib.suppress(BrokenPipeError):
+                    stream.close()
 
     def _wanted(self, rel: str) -> bool:
         directory, _, name = rel.rpartition("/")

@@ -309,7 +309,7 @@ def test_status_counts_cells(tmp_path):
             'harness = "scripted"\nrepetitions = 0\n',
             "repetitions: Input should be greater than or equal to 1",
         ),
-        ('harness = "nope"\n', "harness: Input should be 'scripted', 'pi', 'claude-code' or 'codex'"),
+        ('harness = "nope"\n', "harness: no harness named 'nope'; use one of scripted, pi, claude-code"),
         ("repetitions = 1\n", "harness: Field required"),
         ('harness = "scripted"\ntasks = ["t9_missing"]\n', "unknown task t9_missing"),
         ('harness = "scripted\n', "not valid TOML"),

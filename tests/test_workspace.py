@@ -148,3 +148,12 @@ def test_a_failing_stager_loses_the_diff_but_never_the_copy(taskapp, tmp_path):
     copied = sorted(rel for rel, _st in walk(tmp_path / "copy", skip=()))
     assert copied == sorted(rel for rel, _st in walk(taskapp)) and len(copied) > 50
     assert (tmp_path / "copy" / "README.md").read_bytes() == (taskapp / "README.md").read_bytes()
+
+
+def test_a_stager_left_unfinished_stops_quietly(tmp_path):
+    """A copy stopped at a limit leaves the stager unfinished: its git is killed, nothing raised."""
+    subprocess.run(["git", "init", "-q", "--bare", str(tmp_path / "rig.git")], check=True)
+    with Stager(tmp_path / "copy", tmp_path / "rig.git") as stager:
+        stager.file("a.txt", 0o644, b"x" * 100, 100)
+    assert stager.paths == ["a.txt"]
+    assert not list((tmp_path / "rig.git" / "objects" / "pack").glob("*.pack"))

@@ -450,10 +450,10 @@ def stage(workdir: Path, rig_git_dir: Path) -> None:
             path = os.path.join(root, rel)
             if stat.S_ISLNK(st.st_mode):
                 stager.link(rel, os.readlink(path))
-            elif stat.S_ISREG(st.st_mode):
-                data = None if st.st_size > DIFF_MAX_FILE_BYTES else read_bounded(path, st.st_size)
-                if data is not None or st.st_size > DIFF_MAX_FILE_BYTES:
-                    stager.file(rel, st.st_mode, data, st.st_size)
+            elif stat.S_ISREG(st.st_mode) and st.st_size > Stager.max_bytes:
+                stager.file(rel, st.st_mode, None, st.st_size)
+            elif stat.S_ISREG(st.st_mode) and (data := read_bounded(path, st.st_size)) is not None:
+                stager.file(rel, st.st_mode, data, st.st_size)
         stager.finish()
 
 

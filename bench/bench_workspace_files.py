@@ -8,12 +8,15 @@ then stops. The rig's time is the run's wall time (`record["wall_s"]`) minus the
 (which stages the files for the diff in the same pass), the diff, protection, check.py, the hidden
 tests and the record.
 
-The run keeps its trees (`keep_workspaces`), so that right after it, on the very files the agent
-left and in the same state of the page cache, the script times the floor, `cp -a` of the agent's
-workspace (the one copy the rig cannot avoid: verification runs in a directory the agent never
-saw), and then the rig's own removal of the workspace and its copy (`cleanup`, which a run does
-after its record is written). This disk's speed varies several-fold within minutes, so the ratio
-of the rig's time to that floor is the figure to compare across machines and moments.
+The verification copy goes where it goes by default on this machine (rig.scratch: a private
+directory on /dev/shm when that is a tmpfs with room, else the runs root). The run keeps its trees
+(`keep_workspaces`, with `$RIG_VERIFY_ROOT` naming that default place so that keeping does not
+move the copy), so that right after it, on the very files the agent left and in the same state of
+the page cache, the script times the floor, `cp -a` of the agent's workspace to the same place
+(the one copy the rig cannot avoid: verification runs in a directory the agent never saw), and
+then the rig's own removal of the workspace and its copy (`cleanup`, which a run does after its
+record is written). This disk's speed varies several-fold within minutes, so the ratio of the
+rig's time to that floor is the figure to compare across machines and moments.
 
 - `source`: N files in directories of 500 under `data/`: the worst case, every file is copied,
   staged and diffed.
@@ -31,6 +34,7 @@ go to bench/results/workspace_files.json (git-ignored). A measurement, not a tes
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -45,6 +49,7 @@ from harnesses.base import Condition  # noqa: E402
 from rig.experiment import Experiment, Limits, Timeouts  # noqa: E402
 from rig.paths import FIXTURE_DIR, REPO_ROOT  # noqa: E402
 from rig.runner import execute, experiment_plan, make_context  # noqa: E402
+from rig.scratch import VERIFY_ROOT_VAR, choose_scratch  # noqa: E402
 from rig.tasks import load_tasks  # noqa: E402
 from rig.untrusted import remove_trees  # noqa: E402
 
@@ -87,15 +92,16 @@ def one_run(base: Path, layout: str, n: int, index: int) -> dict[str, float]:
     (record,) = records
     if record["infra"]["is_infra"] or record["workspace"]["limit"]:
         raise SystemExit(f"bench: run for {layout} {n} did not verify: {record['failing_stage']}")
-    trees = sorted((runs / experiment.name).iterdir())
-    (container,) = [t for t in trees if not t.name.startswith("verify-")]
+    (container,) = sorted((runs / experiment.name).iterdir())
+    (copy,) = sorted(ctx.scratch.folder.iterdir())
+    floor_dir = ctx.scratch.folder / "floor"
     started = time.perf_counter()
-    subprocess.run(["cp", "-a", str(container / "work"), str(base / "floor")], check=True)
+    subprocess.run(["cp", "-a", str(container / "work"), str(floor_dir)], check=True)
     floor = time.perf_counter() - started
     started = time.perf_counter()
-    problems = remove_trees(trees)
+    problems = remove_trees([container, copy])
     cleanup = time.perf_counter() - started
-    remove_trees([base / "floor"])
+    remove_trees([floor_dir, ctx.scratch.folder])
     if any(problems):
         raise SystemExit(f"bench: cleanup failed: {problems}")
     return {
@@ -125,6 +131,9 @@ def main() -> None:
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="rig-bench-files-") as tmp:
         base = Path(tmp)
+        place = choose_scratch(base / "runs" / "bench", base / "results" / "bench", workers=1)
+        os.environ[VERIFY_ROOT_VAR] = str(place.folder.parent)
+        print(f"verification copies: {place.folder.parent}, {place.note}")
         for layout in args.layouts.split(","):
             rows = []
             for n in sizes:

@@ -268,6 +268,7 @@ def _run(ctx) -> None:
         raise _fail(str(exc)) from exc
     console = Console(stderr=True)
     console.print(ctx.sandbox.warning() or f"sandbox: {ctx.sandbox.detail} (see `rig doctor`)")
+    console.print(f"verification copies: {ctx.scratch.folder}, {ctx.scratch.note}", soft_wrap=True)
     console.print(
         f"{ctx.experiment.name}: {len(items)} runs planned, {len(items) - len(pending)} already recorded, "
         f"{len(pending)} to run with {ctx.experiment.workers} workers"

@@ -9,6 +9,7 @@ from rig import protect
 from rig.audit import toolchain_files
 from rig.proc import TOKEN_REAPER
 from rig.sandbox import SandboxStatus, resolve
+from rig.scratch import choose_scratch
 from rig.streams import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES
 from rig.workspace import WorkspaceError, check_runs_root, default_runs_root
 
@@ -64,6 +65,23 @@ def _runs_root() -> Protection:
     )
 
 
+def _verification_copies() -> Protection:
+    # Where a copy goes changes its speed, not what it protects: never reported inactive.
+    runs = default_runs_root()
+    try:
+        # Any experiment's: the place depends on the machine, not on the experiment.
+        scratch = choose_scratch(runs / "experiment", runs / "results", workers=1)
+    except (OSError, WorkspaceError) as exc:
+        return Protection(name="verification copies", active=False, detail=str(exc))
+    detail = f"{scratch.folder.parent}, {scratch.note}"
+    if scratch.room is not None:
+        detail += (
+            f": up to {scratch.room // _MIB} MiB per copy with one worker, less with more; "
+            "a larger copy is made on disk"
+        )
+    return Protection(name="verification copies", active=True, detail=detail)
+
+
 def _process_cleanup(status: SandboxStatus) -> Protection:
     # Only the token reaper can be escaped (env -i): anything stronger holds every process.
     contained = status.processes != TOKEN_REAPER
@@ -81,6 +99,7 @@ def diagnose() -> list[Protection]:
         _sandbox(status),
         _network(),
         _runs_root(),
+        _verification_copies(),
         _process_cleanup(status),
         Protection(
             name="runner death",

@@ -21,7 +21,7 @@ from typing import Any
 from rig.untrusted import read_bounded, walk
 
 MAX_FILE_BYTES = 256 * 1024 * 1024
-PLACEHOLDERS = ("<RUNS>", "<REPO>", "<HOME>", "<user>", "<host>")
+PLACEHOLDERS = ("<RUNS>", "<VERIFY>", "<REPO>", "<HOME>", "<user>", "<host>")
 
 # A path or name continues while these characters follow, so "/home/al" must not eat "/home/alice"
 # and "root" must not eat "rootdir". A trailing "." is allowed so "as root." is still redacted.
@@ -118,8 +118,10 @@ class Redactor:
         user: str | None = None,
         host: str | None = None,
         results_root: Path | None = None,
+        verify_root: Path | None = None,
     ) -> "Redactor":
-        """A redactor for this machine: its runs directory, repository, home, user and host names.
+        """A redactor for this machine: its runs directory, the directory of its verification
+        copies, repository, home, user and host names.
 
         Missing values default to Path.home() ($HOME), getpass.getuser() ($USER/$LOGNAME) and
         socket.gethostname(); the short host name (before the first dot) is redacted as well.
@@ -137,7 +139,13 @@ class Redactor:
         if host is None:
             host = socket.gethostname()
         paths: list[tuple[str, str]] = []
-        roots = ((results_root, "<RESULTS>"), (runs_root, "<RUNS>"), (repo_root, "<REPO>"), (home, "<HOME>"))
+        roots = (
+            (results_root, "<RESULTS>"),
+            (runs_root, "<RUNS>"),
+            (verify_root, "<VERIFY>"),
+            (repo_root, "<REPO>"),
+            (home, "<HOME>"),
+        )
         for root, placeholder in roots:
             if root is not None:
                 paths.extend((variant, placeholder) for variant in _path_variants(Path(root)))

@@ -47,9 +47,19 @@ from rig.records import (
 from rig.redact import Redactor
 from rig.sandbox import SandboxStatus, resolve
 from rig.schedule import PlanItem, plan
+from rig.scratch import COPY_PREFIX, Scratch, choose_scratch, on_disk
 from rig.store import ResultsStore
 from rig.tasks import Task
-from rig.untrusted import Bounds, LimitExceeded, copy_tree, remove, remove_trees
+from rig.untrusted import (
+    COPY_THREADS,
+    Bounds,
+    LimitExceeded,
+    NoRoom,
+    TreeStats,
+    copy_tree,
+    remove,
+    remove_trees,
+)
 from rig.verify import (
     CheckOutcome,
     HiddenOutcome,
@@ -90,6 +100,7 @@ class RunContext:
     confinement: Confinement
     sandbox: SandboxStatus
     secrets: list[Path]
+    scratch: Scratch
     keep_workspaces: bool = False
 
     @property
@@ -122,6 +133,9 @@ def make_context(
                     "give a skill directory relative to the rig's repository"
                 )
     check_runs_root(runs_root)
+    scratch = choose_scratch(
+        runs_root / experiment.name, results_root / experiment.name, experiment.workers, keep_workspaces
+    )
     # Everything the agent must not read: the answers, the judge, the results and other runs.
     secrets = [
         fixture.resolve(),
@@ -129,10 +143,19 @@ def make_context(
         *(t.hidden_dir.resolve() for t in tasks),
         results_root / experiment.name,
         runs_root / experiment.name,
+        scratch.folder,
     ]
     sandbox_plan, sandbox_status = resolve(
         sandbox,
-        hidden=[repo_root.resolve(), results_root, runs_root, Path.home(), default_pycache(), *secrets],
+        hidden=[
+            repo_root.resolve(),
+            results_root,
+            runs_root,
+            scratch.folder.parent,
+            Path.home(),
+            default_pycache(),
+            *secrets,
+        ],
         exposed=_agent_runtime(),
     )
     limits = experiment.limits
@@ -164,7 +187,9 @@ def make_context(
     # Only once every pin could be read: a refused run leaves nothing behind.
     store = ResultsStore(results_root / experiment.name)
     _bind_design(store.root, experiment)
-    redactor = Redactor.for_machine(runs_root=runs_root, repo_root=repo_root, results_root=results_root)
+    redactor = Redactor.for_machine(
+        runs_root=runs_root, repo_root=repo_root, results_root=results_root, verify_root=scratch.folder.parent
+    )
     return RunContext(
         experiment,
         {t.id: t for t in tasks},
@@ -176,6 +201,7 @@ def make_context(
         confinement,
         sandbox_status,
         secrets,
+        scratch,
         keep_workspaces,
     )
 
@@ -358,26 +384,14 @@ def _collect(ctx: RunContext, attempt: Attempt, adapter: HarnessAdapter) -> None
     attempt.enter("collect")
     assert attempt.agent_run is not None and attempt.baseline is not None
     attempt.metrics = adapter.parse_session(attempt.agent_run)
-    limits = ctx.experiment.limits
-    attempt.verify_root = Path(tempfile.mkdtemp(prefix="verify-", dir=ctx.runs_root / ctx.experiment.name))
-    assert attempt.container is not None
-    limit: str | None = None
-    staged = False
-    # One pass reads each file once: into the copy and into the rig's index of it.
-    with Stager(attempt.verify_dir, attempt.container / RIG_GIT_DIR) as stager:
-        try:
-            stats = copy_tree(
-                attempt.workdir, attempt.verify_dir, Bounds(limits.max_files, limits.max_depth), stager
-            )
-        except LimitExceeded as exc:
-            stats, limit = exc.stats, exc.what
-        else:
-            try:
-                stager.finish()
-                staged = True
-            except WorkspaceError as exc:
-                attempt.warnings.append(f"diff not collected: {exc}")
-    attempt.paths = stager.paths
+    try:
+        stats, limit, staged = _copy_for_verification(ctx, attempt, ctx.scratch)
+    except NoRoom as exc:
+        if not ctx.scratch.in_memory:
+            raise
+        attempt.warnings.append(f"{exc}; made again on disk, beside the workspace")
+        workspaces = on_disk(ctx.runs_root / ctx.experiment.name, "no room in memory")
+        stats, limit, staged = _copy_for_verification(ctx, attempt, workspaces)
     attempt.workspace = WorkspaceStats(
         files=stats.files,
         dirs=stats.dirs,
@@ -410,6 +424,47 @@ def _collect(ctx: RunContext, attempt: Attempt, adapter: HarnessAdapter) -> None
     attempt.audit = _audit(
         ctx, ctx.tasks[attempt.item.task], attempt.texts, attempt.metrics, attempt.container, attempt.folder
     )
+
+
+def _copy_for_verification(
+    ctx: RunContext, attempt: Attempt, place: Scratch
+) -> tuple[TreeStats, str | None, bool]:
+    """The rig's copy of the workspace in a directory made now under `place`, staged for the diff
+    in the same pass: (what it held, the limit it passed if any, whether the index holds it).
+
+    A copy that does not fit its room (NoRoom) is removed before this raises.
+    """
+    assert attempt.container is not None
+    limits = ctx.experiment.limits
+    place.folder.mkdir(parents=True, exist_ok=True)
+    attempt.verify_root = Path(tempfile.mkdtemp(prefix=COPY_PREFIX, dir=place.folder))
+    limit: str | None = None
+    staged = False
+    # One pass reads each file once: into the copy and into the rig's index of it.
+    with Stager(attempt.verify_dir, attempt.container / RIG_GIT_DIR) as stager:
+        try:
+            stats = copy_tree(
+                attempt.workdir,
+                attempt.verify_dir,
+                Bounds(limits.max_files, limits.max_depth),
+                stager,
+                threads=1 if place.in_memory else COPY_THREADS,
+                room=place.room,
+            )
+        except LimitExceeded as exc:
+            stats, limit = exc.stats, exc.what
+        except NoRoom:
+            remove_trees([attempt.verify_root])
+            attempt.verify_root = None
+            raise
+        else:
+            try:
+                stager.finish()
+                staged = True
+            except WorkspaceError as exc:
+                attempt.warnings.append(f"diff not collected: {exc}")
+    attempt.paths = stager.paths
+    return stats, limit, staged
 
 
 def _protect(attempt: Attempt) -> None:
@@ -657,6 +712,8 @@ def execute(
     with ctx.store.writer():
         # Helpers of agents whose runner was killed (kill -9) would still be writing somewhere.
         reap_orphans()
+        for problem in ctx.scratch.remove_stale():
+            print(f"warning: stale verification copy not removed: {problem}", file=sys.stderr)
         pending, quarantined = pending_items(ctx, items)
         progress = Progress(total=len(pending))
         queue = deque(pending)
@@ -678,6 +735,7 @@ def execute(
                 print(f"warning: {exc}", file=sys.stderr)
             raise
         pool.shutdown(wait=True)
+        ctx.scratch.close()
     return progress
 
 

@@ -10,6 +10,7 @@ a deadline. Past a bound it raises LimitExceeded with what it counted so far, ha
 proportional to the bound, not to the tree.
 """
 
+import errno
 import fnmatch
 import os
 import re
@@ -46,8 +47,13 @@ DEFAULT_MAX_SECONDS = 120.0
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _COPY_CHUNK = 8 * 1024 * 1024
-# Threads creating the files of a copy: file creation is system time, spent outside the GIL.
+# Threads creating the files of a copy on a disk, where file creation is system time spent
+# outside the GIL; on a tmpfs creating a file is so cheap that passing the GIL costs more.
 COPY_THREADS = max(1, min(4, os.cpu_count() or 1))
+# What a file takes on a memory file system beyond its bytes: its last page, its inode and name.
+_PAGE = 4096
+_ENTRY_BYTES = 1024
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 # How long removing a workspace may take: GNU rm walks any depth without recursion limits.
 REMOVE_TIMEOUT_S = 600.0
 
@@ -84,6 +90,25 @@ class LimitExceeded(Exception):
         super().__init__(what)
         self.what = what
         self.stats = stats
+
+
+class NoRoom(Exception):
+    """A copy that did not fit: past the room it was given, or its file system full."""
+
+
+class _Room:
+    """The bytes a copy may still take, shared by the threads that write it."""
+
+    def __init__(self, limit: int) -> None:
+        self.left = limit
+        self.lock = threading.Lock()
+
+    def take(self, size: int) -> bool:
+        """Count one file of `size` bytes; whether it still fits."""
+        cost = -(-size // _PAGE) * _PAGE + _ENTRY_BYTES
+        with self.lock:
+            self.left -= cost
+            return self.left >= 0
 
 
 def name_matcher(patterns: tuple[str, ...]) -> Callable[[str], bool]:
@@ -252,16 +277,19 @@ def _copy_bytes(src: int, dst: int, size: int) -> int:
 
 
 def _copy_file(
-    src_dir: int, dst_dir: int, name: str, inode: int, max_bytes: int
+    src_dir: int, dst_dir: int, name: str, inode: int, max_bytes: int, room: _Room | None
 ) -> tuple[int, bytes | None, int] | None:
     """Copy one regular file, at most the size its descriptor shows: (mode, content if at most
-    `max_bytes`, size). None if what opens is not the regular file the listing named.
+    `max_bytes`, size). None if what opens is not the regular file the listing named; NoRoom,
+    before writing anything, if it does not fit in `room`.
     """
     src = os.open(name, _FILE_FLAGS, dir_fd=src_dir)
     try:
         now = os.fstat(src)
         if not stat.S_ISREG(now.st_mode) or now.st_ino != inode:
             return None
+        if room is not None and not room.take(now.st_size):
+            raise NoRoom
         mode = stat.S_IMODE(now.st_mode) & 0o777
         dst = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600, dir_fd=dst_dir)
         try:
@@ -280,17 +308,20 @@ def _copy_file(
 
 
 class _Copier:
-    """Regular files copied by a few threads, a batch of one directory's files at a time.
+    """Regular files copied by worker threads, a batch of one directory's files at a time.
 
-    Creating a file is most of what a copy costs, and it is system time spent outside the GIL:
-    files of different batches are created side by side. Batches in flight are bounded (so are
-    the descriptors and memory they hold), and the sink is fed under a lock.
+    Creating a file is most of what a copy costs; on a disk it is system time spent outside the
+    GIL, so files of different batches are created side by side. Batches in flight are bounded
+    (so are the descriptors and memory they hold), and the sink is fed under a lock. A file that
+    does not fit (`room`, or a full file system) stops every batch and sets `full`.
     """
 
     BATCH = 256
 
-    def __init__(self, sink: CopySink | None, threads: int) -> None:
+    def __init__(self, sink: CopySink | None, threads: int, room: int | None) -> None:
         self.sink = sink
+        self.room = _Room(room) if room is not None else None
+        self.full = False
         self.max_bytes = sink.max_bytes if sink is not None else -1
         self.lock = threading.Lock()
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="rig-copy")
@@ -319,8 +350,11 @@ class _Copier:
                     break
                 rel = _join(rel_dir, name)
                 try:
-                    copied = _copy_file(s_fd, d_fd, name, inode, self.max_bytes)
-                except OSError:
+                    copied = _copy_file(s_fd, d_fd, name, inode, self.max_bytes, self.room)
+                except (NoRoom, OSError) as exc:
+                    if isinstance(exc, NoRoom) or exc.errno in _NO_SPACE:
+                        self.full = self.stopped = True
+                        break
                     copied = None
                 if copied is None:
                     special.append(rel)
@@ -344,14 +378,23 @@ class _Copier:
         return [rel for future in self.futures for rel in future.result()]
 
 
-def copy_tree(src: Path, dest: Path, bounds: Bounds = Bounds(), sink: CopySink | None = None) -> TreeStats:
+def copy_tree(
+    src: Path,
+    dest: Path,
+    bounds: Bounds = Bounds(),
+    sink: CopySink | None = None,
+    threads: int = COPY_THREADS,
+    room: int | None = None,
+) -> TreeStats:
     """Copy an agent-written tree to `dest` (created here): directories, regular files, inner links.
 
     Left out and reported: FIFOs, sockets and devices (`special`), symlinks whose target is
     absolute or leaves the tree (`outward_links`), and the build and cache trees of EXCLUDED_NAMES
-    (counted in `excluded`). Raises LimitExceeded past `bounds`; `dest` then holds a partial copy.
-    Every file and link written is handed to `sink` as it is written (from more than one thread,
-    never two at once), so that nothing needs to read the copy again to digest it.
+    (counted in `excluded`). Raises LimitExceeded past `bounds`, and NoRoom when the files would
+    take more than `room` bytes (pages and inodes of a memory file system counted) or the file
+    system is full; `dest` then holds a partial copy. Every file and link written is handed to
+    `sink` as it is written (from up to `threads` threads, never two at once), so that nothing
+    needs to read the copy again to digest it.
     """
     walk = _Walk(bounds)
     stats = walk.stats
@@ -362,12 +405,12 @@ def copy_tree(src: Path, dest: Path, bounds: Bounds = Bounds(), sink: CopySink |
     except OSError:
         os.close(src_fd)
         raise
-    copier = _Copier(sink, COPY_THREADS)
+    copier = _Copier(sink, threads, room)
     stack = [(src_fd, dst_fd, "", 0, _entries(src_fd))]
     files: list[tuple[str, int]] = []
     finished = False
     try:
-        while stack:
+        while stack and not copier.full:
             s_fd, d_fd, rel_dir, depth, it = stack[-1]
             entry = next(it, None)
             if entry is None or len(files) >= copier.BATCH:
@@ -426,13 +469,21 @@ def copy_tree(src: Path, dest: Path, bounds: Bounds = Bounds(), sink: CopySink |
                 files.append((name, entry.inode()))
             else:
                 stats.special.append(rel)
-        finished = True
+        finished = not copier.full
+    except OSError as exc:
+        if exc.errno not in _NO_SPACE:
+            raise
+        copier.full = True
     finally:
         for s_fd, d_fd, _rel, _depth, _it in stack:
             os.close(s_fd)
             os.close(d_fd)
         # Nothing is written to `dest` once this returns or raises.
         stats.special.extend(copier.finish(stop=not finished))
+    if copier.full:
+        over = copier.room is not None and copier.room.left < 0
+        why = f"it would take more than {room} bytes" if over else "its file system is full"
+        raise NoRoom(f"no room to copy the workspace to {dest}: {why}")
     stats.special.sort()
     return stats
 

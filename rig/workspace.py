@@ -93,23 +93,23 @@ def default_runs_root() -> Path:
     return Path(cache) / "rig" / "runs"
 
 
-def check_runs_root(runs_root: Path) -> None:
+def check_runs_root(runs_root: Path, var: str = "RIG_RUNS_ROOT") -> None:
     """Refuse a runs root inside a git repository or below an AGENTS.md/CLAUDE.md.
 
     Harnesses read context files from every ancestor directory (Pi up to `/`) and stop their
-    search at a git root: either would leak another project's instructions into the run.
+    search at a git root: either would leak another project's instructions into the run. `var`
+    is the environment variable the error tells the user to set.
     """
     root = runs_root.resolve()
     for directory in (root, *root.parents):
         for name in CONTEXT_FILES:
             if (directory / name).exists():
                 raise WorkspaceError(
-                    f"{directory / name} would be read by the agent; move the runs root elsewhere "
-                    "(set RIG_RUNS_ROOT)"
+                    f"{directory / name} would be read by the agent; choose a directory elsewhere (set {var})"
                 )
         if (directory / ".git").exists():
             raise WorkspaceError(
-                f"runs root {root} is inside the git repository {directory}; set RIG_RUNS_ROOT to a "
+                f"{root} is inside the git repository {directory}; set {var} to a "
                 "directory outside any repository"
             )
 

@@ -272,6 +272,7 @@ def test_doctor_reports_each_protection_and_whether_it_is_active(tmp_path: Path)
         "sandbox",
         "network",
         "runs root",
+        "verification copies",
         "process cleanup",
         "runner death",
         "file size limit",
@@ -284,7 +285,14 @@ def test_doctor_reports_each_protection_and_whether_it_is_active(tmp_path: Path)
     assert [p["name"] for p in here] == names
     sandbox = here[0]
     assert sandbox["active"] and sandbox["detail"].startswith("bubblewrap "), "make setup installs bubblewrap"
-    assert here[3]["active"] and here[3]["detail"].startswith("bwrap-pidns: ")
+    copies = here[3]
+    assert copies["active"] and copies["detail"].startswith(f"/dev/shm/rig-{os.getuid()}, in memory: up to ")
+    assert here[4]["active"] and here[4]["detail"].startswith("bwrap-pidns: ")
+    on_disk = json.loads(_rig(tmp_path, "doctor", "--json", RIG_VERIFY_ROOM_MIB="0").stdout)[3]
+    assert (
+        on_disk["detail"]
+        == f"{tmp_path / 'runs'}, beside the workspaces under the runs root ($RIG_VERIFY_ROOM_MIB is 0)"
+    )
     without = _rig(tmp_path, "doctor", "--json", "--strict", RIG_BWRAP="/nonexistent/bwrap")
     assert without.returncode == 1
     sandbox = json.loads(without.stdout)[0]

@@ -65,6 +65,8 @@ def run_experiment(
     # that escaped all containment keeps writing into it: `leftovers`).
     runs = tmp_path / "runs" / name
     assert leftovers or not runs.exists() or list(runs.iterdir()) == []
+    # Copies made in memory (rig.scratch) are gone with their experiment's folder.
+    assert list(Path(f"/dev/shm/rig-{os.getuid()}").glob(f"{name}-*")) == []
     return scored, read_jsonl(root / "quarantine.jsonl")
 
 

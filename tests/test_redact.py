@@ -53,6 +53,28 @@ def test_runs_wins_over_home(machine: dict[str, Path], redactor: Redactor) -> No
     assert redactor.text(str(machine["home"] / ".cache")) == "<HOME>/.cache"
 
 
+def test_verification_copies_in_memory_and_on_disk(machine: dict[str, Path]) -> None:
+    shm = Path("/dev/shm/rig-1000")
+    in_memory = Redactor.for_machine(
+        machine["runs"], machine["repo"], home=machine["home"], user=USER, host=HOST, verify_root=shm
+    )
+    assert (
+        in_memory.text(f"copy {shm}/exp-0a1b/verify-x/work failed")
+        == "copy <VERIFY>/exp-0a1b/verify-x/work failed"
+    )
+    # On disk the copies sit beside the workspaces, in the runs root: named for that.
+    on_disk = Redactor.for_machine(
+        machine["runs"],
+        machine["repo"],
+        home=machine["home"],
+        user=USER,
+        host=HOST,
+        verify_root=machine["runs"],
+    )
+    assert on_disk.text(str(machine["runs"] / "exp" / "verify-x")) == "<RUNS>/exp/verify-x"
+    assert on_disk.text("<VERIFY>/x") == "<VERIFY>/x"
+
+
 def test_paths_and_names_only_match_whole(machine: dict[str, Path], redactor: Redactor) -> None:
     home = str(machine["home"])
     # A sibling directory that merely starts with the home path is another path.

@@ -12,7 +12,16 @@ from pathlib import Path
 import pytest
 
 from rig.proc import OUTPUT_KEEP_BYTES, run_bounded, scrubbed_env
-from rig.untrusted import Bounds, LimitExceeded, copy_tree, read_bounded, remove, remove_trees, walk
+from rig.untrusted import (
+    Bounds,
+    LimitExceeded,
+    NoRoom,
+    copy_tree,
+    read_bounded,
+    remove,
+    remove_trees,
+    walk,
+)
 
 
 def _deep_chain(root: Path, levels: int) -> None:
@@ -29,7 +38,9 @@ def _deep_chain(root: Path, levels: int) -> None:
         os.close(fd)
 
 
-def test_copy_keeps_files_modes_and_inner_links_and_leaves_out_what_it_must_not_open(tmp_path):
+# One thread on a tmpfs (where passing the GIL costs more than creating a file), more on a disk.
+@pytest.mark.parametrize("threads", [1, 2])
+def test_copy_keeps_files_modes_and_inner_links_and_leaves_out_what_it_must_not_open(tmp_path, threads):
     src = tmp_path / "src"
     (src / "pkg").mkdir(parents=True)
     (src / "pkg" / "mod.py").write_text("x = 1\n")
@@ -45,7 +56,7 @@ def test_copy_keeps_files_modes_and_inner_links_and_leaves_out_what_it_must_not_
     (src / "node_modules" / "a" / "index.js").write_text("")
     (src / ".git").write_text("gitdir: /elsewhere\n")
 
-    stats = copy_tree(src, tmp_path / "copy")
+    stats = copy_tree(src, tmp_path / "copy", threads=threads)
 
     copy = tmp_path / "copy"
     assert (copy / "pkg" / "mod.py").read_text() == "x = 1\n"
@@ -57,6 +68,26 @@ def test_copy_keeps_files_modes_and_inner_links_and_leaves_out_what_it_must_not_
     assert stats.special == ["pkg/fifo.py"]
     assert sorted(stats.outward_links) == ["absolute", "pkg/up", "zero.py"]
     assert stats.excluded == {"node_modules": 3, ".git": 1}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_copy_past_its_room_stops_with_no_room_before_writing_the_file_that_does_not_fit(tmp_path, threads):
+    src = tmp_path / "src"
+    for d in range(4):
+        (src / f"d{d}").mkdir(parents=True)
+        for i in range(100):
+            (src / f"d{d}" / f"f{i}").write_bytes(b"x" * 5000)
+    # Each file takes two pages and an entry in memory: 9,216 bytes, so 400 of them 3.5 MiB.
+    fits = copy_tree(src, tmp_path / "fits", threads=threads, room=400 * 9216)
+    assert fits.files == 400
+
+    with pytest.raises(
+        NoRoom, match=r"^no room to copy the workspace to .*: it would take more than 921600 bytes$"
+    ):
+        copy_tree(src, tmp_path / "partial", threads=threads, room=100 * 9216)
+    written = [p for p in (tmp_path / "partial").rglob("*") if p.is_file()]
+    assert 0 < len(written) <= 100
+    assert all(p.stat().st_size == 5000 for p in written)
 
 
 def test_limits_stop_a_walk_early_with_what_was_counted(tmp_path):

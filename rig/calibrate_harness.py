@@ -139,11 +139,14 @@ def calibrate_harness(
             return HarnessCheck(harness=harness, name=name, passed=passed, reason=reason)
 
         results = []
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            for result in pool.map(one, checks):
-                results.append(result)
-                if on_result:
-                    on_result(result)
+        try:
+            with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+                for result in pool.map(one, checks):
+                    results.append(result)
+                    if on_result:
+                        on_result(result)
+        finally:
+            ctx.scratch.close()
         return results
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

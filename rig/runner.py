@@ -11,6 +11,7 @@ import platform
 import shutil
 import sys
 import tempfile
+import threading
 import traceback
 from collections import Counter, deque
 from collections.abc import Callable
@@ -102,6 +103,8 @@ class RunContext:
     secrets: list[Path]
     scratch: Scratch
     keep_workspaces: bool = False
+    stopping: threading.Event = field(default_factory=threading.Event)
+    """Set when the experiment is interrupted: runs in flight end at their next step."""
 
     @property
     def conditions(self) -> dict[str, Condition]:
@@ -270,10 +273,16 @@ STEPS = ("prepare", "agent", "collect", "protect", "check", "hidden", "record")
 # that any exception in a run becomes that run's record (tests/test_hostile.py).
 INJECT_FAULT_VAR = "RIG_INJECT_FAULT"
 TRACEBACK_FILE = "traceback.txt"
+# How long an interrupted experiment waits for its runs in flight to end and remove their copies.
+STOP_WAIT_S = 5.0
 
 
 class InjectedFault(RuntimeError):
     """Raised where RIG_INJECT_FAULT names the current step."""
+
+
+class Interrupted(RuntimeError):
+    """Raised at the next step of a run once its experiment is interrupted."""
 
 
 @dataclass
@@ -301,9 +310,12 @@ class Attempt:
     hidden: HiddenOutcome | None = None
     verify_error: str | None = None
     warnings: list[str] = field(default_factory=list)
+    stopping: threading.Event | None = None
 
     def enter(self, step: str) -> None:
         self.step = step
+        if self.stopping is not None and self.stopping.is_set():
+            raise Interrupted(f"experiment interrupted before step {step!r}")
         if os.environ.get(INJECT_FAULT_VAR) == step:
             raise InjectedFault(f"fault injected in step {step!r} ({INJECT_FAULT_VAR})")
 
@@ -328,7 +340,7 @@ def run_one(item: PlanItem, ctx: RunContext) -> tuple[dict, Path]:
     store cannot write raises.
     """
     number, folder = ctx.store.new_attempt_dir(item.run_id)
-    attempt = Attempt(item, number, folder, _now())
+    attempt = Attempt(item, number, folder, _now(), stopping=ctx.stopping)
     task = ctx.tasks[item.task]
     try:
         adapter = adapter_for(ctx.experiment, task, ctx.confinement)
@@ -712,8 +724,7 @@ def execute(
     with ctx.store.writer():
         # Helpers of agents whose runner was killed (kill -9) would still be writing somewhere.
         reap_orphans()
-        for problem in ctx.scratch.remove_stale():
-            print(f"warning: stale verification copy not removed: {problem}", file=sys.stderr)
+        _remove_copies(ctx)
         pending, quarantined = pending_items(ctx, items)
         progress = Progress(total=len(pending))
         queue = deque(pending)
@@ -724,8 +735,10 @@ def execute(
             _drive(ctx, pool, queue, running, attempts, progress, on_update)
         except BaseException:
             # Ctrl-C, SIGTERM or a store that cannot write: nothing of a run in flight is appended
-            # (its attempt folder stays, a resume reruns it). A worker may be stuck inside a run,
-            # so the pool is not waited for; every agent and verification process is killed.
+            # (its attempt folder stays, a resume reruns it). Every agent and verification process
+            # is killed; runs in flight end at their next step, removing their copies, but a worker
+            # may be stuck inside a run, so they are waited for only briefly.
+            ctx.stopping.set()
             pool.shutdown(wait=False, cancel_futures=True)
             kill_running_commands()
             try:
@@ -733,10 +746,18 @@ def execute(
             except ContainmentError as exc:
                 # The interruption stays the reason the command ends; the survivors are named.
                 print(f"warning: {exc}", file=sys.stderr)
+            wait(running, timeout=STOP_WAIT_S)
+            _remove_copies(ctx)
             raise
         pool.shutdown(wait=True)
         ctx.scratch.close()
     return progress
+
+
+def _remove_copies(ctx: RunContext) -> None:
+    for problem in ctx.scratch.remove_copies():
+        print(f"warning: verification copy not removed: {problem}", file=sys.stderr)
+    ctx.scratch.close()
 
 
 def _drive(

@@ -47,9 +47,10 @@ class Scratch:
         """Whether copies here take memory (and are bounded by `room`)."""
         return self.room is not None
 
-    def remove_stale(self) -> list[str]:
-        """Remove the copies in memory that an earlier `rig run` of this experiment left when it
-        was killed (they would hold memory until a reboot); problems for what was not removed."""
+    def remove_copies(self) -> list[str]:
+        """Remove this experiment's copies in memory (which would hold memory until a reboot):
+        those a killed `rig run` left, or those in flight when this one is interrupted; problems
+        for what was not removed."""
         if not self.in_memory or not self.folder.is_dir():
             return []
         stale = [p for p in self.folder.iterdir() if p.name.startswith(COPY_PREFIX)]

@@ -21,6 +21,7 @@ import pytest
 from test_faults import RIG, is_one_line_error, rig, rig_env, stray_processes, write_experiment
 
 from rig.runner import STEPS, TRACEBACK_FILE
+from rig.scratch import choose_scratch
 from rig.store import ResultsStore
 
 TASK = "t1_fix_pagination"
@@ -260,14 +261,19 @@ def rig_running(tmp_path: Path, path: Path) -> Iterator[subprocess.Popen]:
             proc.kill()
 
 
-def assert_sigterm_stops(proc: subprocess.Popen, tmp_path: Path) -> None:
-    """SIGTERM ends `rig run` within seconds as an interruption, and nothing it started survives."""
+def assert_sigterm_stops(proc: subprocess.Popen, *roots: Path) -> None:
+    """SIGTERM ends `rig run` within seconds as an interruption, and nothing it started under
+    `roots` survives."""
     start = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert time.monotonic() - start < 15 and proc.returncode == 130, err[-2000:]
     assert "interrupted" in err
-    _wait_for(lambda: not stray_processes(tmp_path), 10, "every process the run started to be gone")
+    _wait_for(
+        lambda: not any(stray_processes(root) for root in roots),
+        10,
+        "every process the run started to be gone",
+    )
 
 
 def test_one_writer_per_experiment_and_sigterm_stops_within_seconds(tmp_path):
@@ -301,11 +307,15 @@ def test_sigterm_while_verification_hangs_stops_the_rig_and_its_verifiers(tmp_pa
         tasks=[TASK],
         timeouts={"agent_s": 60, "stall_s": 30, "check_s": 3600, "hidden_s": 3600},
     )
+    # Where the rig makes its copies for this experiment (in memory on this machine).
+    copies = choose_scratch(tmp_path / "runs" / "stuck", tmp_path / "results" / "stuck", workers=1).folder
     with rig_running(tmp_path, path) as first:
         # check.py's pytest imports taskapp in the rig's copy of the workspace, and sleeps there.
         _wait_for(
-            lambda: any("check.py" in p or "pytest" in p for p in stray_processes(tmp_path / "runs")),
+            lambda: any("check.py" in p or "pytest" in p for p in stray_processes(copies)),
             120,
             "verification to start",
         )
-        assert_sigterm_stops(first, tmp_path)
+        assert_sigterm_stops(first, tmp_path, copies)
+    # The copy in flight is removed with the run: nothing holds memory after the rig.
+    assert not copies.exists()

@@ -27,11 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import rig
-from harnesses.base import DEFAULT_STALL_S, AgentRun, Condition, Confinement, Metrics, run_agent_process
-from harnesses.cli import Provider
+from harnesses.base import Confinement, run_agent_process
 from harnesses.logs import ToolLog, derive_behaviour, fold_pi_message, read_jsonl
+from rig.models import DEFAULT_STALL_S, AgentRun, Condition, Metrics, Provider, Task
 from rig.proc import BASE_PATH
-from rig.tasks import Task
 
 AGENT_SCRIPT = Path(__file__).resolve().with_name("scripted_agent.py")
 DEFAULT_POLICY = "solution"

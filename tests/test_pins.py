@@ -19,9 +19,9 @@ import pytest
 import rig
 from harnesses import cli as harness_cli
 from harnesses.cli import NODE_BIN, HarnessVersionError, cli_version
-from rig.experiment import Experiment, load_experiment
+from rig.experiment import load_experiment
 from rig.migrate import MIGRATIONS, RecordSchemaError, design_digest, migrate, read_runs
-from rig.records import RECORD_SCHEMA_VERSION, RunRecord
+from rig.models import RECORD_SCHEMA_VERSION, Experiment, RunRecord
 from rig.store import ResultsStore
 
 REPO = Path(__file__).resolve().parents[1]

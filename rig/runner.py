@@ -23,7 +23,7 @@ from pathlib import Path
 import harnesses
 from harnesses.base import Confinement, HarnessAdapter, kill_running_agents
 from harnesses.registry import make_adapter
-from rig import __version__, protect
+from rig import protect
 from rig.audit import STOP_RULES, is_source, rig_paths_accessed, runner_probes, toolchain_digest
 from rig.classify import classify, hang_kind
 from rig.experiment import ExperimentError
@@ -64,6 +64,7 @@ from rig.untrusted import (
     remove_trees,
 )
 from rig.verify import default_pycache, forget_bytecode, run_check, run_hidden
+from rig.version import rig_version
 from rig.workspace import (
     RIG_GIT_DIR,
     Stager,
@@ -164,7 +165,7 @@ def make_context(
     )
     fixture_hash = tree_digest(fixture)
     versions = {
-        "rig_version": __version__,
+        "rig_version": rig_version(),
         "python_version": platform.python_version(),
         "ruff_version": dist_version("ruff"),
         "pytest_version": dist_version("pytest"),

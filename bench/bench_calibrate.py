@@ -43,7 +43,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rig import paths
-from rig.calibrate import Item, plan
+from rig.calibrate import plan
+from rig.models import Item
 from rig.proc import scrubbed_env
 from rig.tasks import load_tasks
 from rig.workspace import CACHE_NAMES

@@ -70,12 +70,11 @@ from harnesses.registry import make_adapter
 from rig import paths, protect
 from rig.audit import is_source, runner_probes, toolchain_digest
 from rig.classify import classify
-from rig.experiment import Experiment
+from rig.models import Experiment, PlanItem, RunRecord, Task
 from rig.proc import BASE_PATH, scrubbed_env
-from rig.records import RunRecord
 from rig.runner import RunContext, make_context, run_one
-from rig.schedule import PlanItem, plan
-from rig.tasks import Task, load_tasks
+from rig.schedule import plan
+from rig.tasks import load_tasks
 from rig.untrusted import copy_tree, remove_trees
 from rig.verify import default_pycache, run_check, run_hidden
 from rig.workspace import (

@@ -45,8 +45,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harnesses.base import Condition  # noqa: E402
-from rig.experiment import Experiment, Limits, Timeouts  # noqa: E402
+from rig.models import Condition, Experiment, Limits, Timeouts  # noqa: E402
 from rig.paths import FIXTURE_DIR, REPO_ROOT  # noqa: E402
 from rig.runner import execute, experiment_plan, make_context  # noqa: E402
 from rig.scratch import VERIFY_ROOT_VAR, choose_scratch  # noqa: E402

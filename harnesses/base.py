@@ -15,10 +15,17 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from rig.models import (
+    DEFAULT_FILE_BYTES,
+    DEFAULT_HEAD_BYTES,
+    DEFAULT_STALL_S,
+    DEFAULT_TAIL_BYTES,
+    AgentRun,
+    Condition,
+    Metrics,
+)
 from rig.proc import (
     AGENT_TOKEN_VAR,
     JOIN_CGROUP,
@@ -35,12 +42,9 @@ from rig.proc import (
     reap,
 )
 from rig.sandbox import Sandbox
-from rig.streams import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES, BoundedStream, StreamStats
+from rig.streams import BoundedStream
 
-DEFAULT_STALL_S = 420.0
 WATCH_INTERVAL_S = 0.2
-# No file an agent writes needs more; a bound keeps a runaway agent from filling the disk.
-DEFAULT_FILE_BYTES = 2 * 1024 * 1024 * 1024
 # After the agent is gone, how long to wait for the last bytes still in the pipes.
 DRAIN_S = 5.0
 READ_BYTES = 1024 * 1024
@@ -81,84 +85,6 @@ class _Agent:
 # Agents running now, by token: an interrupted runner kills them all before it exits.
 _RUNNING: dict[str, _Agent] = {}
 _RUNNING_LOCK = threading.Lock()
-
-
-class Condition(BaseModel):
-    """One arm of an experiment: what differs in the workspace and in the harness's options."""
-
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    remove_files: list[str] = Field(default_factory=list, description="paths removed from the workspace")
-    write_files: dict[str, str] = Field(default_factory=dict, description="path -> content written")
-    skills: list[str] = Field(default_factory=list, description="skill directories to install")
-    tools: list[str] | None = Field(default=None, description="tool set; None means the default")
-    thinking: str | None = None
-    harness_options: dict[str, Any] = Field(default_factory=dict)
-
-
-class AgentRun(BaseModel):
-    """What the harness did, as seen from outside: the process and where its logs are."""
-
-    command: list[str]
-    exit_code: int | None
-    timed_out: bool
-    stalled: bool
-    wall_s: float
-    session_path: Path | None
-    stdout_path: Path
-    stderr_path: Path
-    leftover_processes: int = Field(default=0, description="agent processes still alive after it exited")
-    removed_links: list[str] = Field(
-        default_factory=list,
-        description="symlinks out of run_dir the agent left, removed before the rig writes",
-    )
-    streams: dict[str, StreamStats] = Field(default_factory=dict)
-    sandboxed: bool = False
-    processes: str | None = Field(
-        default=None,
-        description="what contained every process it started: bwrap-pidns, cgroup, pidns or token-reaper",
-    )
-
-
-class Metrics(BaseModel):
-    """What the session says the agent did. Every field is derived from saved files only."""
-
-    model: str | None = None
-    thinking_level: str | None = None
-    assistant_messages: int = 0
-    tool_calls: int = 0
-    tool_calls_by_name: dict[str, int] = Field(default_factory=dict)
-    tool_errors: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    reasoning_tokens: int = 0
-    total_tokens: int = 0
-    cost_usd: float | None = None
-    cost_source: str | None = None
-    stop_reasons: list[str] = Field(default_factory=list)
-    error_messages: list[str] = Field(default_factory=list)
-    transport_failures: int = Field(
-        default=0,
-        description="failed attempts at a model request, recovered from or not: each request that "
-        "errored, was cut off or lost its transport counts once, whether the harness then retried it, "
-        "fell back to another transport or reconnected (Pi: errored and truncated responses, "
-        "provider_transport_failure diagnostics; Claude Code: api_retry events, API-error messages; "
-        "Codex: error and turn.failed events). A failure the harness recovered from (a retry, "
-        "fallback or reconnect that then succeeded) never by itself makes a run infrastructure",
-    )
-    bash_commands: list[str] = Field(default_factory=list)
-    bash_search_commands: list[str] = Field(default_factory=list)
-    read_paths: list[str] = Field(default_factory=list)
-    read_attempts: list[str] = Field(
-        default_factory=list, description="every path a read tool was called with, failed reads included"
-    )
-    docs_read: list[str] = Field(default_factory=list)
-    ran_check_script: bool = False
-    ran_pytest: bool = False
-    read_skill: bool = False
-    final_text: str | None = None
 
 
 class HarnessAdapter(Protocol):

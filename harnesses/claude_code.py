@@ -36,12 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harnesses.base import AgentRun, Condition, Confinement, Metrics, run_agent_process
-from harnesses.cli import Provider, api_key, base_env, cli_version, find_cli
+from harnesses.base import Confinement, run_agent_process
+from harnesses.cli import api_key, base_env, cli_version, find_cli
 from harnesses.logs import ToolLog, as_int, derive_behaviour, read_jsonl, result_text
 from harnesses.mock_model.session import mock_model
+from rig.models import AgentRun, Condition, Metrics, Provider, Task
 from rig.paths import REPO_ROOT
-from rig.tasks import Task
 
 SESSION_NAME = "session.jsonl"
 INFRA_SIGNATURE = "claude_api_error"

@@ -6,10 +6,8 @@ import subprocess
 import sys
 from functools import cache
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
+from rig.models import Provider
 from rig.proc import BASE_PATH
 
 NODE_BIN = Path(__file__).resolve().parent / "node" / "node_modules" / ".bin"
@@ -17,16 +15,6 @@ NODE_BIN = Path(__file__).resolve().parent / "node" / "node_modules" / ".bin"
 
 class CliNotFound(Exception):
     """A harness CLI that is not installed; the message says how to install it."""
-
-
-class Provider(BaseModel):
-    """Where the model is: the rig's mock server, or a real provider reached with the user's key."""
-
-    model_config = ConfigDict(extra="forbid")
-    kind: Literal["mock", "real"] = "mock"
-    name: str | None = None
-    base_url: str | None = None
-    api_key_env: str | None = None
 
 
 def find_cli(executable: str, env_var: str) -> Path:

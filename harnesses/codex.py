@@ -56,12 +56,12 @@ from typing import Any
 
 import genai_prices
 
-from harnesses.base import AgentRun, Condition, Confinement, Metrics, run_agent_process
-from harnesses.cli import Provider, api_key, base_env, cli_version, find_cli
+from harnesses.base import Confinement, run_agent_process
+from harnesses.cli import api_key, base_env, cli_version, find_cli
 from harnesses.logs import ToolLog, as_int, derive_behaviour, read_jsonl
 from harnesses.mock_model.session import mock_model
+from rig.models import AgentRun, Condition, Metrics, Provider, Task
 from rig.paths import REPO_ROOT
-from rig.tasks import Task
 
 BIN_ENV = "RIG_CODEX_BIN"
 SESSION_FILE = "session.jsonl"

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from harnesses import shell
-from harnesses.base import Metrics
+from rig.models import Metrics
 
 # The diagnostic Pi (pi-ai) adds to a message whose transport failed before it completed.
 PI_TRANSPORT_FAILURE = "provider_transport_failure"

@@ -40,12 +40,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harnesses.base import AgentRun, Condition, Confinement, Metrics, run_agent_process
-from harnesses.cli import Provider, api_key, base_env, cli_version, find_cli
+from harnesses.base import Confinement, run_agent_process
+from harnesses.cli import api_key, base_env, cli_version, find_cli
 from harnesses.logs import ToolLog, as_int, derive_behaviour, fold_pi_message, read_jsonl
 from harnesses.mock_model.session import mock_model
+from rig.models import AgentRun, Condition, Metrics, Provider, Task
 from rig.paths import REPO_ROOT
-from rig.tasks import Task
 
 BIN_ENV = "RIG_PI_BIN"
 SESSION_FILE = "session.jsonl"

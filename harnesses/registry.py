@@ -18,9 +18,8 @@ from functools import cache
 from importlib import import_module
 from importlib.metadata import entry_points
 
-from harnesses.base import DEFAULT_STALL_S, Confinement, HarnessAdapter
-from harnesses.cli import Provider
-from rig.tasks import Task
+from harnesses.base import Confinement, HarnessAdapter
+from rig.models import DEFAULT_STALL_S, Provider, Task
 
 ENTRY_POINT_GROUP = "rig.harnesses"
 BUILTIN = {

@@ -26,12 +26,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import rig
-from harnesses.base import DEFAULT_STALL_S, AgentRun, Condition, Confinement, Metrics, run_agent_process
-from harnesses.cli import Provider
+from harnesses.base import Confinement, run_agent_process
 from harnesses.logs import ToolLog, derive_behaviour, fold_pi_message, read_jsonl
+from rig.models import DEFAULT_STALL_S, AgentRun, Condition, Metrics, Provider, Task
 from rig.proc import BASE_PATH
-from rig.tasks import Task
+from rig.version import rig_version
 
 AGENT_SCRIPT = Path(__file__).resolve().with_name("scripted_agent.py")
 DEFAULT_POLICY = "solution"
@@ -74,7 +73,7 @@ class ScriptedHarness:
 
     def version(self) -> str:
         """The scripted agent has no release of its own: it is versioned with the rig."""
-        return f"scripted-{rig.__version__}"
+        return f"scripted-{rig_version()}"
 
     def run(self, workdir: Path, prompt: str, condition: Condition, run_dir: Path, timeout: int) -> AgentRun:
         """Run the scripted agent in `workdir`; its session and streams go to `run_dir`."""

@@ -25,9 +25,7 @@ import sysconfig
 from collections.abc import Iterable
 from pathlib import Path
 
-from pydantic import BaseModel
-
-from harnesses.base import Metrics
+from rig.models import AuditFinding, Metrics
 from rig.protect import is_protected
 from rig.verify import HIDDEN_DEST
 
@@ -41,13 +39,6 @@ PROBE = re.compile(
     r"f_back|f_locals|f_globals|inspect\.stack|inspect\.currentframe|gc\.get_objects|gc\.get_referrers)\b"
 )
 _DETAIL_CHARS = 160
-
-
-class AuditFinding(BaseModel):
-    """One rule that fired after the agent, with the evidence."""
-
-    rule: str
-    detail: str
 
 
 def _site_dirs() -> list[Path]:

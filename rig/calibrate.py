@@ -11,43 +11,10 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, Field
-
-from rig.tasks import Expectation, Task
-from rig.verify import Verification, default_pycache, forget_bytecode, run_check, run_hidden
+from rig.models import CalibrationReport, Expectation, Item, ItemResult, Task, Verification
+from rig.verify import default_pycache, forget_bytecode, run_check, run_hidden
 from rig.workspace import PatchError, apply_patch, copy_fixture, tree_digest
-
-Kind = Literal["clean", "baseline", "solution", "decoy", "fixture"]
-
-
-class Item(BaseModel):
-    """One calibration item: which patches make the workspace, and what must happen."""
-
-    name: str
-    kind: Kind
-    task: Task | None = None
-    patches: list[Path] = Field(default_factory=list)
-    expect: Expectation | None = None
-
-
-class ItemResult(BaseModel):
-    name: str
-    kind: Kind
-    task: str | None
-    passed: bool
-    reason: str
-    check_failed: list[str] = Field(default_factory=list)
-    hidden_failed: list[str] = Field(default_factory=list)
-    wall_s: float = 0.0
-
-
-class CalibrationReport(BaseModel):
-    ok: bool
-    passed: int
-    failed: int
-    items: list[ItemResult]
 
 
 def plan(tasks: list[Task]) -> list[Item]:

@@ -14,15 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
-from harnesses.base import Condition
-from harnesses.cli import Provider
 from harnesses.mock_model.session import LEDGER_FILE
-from rig.experiment import Experiment, Timeouts
+from rig.models import Condition, Experiment, HarnessCheck, PlanItem, Provider, Task, Timeouts
 from rig.runner import make_context, run_one
-from rig.schedule import PlanItem, run_id
-from rig.tasks import Task
+from rig.schedule import run_id
 
 FAULT_TASK = "t1_fix_pagination"
 STALL_S = 20.0
@@ -32,13 +27,6 @@ FAULTS: dict[str, dict[str, Any]] = {
     "http_500": {"mode": "http_error", "status": 500},
     "stall": {"mode": "silence"},
 }
-
-
-class HarnessCheck(BaseModel):
-    harness: str
-    name: str
-    passed: bool
-    reason: str
 
 
 def _checks(tasks: list[Task]) -> list[tuple[str, str, dict[str, Any]]]:

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from rig.experiment import Experiment
-    from rig.schedule import PlanItem
+    from rig.models import Experiment, PlanItem
     from rig.store import ResultsStore
 
 app = typer.Typer(
@@ -59,7 +58,8 @@ def calibrate(
     import time
 
     from rig import paths
-    from rig.calibrate import ItemResult, calibrate
+    from rig.calibrate import calibrate
+    from rig.models import ItemResult
     from rig.tasks import TaskError, load_tasks
 
     fixture = fixture_dir or paths.FIXTURE_DIR
@@ -363,7 +363,7 @@ def schema() -> None:
     """Print the JSON schema of a run record (one line of runs.jsonl)."""
     import json
 
-    from rig.records import RunRecord
+    from rig.models import RunRecord
 
     typer.echo(json.dumps(RunRecord.model_json_schema(), indent=2))
 
@@ -401,7 +401,8 @@ def _calibrate_harnesses(choice: str, tasks, fixture: Path, workers: int, as_jso
     from harnesses.cli import CliNotFound
     from harnesses.registry import calibrated_names
     from rig import paths
-    from rig.calibrate_harness import HarnessCheck, calibrate_harness
+    from rig.calibrate_harness import calibrate_harness
+    from rig.models import HarnessCheck
 
     known = calibrated_names()
     names = list(known) if choice == "all" else [choice]

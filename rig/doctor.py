@@ -2,28 +2,18 @@
 
 from pathlib import Path
 
-from pydantic import BaseModel
-
-from harnesses.base import DEFAULT_FILE_BYTES, PRLIMIT, SETPRIV
+from harnesses.base import PRLIMIT, SETPRIV
 from rig import protect
 from rig.audit import toolchain_files
+from rig.models import DEFAULT_FILE_BYTES, DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES, Protection, SandboxStatus
 from rig.proc import TOKEN_REAPER
-from rig.sandbox import SandboxStatus, resolve
+from rig.sandbox import resolve
 from rig.scratch import choose_scratch
-from rig.streams import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES
 from rig.workspace import WorkspaceError, check_runs_root, default_runs_root
 
 # Per network namespace, unlike /sys/class/net (which shows the namespace sysfs was mounted in).
 NET_DEV = Path("/proc/net/dev")
 _MIB = 1024 * 1024
-
-
-class Protection(BaseModel):
-    """One protection: whether it is active here, and what it does or why it is not."""
-
-    name: str
-    active: bool
-    detail: str
 
 
 def _sandbox(status: SandboxStatus) -> Protection:

@@ -22,8 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rig.experiment import Experiment
-from rig.records import RECORD_SCHEMA_VERSION
+from rig.models import RECORD_SCHEMA_VERSION, Experiment
 from rig.store import ResultsStore
 
 Record = dict[str, Any]

@@ -21,8 +21,7 @@ from functools import cache
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path, PurePosixPath
 
-from pydantic import BaseModel, Field
-
+from rig.models import Tampering
 from rig.untrusted import read_bounded, remove, walk
 
 PROTECTED_FILES = ("scripts/check.py", "scripts/gen_models.py", "pyproject.toml")
@@ -99,16 +98,6 @@ class Snapshot:
         for rel in sorted(self.files):
             h.update(rel.encode() + b"\0" + hashlib.sha256(self.files[rel][0]).digest())
         return h.hexdigest()
-
-
-class Tampering(BaseModel):
-    modified: list[str] = Field(default_factory=list)
-    added: list[str] = Field(default_factory=list)
-    deleted: list[str] = Field(default_factory=list)
-
-    @property
-    def touched(self) -> list[str]:
-        return sorted({*self.modified, *self.added, *self.deleted})
 
 
 def _walk(workdir: Path) -> Iterator[str]:

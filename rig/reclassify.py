@@ -7,21 +7,10 @@ they are rerun) and brings back quarantined runs that the rules now score.
 
 from pathlib import Path
 
-from pydantic import BaseModel
-
-from harnesses.base import AgentRun
 from rig.classify import classify, hang_kind
 from rig.migrate import read_quarantine, read_runs
+from rig.models import AgentRun, Change
 from rig.runner import RunContext, adapter_for
-
-
-class Change(BaseModel):
-    run_id: str
-    attempt: int
-    source: str
-    old_rule: str | None
-    new_rule: str | None
-    metrics_changed: bool
 
 
 def _agent_run(record: dict, folder: Path) -> AgentRun:

@@ -22,35 +22,38 @@ from importlib.metadata import version as dist_version
 from pathlib import Path
 
 import harnesses
-from harnesses.base import AgentRun, Condition, Confinement, HarnessAdapter, Metrics, kill_running_agents
+from harnesses.base import Confinement, HarnessAdapter, kill_running_agents
 from harnesses.registry import make_adapter
-from rig import __version__, protect
-from rig.audit import (
-    STOP_RULES,
-    AuditFinding,
-    is_source,
-    rig_paths_accessed,
-    runner_probes,
-    toolchain_digest,
-)
+from rig import protect
+from rig.audit import STOP_RULES, is_source, rig_paths_accessed, runner_probes, toolchain_digest
 from rig.classify import classify, hang_kind
-from rig.experiment import Experiment, ExperimentError
+from rig.experiment import ExperimentError
 from rig.migrate import design_digest, read_quarantine, read_runs
-from rig.proc import ContainmentError, containment, kill_running_commands, reap_orphans
-from rig.records import (
+from rig.models import (
     AgentOutcome,
+    AgentRun,
+    AuditFinding,
+    CheckOutcome,
+    Condition,
+    Experiment,
+    HiddenOutcome,
     InfraVerdict,
+    Metrics,
     Pins,
+    PlanItem,
     Protected,
     RunRecord,
+    SandboxStatus,
+    Tampering,
+    Task,
     WorkspaceStats,
 )
+from rig.proc import ContainmentError, containment, kill_running_commands, reap_orphans
 from rig.redact import Redactor
-from rig.sandbox import SandboxStatus, resolve
-from rig.schedule import PlanItem, plan
+from rig.sandbox import resolve
+from rig.schedule import plan
 from rig.scratch import COPY_PREFIX, Scratch, choose_scratch, on_disk
 from rig.store import ResultsStore
-from rig.tasks import Task
 from rig.untrusted import (
     COPY_THREADS,
     Bounds,
@@ -61,14 +64,8 @@ from rig.untrusted import (
     remove,
     remove_trees,
 )
-from rig.verify import (
-    CheckOutcome,
-    HiddenOutcome,
-    default_pycache,
-    forget_bytecode,
-    run_check,
-    run_hidden,
-)
+from rig.verify import default_pycache, forget_bytecode, run_check, run_hidden
+from rig.version import rig_version
 from rig.workspace import (
     RIG_GIT_DIR,
     Stager,
@@ -171,7 +168,7 @@ def make_context(
     )
     fixture_hash = tree_digest(fixture)
     versions = {
-        "rig_version": __version__,
+        "rig_version": rig_version(),
         "python_version": platform.python_version(),
         "ruff_version": dist_version("ruff"),
         "pytest_version": dist_version("pytest"),
@@ -305,7 +302,7 @@ class Attempt:
     paths: list[str] = field(default_factory=list)
     texts: list[tuple[str, str, str]] | None = None
     audit: list[AuditFinding] = field(default_factory=list)
-    tampering: protect.Tampering = field(default_factory=protect.Tampering)
+    tampering: Tampering = field(default_factory=Tampering)
     check: CheckOutcome | None = None
     hidden: HiddenOutcome | None = None
     verify_error: str | None = None

@@ -21,8 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
-
+from rig.models import SandboxStatus
 from rig.proc import containment
 
 SandboxMode = Literal["auto", "require", "off"]
@@ -36,32 +35,6 @@ _PROBE_TIMEOUT_S = 30
 
 class SandboxError(Exception):
     """A sandbox that was required but cannot run here; the message says how to get one."""
-
-
-class SandboxStatus(BaseModel):
-    """How one run's agent was confined: recorded in every run record."""
-
-    mode: str
-    active: bool
-    backend: str | None = None
-    detail: str | None = None
-    processes: str | None = Field(
-        default=None,
-        description="what kept every process of the agent from outliving it: "
-        "'bwrap-pidns', 'cgroup', 'pidns' or 'token-reaper' (None in records older than it)",
-    )
-    processes_detail: str | None = Field(
-        default=None, description="the containment layers used, and why stronger ones were not"
-    )
-
-    def warning(self) -> str | None:
-        """The warning every record of an unconfined run carries, None when confined."""
-        if self.active:
-            return None
-        return (
-            f"sandbox: the agent ran unconfined ({self.detail}); it could read and write any file; "
-            f"its processes were contained by {self.processes}"
-        )
 
 
 @dataclass(frozen=True)

@@ -6,16 +6,7 @@ experiment's seed, so provider drift over time falls on every arm alike.
 
 import random
 
-from pydantic import BaseModel
-
-from rig.experiment import Experiment
-
-
-class PlanItem(BaseModel):
-    run_id: str
-    task: str
-    condition: str
-    repetition: int
+from rig.models import Experiment, PlanItem
 
 
 def run_id(task: str, condition: str, repetition: int) -> str:

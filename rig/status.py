@@ -7,22 +7,9 @@ experiment and on a read-only copy of its results.
 
 from collections import Counter
 
-from pydantic import BaseModel
-
 from rig.migrate import read_quarantine, read_runs
-from rig.schedule import PlanItem
+from rig.models import Cell, PlanItem
 from rig.store import ResultsStore
-
-
-class Cell(BaseModel):
-    task: str
-    condition: str
-    planned: int = 0
-    done: int = 0
-    successes: int = 0
-    pending: int = 0
-    quarantined: int = 0
-    infra_reruns: int = 0
 
 
 def cell_status(items: list[PlanItem], store: ResultsStore, max_attempts: int) -> list[Cell]:

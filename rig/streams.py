@@ -10,20 +10,7 @@ from collections import deque
 from pathlib import Path
 from typing import BinaryIO
 
-from pydantic import BaseModel
-
-DEFAULT_HEAD_BYTES = 64 * 1024 * 1024
-DEFAULT_TAIL_BYTES = 4 * 1024 * 1024
-# The tail lives in the runner's memory, once per stream and worker: its bound keeps the runner small.
-MAX_TAIL_BYTES = 64 * 1024 * 1024
-
-
-class StreamStats(BaseModel):
-    """How much a stream carried and how much of it the log file kept."""
-
-    bytes: int = 0
-    kept_bytes: int = 0
-    truncated: bool = False
+from rig.models import StreamStats
 
 
 class BoundedStream:

@@ -1,10 +1,11 @@
-"""Task definitions: `tasks/<id>/task.toml` plus its patches, validated on load."""
+"""Loading tasks: `tasks/<id>/task.toml` plus its patches, validated into rig.models.Task."""
 
 import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
+from rig.models import Task, TaskSpec
 from rig.paths import HIDDEN_TESTS_DIR, TASKS_DIR
 
 MIN_DECOYS = 2
@@ -12,51 +13,6 @@ MIN_DECOYS = 2
 
 class TaskError(Exception):
     """A task directory that cannot be used; the message names the file and the fix."""
-
-
-class Expectation(BaseModel):
-    """Where a wrong workspace must fail: check.py stages and hidden tests (`module::test`)."""
-
-    model_config = ConfigDict(extra="forbid")
-    fails_stages: list[str] = Field(default_factory=list)
-    fails_hidden: list[str] = Field(default_factory=list)
-
-
-class Decoy(Expectation):
-    reason: str = Field(min_length=1, description="the plausible wrong solution this patch stands for")
-
-
-class TaskSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    id: str = Field(pattern=r"^[a-z0-9_]+$")
-    hypothesis: str = Field(min_length=1, description="the harness component this task measures")
-    prompt: str = Field(min_length=1)
-    timeout_s: int = Field(gt=0)
-    baseline: Expectation
-    decoys: dict[str, Decoy]
-
-
-class Task(BaseModel):
-    """A loaded task: its spec and the files that belong to it."""
-
-    spec: TaskSpec
-    dir: Path
-    hidden_dir: Path
-
-    @property
-    def id(self) -> str:
-        return self.spec.id
-
-    @property
-    def setup_patch(self) -> Path:
-        return self.dir / "setup.patch"
-
-    @property
-    def solution_patch(self) -> Path:
-        return self.dir / "solution.patch"
-
-    def decoy_patch(self, name: str) -> Path:
-        return self.dir / "decoys" / f"{name}.patch"
 
 
 def _first_error(exc: ValidationError) -> str:

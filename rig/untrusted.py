@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from rig.models import DEFAULT_MAX_DEPTH, DEFAULT_MAX_ENTRIES
+
 # Build and cache trees: counted (they count towards the limits) but never copied or diffed. A
 # dependency install (node_modules, a virtualenv) would otherwise cost more than the agent's work.
 # `.git` is the agent's own history (the rig diffs against its private copy of the baseline).
@@ -41,8 +43,6 @@ EXCLUDED_NAMES = (
     ".mypy_cache",
     "*.egg-info",
 )
-DEFAULT_MAX_ENTRIES = 100_000
-DEFAULT_MAX_DEPTH = 64
 DEFAULT_MAX_SECONDS = 120.0
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC

@@ -18,8 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, Field
-
+from rig.models import CheckOutcome, HiddenOutcome
 from rig.proc import run_bounded, scrubbed_env
 from rig.untrusted import remove
 
@@ -50,47 +49,6 @@ CANARY_SOURCE = '''"""Written by the rig: this test must fail. A pass means test
 def {test}():
     raise AssertionError("{message}")
 '''
-
-
-class CheckOutcome(BaseModel):
-    """check.py's verdict: its exit code, the stages that failed and each stage's problems."""
-
-    exit_code: int | None
-    ok: bool
-    failed: list[str] = Field(default_factory=list)
-    results: dict[str, list[str]] = Field(default_factory=dict)
-    error: str | None = None
-
-
-class HiddenOutcome(BaseModel):
-    """The hidden tests' verdict; the rig's canary is verified, then left out of every field.
-
-    exit_code: once the canary failed as it must, pytest's exit code for the hidden tests alone
-    (the 1 the canary causes becomes 0 when no hidden test failed, 5 when none was collected);
-    otherwise pytest's own exit code, None on a timeout. failed: hidden tests that failed or
-    errored as `module::test` (a module's collection error as `module`), or one marker:
-    <canary>, <crash>, <timeout>, <no tests collected>. skipped: hidden tests skipped or
-    xfailed, which also makes the outcome not ok.
-    """
-
-    exit_code: int | None
-    ok: bool
-    collected: int = 0
-    failed: list[str] = Field(default_factory=list)
-    skipped: list[str] = Field(default_factory=list)
-    error: str | None = None
-
-
-class Verification(BaseModel):
-    """Both verdicts of one workspace."""
-
-    check: CheckOutcome
-    hidden: HiddenOutcome | None
-
-    @property
-    def success(self) -> bool:
-        """check.py passed and the hidden tests ran and passed."""
-        return self.check.ok and self.hidden is not None and self.hidden.ok
 
 
 @contextmanager

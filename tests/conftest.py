@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from rig.models import Task
 from rig.paths import FIXTURE_DIR
-from rig.tasks import Task, load_tasks
+from rig.tasks import load_tasks
 from rig.workspace import apply_patch, copy_fixture
 
 # The task the harness tests run: a small bug fix whose baseline fails check.py.

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from conftest import run_check_json
 
-from harnesses.base import AgentRun, Condition, Metrics
 from harnesses.claude_code import (
     INFRA_SIGNATURE,
     ClaudeCodeHarness,
@@ -21,13 +20,12 @@ from harnesses.claude_code import (
     parse_files,
     thinking_args,
 )
-from harnesses.cli import Provider
 from harnesses.mock_model.anthropic_messages import SIDE_TURN, AnthropicMessages
 from harnesses.mock_model.policy import Policy, Step
 from harnesses.mock_model.server import SIDE_TEXT, Faults, MockModelServer, Usage
 from harnesses.mock_model.session import LEDGER_FILE
 from rig.classify import classify
-from rig.tasks import Task
+from rig.models import AgentRun, Condition, Metrics, Provider, Task
 from rig.workspace import tree_digest
 
 DATA = Path(__file__).parent / "data" / "claude_code"

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import run_check_json
 
-from harnesses.base import AgentRun, Condition, Metrics
-from harnesses.cli import NODE_BIN, Provider, find_cli
+from harnesses.cli import NODE_BIN, find_cli
 from harnesses.codex import (
     COST_SOURCE,
     MOCK_KEY_ENV,
@@ -30,8 +29,8 @@ from harnesses.mock_model.policy import Policy, Step, patch_command
 from harnesses.mock_model.server import MockModelServer, Usage
 from harnesses.mock_model.session import LEDGER_FILE
 from rig.classify import classify
+from rig.models import AgentRun, Condition, Metrics, Provider, Task
 from rig.paths import REPO_ROOT
-from rig.tasks import Task
 from rig.workspace import tree_digest
 
 DATA = Path(__file__).parent / "data" / "codex"

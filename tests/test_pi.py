@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import run_check_json
 
-from harnesses.base import AgentRun, Condition, Metrics
-from harnesses.cli import NODE_BIN, Provider, find_cli
+from harnesses.cli import NODE_BIN, find_cli
 from harnesses.logs import pi_failed_attempts
 from harnesses.mock_model.openai_chat import OpenAIChat
 from harnesses.mock_model.policy import Policy, Step, patch_command
@@ -28,8 +27,8 @@ from harnesses.pi import (
     skill_name,
 )
 from rig.classify import classify
+from rig.models import AgentRun, Condition, Metrics, Provider, Task
 from rig.paths import REPO_ROOT
-from rig.tasks import Task
 from rig.workspace import tree_digest
 
 DATA = Path(__file__).parent / "data" / "pi"

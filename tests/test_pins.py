@@ -19,10 +19,11 @@ import pytest
 import rig
 from harnesses import cli as harness_cli
 from harnesses.cli import NODE_BIN, HarnessVersionError, cli_version
-from rig.experiment import Experiment, load_experiment
+from rig.experiment import load_experiment
 from rig.migrate import MIGRATIONS, RecordSchemaError, design_digest, migrate, read_runs
-from rig.records import RECORD_SCHEMA_VERSION, RunRecord
+from rig.models import RECORD_SCHEMA_VERSION, Experiment, RunRecord
 from rig.store import ResultsStore
+from rig.version import git_version
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
@@ -63,30 +64,30 @@ def checkout(tmp_path: Path) -> Path:
 
 def test_version_names_the_commit_and_its_uncommitted_changes(checkout: Path) -> None:
     head = git(checkout, "rev-parse", "HEAD")
-    clean = rig.git_version(checkout, "1.2.3")
+    clean = git_version(checkout, "1.2.3")
     assert clean == f"1.2.3+g{head[:12]}"
     # Untracked files and changes outside rig/ and harnesses/ do not change what runs.
     (checkout / "rig" / "scratch.py").write_text("x = 1\n")
     (checkout / "docs" / "readme.md").write_text("edited\n")
-    assert rig.git_version(checkout, "1.2.3") == clean
+    assert git_version(checkout, "1.2.3") == clean
     (checkout / "rig" / "a.py").write_text("changed = 1\n")
-    dirty = rig.git_version(checkout, "1.2.3")
+    dirty = git_version(checkout, "1.2.3")
     assert dirty is not None and re.fullmatch(rf"1\.2\.3\+g{head[:12]}\.dirty\.[0-9a-f]{{8}}", dirty)
     (checkout / "rig" / "a.py").write_text("changed = 2\n")
-    other = rig.git_version(checkout, "1.2.3")
+    other = git_version(checkout, "1.2.3")
     assert other != dirty and other is not None and other.startswith(f"1.2.3+g{head[:12]}.dirty.")
     (checkout / "harnesses" / "h.py").unlink()
-    assert rig.git_version(checkout, "1.2.3") not in (dirty, other, clean)
+    assert git_version(checkout, "1.2.3") not in (dirty, other, clean)
     git(checkout, "add", "-A")
     git(checkout, "commit", "-q", "-m", "two")
-    assert rig.git_version(checkout, "1.2.3") == f"1.2.3+g{git(checkout, 'rev-parse', 'HEAD')[:12]}"
+    assert git_version(checkout, "1.2.3") == f"1.2.3+g{git(checkout, 'rev-parse', 'HEAD')[:12]}"
 
 
 def test_version_outside_a_checkout_is_the_installed_release(tmp_path: Path) -> None:
-    assert rig.git_version(tmp_path, "1.2.3") is None
+    assert git_version(tmp_path, "1.2.3") is None
     broken = tmp_path / "broken"
     (broken / ".git").mkdir(parents=True)  # a .git git cannot read: a checkout, commit unknown
-    assert rig.git_version(broken, "1.2.3") == "1.2.3+unknown"
+    assert git_version(broken, "1.2.3") == "1.2.3+unknown"
 
 
 def test_this_checkout_pins_its_commit() -> None:
@@ -103,10 +104,10 @@ def test_this_checkout_pins_its_commit() -> None:
 def test_help_does_not_compute_the_version() -> None:
     code = (
         "from typer.testing import CliRunner\n"
-        "import rig\n"
         "from rig.cli import app\n"
+        "from rig.version import rig_version\n"
         "assert CliRunner().invoke(app, ['--help']).exit_code == 0\n"
-        "print(rig.rig_version.cache_info().currsize)\n"
+        "print(rig_version.cache_info().currsize)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

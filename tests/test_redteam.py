@@ -39,11 +39,9 @@ from redteam_strategies import (
     rendered_table,
 )
 
-from harnesses.base import Condition
-from harnesses.cli import Provider
 from harnesses.mock_model.session import policy_for
 from rig.audit import toolchain_digest
-from rig.experiment import Experiment, Timeouts
+from rig.models import Condition, Experiment, Provider, Timeouts
 from rig.paths import FIXTURE_DIR, HIDDEN_TESTS_DIR, REPO_ROOT, TASKS_DIR
 from rig.runner import execute, experiment_plan, make_context
 from rig.tasks import load_tasks

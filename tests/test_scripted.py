@@ -12,11 +12,10 @@ from conftest import run_check_json
 
 import rig
 from harnesses import scripted_agent as agent
-from harnesses.base import AgentRun, Condition, Metrics
 from harnesses.logs import read_jsonl
 from harnesses.scripted import PATCH_COPY, SCRIPT_COPY, ScriptedHarness, attempt_number
+from rig.models import AgentRun, Condition, Metrics, Task
 from rig.paths import FIXTURE_DIR, REPO_ROOT
-from rig.tasks import Task
 from rig.workspace import apply_patch, copy_fixture, tree_digest
 
 PROMPT = "Fix the pagination bug."

@@ -13,15 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from harnesses.base import AgentRun, Condition
 from harnesses.claude_code import ClaudeCodeHarness
-from harnesses.cli import Provider
 from harnesses.codex import CodexHarness
 from harnesses.logs import ToolLog, read_jsonl
 from harnesses.pi import PiHarness
 from harnesses.scripted import ScriptedHarness
 from rig.classify import classify
-from rig.tasks import Task
+from rig.models import AgentRun, Condition, Provider, Task
 
 DATA = Path(__file__).parent / "data"
 Match = Callable[[dict], bool]

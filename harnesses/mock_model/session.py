@@ -9,7 +9,7 @@ from typing import Any
 
 from harnesses.mock_model.policy import ContextSensitivePolicy, Policy, do_nothing, replay_patch, run_commands
 from harnesses.mock_model.server import Faults, MockModelServer, Usage
-from rig.tasks import Task
+from rig.models import Task
 
 LEDGER_FILE = "mock-ledger.json"
 

@@ -20,14 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from harnesses import codex
-from harnesses.base import Condition
-from harnesses.cli import Provider
 from harnesses.mock_model.policy import Policy, Step, do_nothing, patch_command, replay_patch
 from harnesses.mock_model.server import Faults, MockModelServer, Usage
 from harnesses.mock_model.session import LEDGER_FILE
+from rig.models import Condition, Provider, Task
 from rig.paths import FIXTURE_DIR, REPO_ROOT
 from rig.redact import Redactor
-from rig.tasks import Task, load_tasks
+from rig.tasks import load_tasks
 from rig.workspace import apply_patch, copy_fixture
 
 TASK_ID = "t1_fix_pagination"

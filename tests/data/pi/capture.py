@@ -23,10 +23,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import harnesses.pi as pi  # noqa: E402
-from harnesses.base import Condition  # noqa: E402
-from harnesses.cli import Provider  # noqa: E402
 from harnesses.mock_model.policy import Policy, Step, patch_command  # noqa: E402
 from harnesses.mock_model.server import Faults, MockModelServer, Usage  # noqa: E402
+from rig.models import Condition, Provider  # noqa: E402
 from rig.paths import FIXTURE_DIR, REPO_ROOT  # noqa: E402
 from rig.redact import Redactor  # noqa: E402
 from rig.tasks import load_tasks  # noqa: E402

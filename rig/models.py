@@ -1,0 +1,533 @@
+"""The schema: every pydantic model that crosses a file boundary, and the defaults its fields need.
+
+Experiment configs, tasks, what an agent run produced, the verdicts, the run record (one line of
+runs.jsonl or quarantine.jsonl) and the reports of the rig's commands. This module imports
+nothing else of the project, so the engine, the adapters, verification, the audit and the store
+all import their models from here and the models import none of them (import-linter checks it,
+see pyproject.toml). Behaviour that needs more than the standard library (loading a task,
+checking a harness name against the registry) lives in the module that owns it.
+"""
+
+import hashlib
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+# --- Defaults of the bounds on an agent: experiment [timeouts] and [limits] start from these ------
+
+DEFAULT_STALL_S = 420.0
+# No file an agent writes needs more; a bound keeps a runaway agent from filling the disk.
+DEFAULT_FILE_BYTES = 2 * 1024 * 1024 * 1024
+DEFAULT_HEAD_BYTES = 64 * 1024 * 1024
+DEFAULT_TAIL_BYTES = 4 * 1024 * 1024
+# The tail lives in the runner's memory, once per stream and worker: its bound keeps the runner small.
+MAX_TAIL_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_ENTRIES = 100_000
+DEFAULT_MAX_DEPTH = 64
+
+# --- Tasks: tasks/<id>/task.toml and the files that belong to it (loaded by rig.tasks) -------------
+
+
+class Expectation(BaseModel):
+    """Where a wrong workspace must fail: check.py stages and hidden tests (`module::test`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    fails_stages: list[str] = Field(default_factory=list)
+    fails_hidden: list[str] = Field(default_factory=list)
+
+
+class Decoy(Expectation):
+    reason: str = Field(min_length=1, description="the plausible wrong solution this patch stands for")
+
+
+class TaskSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(pattern=r"^[a-z0-9_]+$")
+    hypothesis: str = Field(min_length=1, description="the harness component this task measures")
+    prompt: str = Field(min_length=1)
+    timeout_s: int = Field(gt=0)
+    baseline: Expectation
+    decoys: dict[str, Decoy]
+
+
+class Task(BaseModel):
+    """A loaded task: its spec and the files that belong to it."""
+
+    spec: TaskSpec
+    dir: Path
+    hidden_dir: Path
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @property
+    def setup_patch(self) -> Path:
+        return self.dir / "setup.patch"
+
+    @property
+    def solution_patch(self) -> Path:
+        return self.dir / "solution.patch"
+
+    def decoy_patch(self, name: str) -> Path:
+        return self.dir / "decoys" / f"{name}.patch"
+
+
+# --- Experiments: experiments/<name>.toml (loaded by rig.experiment) and its plan ------------------
+
+
+class Provider(BaseModel):
+    """Where the model is: the rig's mock server, or a real provider reached with the user's key."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["mock", "real"] = "mock"
+    name: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+
+
+class Condition(BaseModel):
+    """One arm of an experiment: what differs in the workspace and in the harness's options."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    remove_files: list[str] = Field(default_factory=list, description="paths removed from the workspace")
+    write_files: dict[str, str] = Field(default_factory=dict, description="path -> content written")
+    skills: list[str] = Field(default_factory=list, description="skill directories to install")
+    tools: list[str] | None = Field(default=None, description="tool set; None means the default")
+    thinking: str | None = None
+    harness_options: dict[str, Any] = Field(default_factory=dict)
+
+
+class Timeouts(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    agent_s: int | None = Field(default=None, gt=0, description="wall timeout; default: the task's timeout_s")
+    stall_s: float = Field(default=DEFAULT_STALL_S, gt=0, description="stream silence before a kill")
+    check_s: float = Field(default=600, gt=0)
+    hidden_s: float = Field(default=600, gt=0)
+
+
+class Limits(BaseModel):
+    """Bounds on what an agent may write: its streams' logs, any single file, the workspace's size.
+
+    A workspace past max_files or max_depth is scored as a failure at stage `workspace_limits`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    stream_head_bytes: int = Field(default=DEFAULT_HEAD_BYTES, ge=0, description="kept from a stream's start")
+    stream_tail_bytes: int = Field(
+        default=DEFAULT_TAIL_BYTES, ge=0, le=MAX_TAIL_BYTES, description="kept from a stream's end"
+    )
+    file_bytes: int | None = Field(
+        default=DEFAULT_FILE_BYTES, gt=0, description="largest file an agent may write"
+    )
+    max_files: int = Field(
+        default=DEFAULT_MAX_ENTRIES, gt=0, description="files and directories the workspace may hold"
+    )
+    max_depth: int = Field(default=DEFAULT_MAX_DEPTH, gt=0, description="deepest directory level allowed")
+
+
+class Experiment(BaseModel):
+    """An experiment's design. That `harness` names a registered adapter is checked where the
+    config is loaded (rig.experiment.load_experiment): the registry is no part of the schema."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    title: str = ""
+    harness: str = Field(description="a harness name of harnesses.registry")
+    model: str | None = None
+    thinking: str | None = None
+    provider: Provider = Field(default_factory=Provider)
+    tasks: list[str] | Literal["all"] = "all"
+    conditions: list[Condition] = Field(min_length=1)
+    repetitions: int = Field(default=1, ge=1)
+    workers: int = Field(default=1, ge=1)
+    seed: int = 0
+    max_attempts: int = Field(default=3, ge=1, description="attempts per run when infra failures recur")
+    max_consecutive_infra: int = Field(default=3, ge=1, description="stop after this many in a row")
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    limits: Limits = Field(default_factory=Limits)
+
+    @field_validator("conditions")
+    @classmethod
+    def _unique_conditions(cls, conditions: list[Condition]) -> list[Condition]:
+        names = [c.name for c in conditions]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"condition names must be unique; repeated: {', '.join(duplicates)}")
+        return conditions
+
+    @model_validator(mode="after")
+    def _tasks_not_empty(self) -> "Experiment":
+        if isinstance(self.tasks, list) and not self.tasks:
+            raise ValueError('tasks is empty; list task ids or use "all"')
+        return self
+
+    def digest(self) -> str:
+        """A hash of the design: results of one design are never pooled with another's.
+
+        `workers` is left out: how many runs go in parallel is how the design is executed, not what
+        it measures, so an experiment may be resumed with more (or fewer) workers.
+        """
+        design = self.model_dump(mode="json", exclude={"workers"})
+        return hashlib.sha256(json.dumps(design, sort_keys=True).encode()).hexdigest()
+
+
+class PlanItem(BaseModel):
+    run_id: str
+    task: str
+    condition: str
+    repetition: int
+
+
+# --- What the agent did: its process as seen from outside, and the metrics of its session ---------
+
+
+class StreamStats(BaseModel):
+    """How much a stream carried and how much of it the log file kept."""
+
+    bytes: int = 0
+    kept_bytes: int = 0
+    truncated: bool = False
+
+
+class AgentRun(BaseModel):
+    """What the harness did, as seen from outside: the process and where its logs are."""
+
+    command: list[str]
+    exit_code: int | None
+    timed_out: bool
+    stalled: bool
+    wall_s: float
+    session_path: Path | None
+    stdout_path: Path
+    stderr_path: Path
+    leftover_processes: int = Field(default=0, description="agent processes still alive after it exited")
+    removed_links: list[str] = Field(
+        default_factory=list,
+        description="symlinks out of run_dir the agent left, removed before the rig writes",
+    )
+    streams: dict[str, StreamStats] = Field(default_factory=dict)
+    sandboxed: bool = False
+    processes: str | None = Field(
+        default=None,
+        description="what contained every process it started: bwrap-pidns, cgroup, pidns or token-reaper",
+    )
+
+
+class Metrics(BaseModel):
+    """What the session says the agent did. Every field is derived from saved files only."""
+
+    model: str | None = None
+    thinking_level: str | None = None
+    assistant_messages: int = 0
+    tool_calls: int = 0
+    tool_calls_by_name: dict[str, int] = Field(default_factory=dict)
+    tool_errors: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    total_tokens: int = 0
+    cost_usd: float | None = None
+    cost_source: str | None = None
+    stop_reasons: list[str] = Field(default_factory=list)
+    error_messages: list[str] = Field(default_factory=list)
+    transport_failures: int = Field(
+        default=0,
+        description="failed attempts at a model request, recovered from or not: each request that "
+        "errored, was cut off or lost its transport counts once, whether the harness then retried it, "
+        "fell back to another transport or reconnected (Pi: errored and truncated responses, "
+        "provider_transport_failure diagnostics; Claude Code: api_retry events, API-error messages; "
+        "Codex: error and turn.failed events). A failure the harness recovered from (a retry, "
+        "fallback or reconnect that then succeeded) never by itself makes a run infrastructure",
+    )
+    bash_commands: list[str] = Field(default_factory=list)
+    bash_search_commands: list[str] = Field(default_factory=list)
+    read_paths: list[str] = Field(default_factory=list)
+    read_attempts: list[str] = Field(
+        default_factory=list, description="every path a read tool was called with, failed reads included"
+    )
+    docs_read: list[str] = Field(default_factory=list)
+    ran_check_script: bool = False
+    ran_pytest: bool = False
+    read_skill: bool = False
+    final_text: str | None = None
+
+
+# --- Verdicts after the agent: verification, protected files, the audit, the sandbox --------------
+
+
+class CheckOutcome(BaseModel):
+    """check.py's verdict: its exit code, the stages that failed and each stage's problems."""
+
+    exit_code: int | None
+    ok: bool
+    failed: list[str] = Field(default_factory=list)
+    results: dict[str, list[str]] = Field(default_factory=dict)
+    error: str | None = None
+
+
+class HiddenOutcome(BaseModel):
+    """The hidden tests' verdict; the rig's canary is verified, then left out of every field.
+
+    exit_code: once the canary failed as it must, pytest's exit code for the hidden tests alone
+    (the 1 the canary causes becomes 0 when no hidden test failed, 5 when none was collected);
+    otherwise pytest's own exit code, None on a timeout. failed: hidden tests that failed or
+    errored as `module::test` (a module's collection error as `module`), or one marker:
+    <canary>, <crash>, <timeout>, <no tests collected>. skipped: hidden tests skipped or
+    xfailed, which also makes the outcome not ok.
+    """
+
+    exit_code: int | None
+    ok: bool
+    collected: int = 0
+    failed: list[str] = Field(default_factory=list)
+    skipped: list[str] = Field(default_factory=list)
+    error: str | None = None
+
+
+class Verification(BaseModel):
+    """Both verdicts of one workspace."""
+
+    check: CheckOutcome
+    hidden: HiddenOutcome | None
+
+    @property
+    def success(self) -> bool:
+        """check.py passed and the hidden tests ran and passed."""
+        return self.check.ok and self.hidden is not None and self.hidden.ok
+
+
+class Tampering(BaseModel):
+    modified: list[str] = Field(default_factory=list)
+    added: list[str] = Field(default_factory=list)
+    deleted: list[str] = Field(default_factory=list)
+
+    @property
+    def touched(self) -> list[str]:
+        return sorted({*self.modified, *self.added, *self.deleted})
+
+
+class AuditFinding(BaseModel):
+    """One rule that fired after the agent, with the evidence."""
+
+    rule: str
+    detail: str
+
+
+class SandboxStatus(BaseModel):
+    """How one run's agent was confined: recorded in every run record."""
+
+    mode: str
+    active: bool
+    backend: str | None = None
+    detail: str | None = None
+    processes: str | None = Field(
+        default=None,
+        description="what kept every process of the agent from outliving it: "
+        "'bwrap-pidns', 'cgroup', 'pidns' or 'token-reaper' (None in records older than it)",
+    )
+    processes_detail: str | None = Field(
+        default=None, description="the containment layers used, and why stronger ones were not"
+    )
+
+    def warning(self) -> str | None:
+        """The warning every record of an unconfined run carries, None when confined."""
+        if self.active:
+            return None
+        return (
+            f"sandbox: the agent ran unconfined ({self.detail}); it could read and write any file; "
+            f"its processes were contained by {self.processes}"
+        )
+
+
+# --- The run record: one line of runs.jsonl (or quarantine.jsonl) per attempt ---------------------
+# Every field a reader may question is here with its evidence: the verdicts of check.py and the
+# hidden tests, the tampering found, the agent's process outcome, the parsed metrics, the infra
+# classification and the pins that say exactly what was measured. `rig schema` prints it.
+
+# Bumped whenever a field is added or changes meaning; rig.migrate brings older records up to date.
+RECORD_SCHEMA_VERSION = 2
+
+
+class InfraVerdict(BaseModel):
+    is_infra: bool = False
+    rule: str | None = Field(default=None, description="the classification rule that fired")
+    detail: str | None = None
+
+
+class AgentOutcome(BaseModel):
+    command: list[str]
+    exit_code: int | None
+    timed_out: bool
+    stalled: bool
+    wall_s: float
+    leftover_processes: int = Field(default=0, description="agent processes alive after it exited, killed")
+    removed_links: list[str] = Field(default_factory=list, description="symlinks out of the attempt folder")
+    streams: dict[str, StreamStats] = Field(default_factory=dict, description="bytes per stream, kept or not")
+    sandboxed: bool = False
+    processes: str | None = Field(
+        default=None,
+        description="what contained the agent's processes: bwrap-pidns, cgroup, pidns or token-reaper",
+    )
+
+
+class Protected(BaseModel):
+    modified: list[str] = Field(default_factory=list)
+    added: list[str] = Field(default_factory=list)
+    deleted: list[str] = Field(default_factory=list)
+    restored: bool = True
+
+
+class Pins(BaseModel):
+    rig_version: str
+    fixture_hash: str
+    task_hash: str
+    hidden_tests_hash: str
+    harness_version: str
+    python_version: str
+    ruff_version: str
+    pytest_version: str
+    toolchain_hash: str | None = Field(
+        default=None, description="the verifying interpreter's hooks and tools"
+    )
+    baseline_commit: str | None = None
+
+
+class WorkspaceStats(BaseModel):
+    """What the agent left in the workspace, as the rig's bounded walk found it."""
+
+    files: int = Field(default=0, description="non-directory entries: files, symlinks, special files")
+    dirs: int = 0
+    depth: int = Field(default=0, description="deepest directory level below the workspace root")
+    excluded: dict[str, int] = Field(
+        default_factory=dict, description="entries under build and cache trees (counted, never diffed)"
+    )
+    special: list[str] = Field(default_factory=list, description="FIFOs, sockets and devices: never opened")
+    outward_links: list[str] = Field(
+        default_factory=list, description="symlinks leading out of the workspace: never followed or copied"
+    )
+    limit: str | None = Field(default=None, description="the [limits] bound exceeded, with the numbers")
+
+
+class RunRecord(BaseModel):
+    record_schema: int = RECORD_SCHEMA_VERSION
+    experiment: str
+    run_id: str
+    attempt: int
+    task: str
+    hypothesis: str
+    condition: str
+    repetition: int
+    harness: str
+    harness_version: str
+    model: str | None
+    thinking: str | None
+    condition_mapping: str | None = Field(
+        default=None, description="how the harness realised the condition, e.g. AGENTS.md via CLAUDE.md"
+    )
+    started_at: datetime
+    finished_at: datetime
+    wall_s: float
+    exit_code: int | None
+    timed_out: bool
+    stalled: bool
+    hang: str | None = Field(
+        default=None,
+        description="'agent_hang' (silence while a tool call ran) or 'timeout': the agent's own failure",
+    )
+    success: bool
+    failing_stage: str | None = Field(
+        description="'rig_error', 'workspace_limits', 'audit', the first failing check.py stage, "
+        "or 'hidden' / 'verify'"
+    )
+    check: CheckOutcome | None
+    hidden: HiddenOutcome | None
+    verify_error: str | None = None
+    protected: Protected
+    audit: list[AuditFinding] = Field(default_factory=list, description="rules that fired after the agent")
+    sandbox: SandboxStatus | None = None
+    files_changed: list[str] = Field(default_factory=list)
+    workspace: WorkspaceStats | None = None
+    rig_error: str | None = Field(
+        default=None, description="an exception inside the rig during this attempt; traceback.txt holds it"
+    )
+    agent: AgentOutcome
+    metrics: Metrics
+    infra: InfraVerdict
+    pins: Pins
+    artifacts: str = Field(description="the attempt's artifact folder, relative to the results folder")
+    warnings: list[str] = Field(default_factory=list)
+
+
+# --- What the rig's commands report: calibrate, calibrate --harness, doctor, status, reclassify ----
+
+ItemKind = Literal["clean", "baseline", "solution", "decoy", "fixture"]
+
+
+class Item(BaseModel):
+    """One calibration item: which patches make the workspace, and what must happen."""
+
+    name: str
+    kind: ItemKind
+    task: Task | None = None
+    patches: list[Path] = Field(default_factory=list)
+    expect: Expectation | None = None
+
+
+class ItemResult(BaseModel):
+    name: str
+    kind: ItemKind
+    task: str | None
+    passed: bool
+    reason: str
+    check_failed: list[str] = Field(default_factory=list)
+    hidden_failed: list[str] = Field(default_factory=list)
+    wall_s: float = 0.0
+
+
+class CalibrationReport(BaseModel):
+    ok: bool
+    passed: int
+    failed: int
+    items: list[ItemResult]
+
+
+class HarnessCheck(BaseModel):
+    harness: str
+    name: str
+    passed: bool
+    reason: str
+
+
+class Protection(BaseModel):
+    """One protection: whether it is active here, and what it does or why it is not."""
+
+    name: str
+    active: bool
+    detail: str
+
+
+class Cell(BaseModel):
+    task: str
+    condition: str
+    planned: int = 0
+    done: int = 0
+    successes: int = 0
+    pending: int = 0
+    quarantined: int = 0
+    infra_reruns: int = 0
+
+
+class Change(BaseModel):
+    run_id: str
+    attempt: int
+    source: str
+    old_rule: str | None
+    new_rule: str | None
+    metrics_changed: bool

@@ -300,6 +300,9 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
             self, protocol: WireProtocol, turn: int, faults: Faults, request: dict, step: Step, usage: Usage
         ) -> None:
             if faults.mode == "http_error":
+                # Recorded before it is answered: the harness's retry may reach another handler
+                # thread before this one could record anything after writing.
+                server._record(LedgerEntry(protocol.name, turn, "http_error", faults.status))
                 payload = json.dumps(protocol.error_body(faults.status)).encode()
                 self.send_response(faults.status)
                 self.send_header("Content-Type", "application/json")
@@ -308,7 +311,6 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
                     self.send_header("Retry-After", "0")
                 self.end_headers()
                 self.wfile.write(payload)
-                server._record(LedgerEntry(protocol.name, turn, "http_error", faults.status))
                 return
             server._record(
                 LedgerEntry(protocol.name, turn, faults.mode, 200 if faults.mode != "never_answer" else 0)

@@ -39,7 +39,9 @@ from typing import Any
 from harnesses.base import Confinement, run_agent_process
 from harnesses.cli import api_key, base_env, cli_version, find_cli
 from harnesses.logs import ToolLog, as_int, derive_behaviour, read_jsonl, result_text
+from harnesses.mock_model.anthropic_messages import AnthropicMessages
 from harnesses.mock_model.session import mock_model
+from harnesses.mock_model.tools import ToolCall, ToolMap
 from rig.models import AgentRun, Condition, Metrics, Provider, Task
 from rig.paths import REPO_ROOT
 
@@ -73,11 +75,28 @@ _COST_DIGITS = 9
 _NAME_LINE = re.compile(r"^name:\s*['\"]?([A-Za-z0-9_.-]+)['\"]?\s*$", re.MULTILINE)
 
 
+def _absolute(path: str, cwd: str | None) -> str:
+    """`path` made absolute with the working directory, as a real model writes it; Claude Code also
+    accepts a workspace-relative path, the fallback when no working directory is known."""
+    return path if path.startswith("/") or cwd is None else f"{cwd.rstrip('/')}/{path}"
+
+
+# The mock model's steps as Claude Code's built-in tools.
+MOCK_TOOLS = ToolMap(
+    shell=lambda command, cwd: ToolCall("Bash", {"command": command}),
+    read=lambda path, cwd: ToolCall("Read", {"file_path": _absolute(path, cwd)}),
+    write=lambda path, content, cwd: ToolCall(
+        "Write", {"file_path": _absolute(path, cwd), "content": content}
+    ),
+)
+
+
 class ClaudeCodeHarness:
     """A HarnessAdapter for Claude Code (`@anthropic-ai/claude-code`)."""
 
     name = "claude-code"
     calibrated = True  # rig calibrate --harness drives it with the mock model
+    mock_protocol = AnthropicMessages(MOCK_TOOLS)
 
     def __init__(
         self,
@@ -149,7 +168,7 @@ class ClaudeCodeHarness:
         # Watching the transcript too keeps a long tool call with a quiet stdout from looking stalled.
         watched = config / "projects" / re.sub(r"[^A-Za-z0-9]", "-", str(workdir)) / f"{session_id}.jsonl"
         if self.provider.kind == "mock":
-            with mock_model(self.task, options, run_dir) as base_url:
+            with mock_model(self.task, options, run_dir, self.mock_protocol) as base_url:
                 env = self._env(home, config, base_url, options)
                 run = run_agent_process(
                     command, workdir, env, run_dir, timeout, self.stall_s, watched, self.confinement

@@ -59,7 +59,9 @@ import genai_prices
 from harnesses.base import Confinement, run_agent_process
 from harnesses.cli import api_key, base_env, cli_version, find_cli
 from harnesses.logs import ToolLog, as_int, derive_behaviour, read_jsonl
+from harnesses.mock_model.openai_responses import OpenAIResponses
 from harnesses.mock_model.session import mock_model
+from harnesses.mock_model.tools import ToolCall, ToolMap
 from rig.models import AgentRun, Condition, Metrics, Provider, Task
 from rig.paths import REPO_ROOT
 
@@ -119,6 +121,29 @@ _PROVIDER_CALLS = frozenset({"web_search_call", "image_generation_call"})
 # Stream items of the tools Codex runs, from item.started to item.completed.
 _STREAM_TOOL_ITEMS = frozenset({"command_execution", "file_change", "mcp_tool_call"})
 _SHELL_TOOLS = frozenset({"exec_command", "shell", "local_shell", "container.exec"})
+# exec_command returns after `yield_time_ms` even if the command still runs (default 10 s, at most
+# 30 s); the longest wait keeps a slow gate from turning into a session the next step never polls.
+_YIELD_TIME_MS = 30000
+
+
+def add_file_patch(path: str, content: str) -> str:
+    """An apply_patch patch that creates `path` with `content` (or replaces it: Add File overwrites)."""
+    lines = content.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    body = "".join(f"+{line}\n" for line in lines)
+    return f"*** Begin Patch\n*** Add File: {path}\n{body}*** End Patch"
+
+
+# The mock model's steps as Codex's tools: a shell command and a read (`cat`) through exec_command,
+# a write as apply_patch's free-form patch.
+MOCK_TOOLS = ToolMap(
+    shell=lambda command, cwd: ToolCall("exec_command", {"cmd": command, "yield_time_ms": _YIELD_TIME_MS}),
+    read=lambda path, cwd: ToolCall(
+        "exec_command", {"cmd": f"cat {shlex.quote(path)}", "yield_time_ms": _YIELD_TIME_MS}
+    ),
+    write=lambda path, content, cwd: ToolCall("apply_patch", add_file_patch(path, content)),
+)
 
 
 class CodexHarness:
@@ -126,6 +151,7 @@ class CodexHarness:
 
     name = "codex"
     calibrated = True  # rig calibrate --harness drives it with the mock model
+    mock_protocol = OpenAIResponses(MOCK_TOOLS)
 
     def __init__(
         self,
@@ -235,7 +261,7 @@ class CodexHarness:
         sessions = codex_home / "sessions"
         sessions.mkdir(exist_ok=True)
         if self.provider.kind == "mock":
-            with mock_model(self.task, condition.harness_options, run_dir) as base_url:
+            with mock_model(self.task, condition.harness_options, run_dir, self.mock_protocol) as base_url:
                 write_config(codex_home, self.config(f"{base_url}/v1", condition.tools))
                 run = run_agent_process(
                     command, workdir, env, run_dir, timeout, self.stall_s, sessions, self.confinement

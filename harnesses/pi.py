@@ -43,7 +43,9 @@ from typing import Any
 from harnesses.base import Confinement, run_agent_process
 from harnesses.cli import api_key, base_env, cli_version, find_cli
 from harnesses.logs import ToolLog, as_int, derive_behaviour, fold_pi_message, read_jsonl
+from harnesses.mock_model.openai_chat import OpenAIChat
 from harnesses.mock_model.session import mock_model
+from harnesses.mock_model.tools import ToolCall, ToolMap
 from rig.models import AgentRun, Condition, Metrics, Provider, Task
 from rig.paths import REPO_ROOT
 
@@ -61,6 +63,12 @@ COST_SOURCE = "harness"
 # Summing many small float costs leaves noise in the last digits; a record should not carry it.
 _COST_DIGITS = 9
 _NAME_LINE = re.compile(r"^name:\s*(.+?)\s*$")
+# The mock model's steps as Pi's built-in tools (Pi resolves a relative path in its working directory).
+MOCK_TOOLS = ToolMap(
+    shell=lambda command, cwd: ToolCall("bash", {"command": command}),
+    read=lambda path, cwd: ToolCall("read", {"path": path}),
+    write=lambda path, content, cwd: ToolCall("write", {"path": path, "content": content}),
+)
 
 
 class PiHarness:
@@ -68,6 +76,7 @@ class PiHarness:
 
     name = "pi"
     calibrated = True  # rig calibrate --harness drives it with the mock model
+    mock_protocol = OpenAIChat(MOCK_TOOLS)
     # Pi realises every condition natively (AGENTS.md, --skill, --tools): nothing to map.
     condition_mapping: str | None = None
 
@@ -143,7 +152,7 @@ class PiHarness:
             },
         )
         if self.provider.kind == "mock":
-            with mock_model(self.task, condition.harness_options, run_dir) as base_url:
+            with mock_model(self.task, condition.harness_options, run_dir, self.mock_protocol) as base_url:
                 self._write_models(agent_dir, f"{base_url}/v1")
                 run = run_agent_process(
                     command, workdir, env, run_dir, timeout, self.stall_s, None, self.confinement

@@ -10,8 +10,9 @@ of BUILTIN. Another package adds a harness without touching rig through the entr
 Every list of harness names (experiment validation, `rig calibrate --harness`, the CLI's errors)
 comes from here. An adapter class is called with the keyword arguments task, provider, model,
 thinking, stall_s and confinement; its class attribute `calibrated` says whether `rig calibrate
---harness` can drive it with the rig's mock model server. Adapter modules are imported only when
-an adapter is made or asked for that attribute, so listing names imports none of them.
+--harness` can drive it with the rig's mock model server, and `mock_protocol` which wire protocol
+of the mock it speaks, made with its tool map. Adapter modules are imported only when an adapter is
+made or asked for those attributes, so listing names imports none of them.
 """
 
 from functools import cache
@@ -19,6 +20,7 @@ from importlib import import_module
 from importlib.metadata import entry_points
 
 from harnesses.base import Confinement, HarnessAdapter
+from harnesses.mock_model.server import WireProtocol
 from rig.models import DEFAULT_STALL_S, Provider, Task
 
 ENTRY_POINT_GROUP = "rig.harnesses"
@@ -70,6 +72,16 @@ def adapter_class(name: str) -> type[HarnessAdapter]:
 def calibrated_names() -> tuple[str, ...]:
     """The harnesses `rig calibrate --harness` checks: real CLIs the mock model can drive."""
     return tuple(name for name in harness_names() if getattr(adapter_class(name), "calibrated", False))
+
+
+def mock_protocols() -> list[WireProtocol]:
+    """The mock's protocol of every calibrated harness, one per path: the first harness registered
+    that speaks it (the built-in ones come first), as `rig mock-model serve` serves them."""
+    by_path: dict[str, WireProtocol] = {}
+    for name in calibrated_names():
+        protocol: WireProtocol = adapter_class(name).mock_protocol  # type: ignore[attr-defined]
+        by_path.setdefault(protocol.path, protocol)
+    return list(by_path.values())
 
 
 def make_adapter(

@@ -14,6 +14,7 @@ from conftest import run_check_json
 
 from harnesses.claude_code import (
     INFRA_SIGNATURE,
+    MOCK_TOOLS,
     ClaudeCodeHarness,
     context_mapping,
     install_skills,
@@ -290,7 +291,7 @@ MAIN_REQUEST = {
 
 
 def test_protocol_streams_a_tool_call_with_the_usage_given():
-    protocol = AnthropicMessages()
+    protocol = AnthropicMessages(MOCK_TOOLS)
     assert protocol.turn(MAIN_REQUEST) == 1
     events = sse_payloads(
         protocol.events(Step("read", path="README.md"), Usage(11, 22, 33, 44, 5), MAIN_REQUEST, "r1")
@@ -313,13 +314,13 @@ def test_protocol_streams_a_tool_call_with_the_usage_given():
     assert events[1]["content_block"] == {"type": "tool_use", "id": "toolu_r1", "name": "Read", "input": {}}
     assert json.loads(events[2]["delta"]["partial_json"]) == {"file_path": "/w/ork/README.md"}
     assert events[4]["delta"]["stop_reason"] == "tool_use" and events[4]["usage"] == {"output_tokens": 22}
-    assert protocol.tool_name(Step("shell", command="ls")) == "Bash"
-    assert protocol.tool_name(Step("write", path="x", content="y")) == "Write"
-    assert protocol.tool_name(Step("final", text="t")) is None
+    assert protocol.tool_call(Step("shell", command="ls"), MAIN_REQUEST).name == "Bash"
+    assert protocol.tool_call(Step("write", path="x", content="y"), MAIN_REQUEST).name == "Write"
+    assert protocol.tool_call(Step("final", text="t"), MAIN_REQUEST) is None
 
 
 def test_protocol_answers_non_streaming_requests():
-    protocol = AnthropicMessages()
+    protocol = AnthropicMessages(MOCK_TOOLS)
     plain = {**MAIN_REQUEST, "stream": False}
     assert protocol.content_type(plain) == "application/json"
     (body,) = protocol.events(Step("final", text="done"), Usage(1, 2, 3, 4, 0), plain, "r2")
@@ -354,7 +355,7 @@ def post_messages(url: str, body: dict) -> list[dict]:
 
 
 def test_side_requests_get_text_without_usage_and_stay_out_of_the_served_ledger():
-    protocol = AnthropicMessages()
+    protocol = AnthropicMessages(MOCK_TOOLS)
     assert protocol.is_side_request(SIDE_REQUEST) and not protocol.is_side_request(MAIN_REQUEST)
     assert protocol.turn(SIDE_REQUEST) == SIDE_TURN
     policy = Policy("p", (Step("shell", command="rm -rf x"), Step("final", text="ok")))
@@ -376,7 +377,7 @@ def test_side_requests_get_text_without_usage_and_stay_out_of_the_served_ledger(
 def test_faults_on_the_first_requests_spare_side_requests():
     policy = Policy("p", (Step("final", text="ok"),))
     with MockModelServer(
-        policy, protocols=[AnthropicMessages()], faults=Faults("http_error", 529, first_n=1)
+        policy, protocols=[AnthropicMessages(MOCK_TOOLS)], faults=Faults("http_error", 529, first_n=1)
     ) as server:
         post_messages(server.base_url, SIDE_REQUEST)
         with pytest.raises(urllib.error.HTTPError):
@@ -535,6 +536,7 @@ class RecordingMessages(AnthropicMessages):
     """The real protocol, keeping every request body so a test can see what the model was sent."""
 
     def __init__(self) -> None:
+        super().__init__(MOCK_TOOLS)
         self.requests: list[dict] = []
 
     def turn(self, request: dict) -> int:

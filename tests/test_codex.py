@@ -12,10 +12,12 @@ from harnesses.cli import NODE_BIN, find_cli
 from harnesses.codex import (
     COST_SOURCE,
     MOCK_KEY_ENV,
+    MOCK_TOOLS,
     REASONING_EFFORTS,
     STREAM_IDLE_TIMEOUT_MS,
     TURN_FAILED_SIGNATURE,
     CodexHarness,
+    add_file_patch,
     install_skill,
     parse_files,
     price,
@@ -24,7 +26,7 @@ from harnesses.codex import (
     toml,
     tool_switches,
 )
-from harnesses.mock_model.openai_responses import OpenAIResponses, add_file_patch, usage_body
+from harnesses.mock_model.openai_responses import OpenAIResponses, usage_body
 from harnesses.mock_model.policy import Policy, Step, patch_command
 from harnesses.mock_model.server import MockModelServer, Usage
 from harnesses.mock_model.session import LEDGER_FILE
@@ -121,6 +123,7 @@ class RecordingResponses(OpenAIResponses):
     """The real Responses protocol, keeping every request body so a test can read what Codex sent."""
 
     def __init__(self) -> None:
+        super().__init__(MOCK_TOOLS)
         self.requests: list[dict] = []
 
     def events(self, step: Step, usage: Usage, request: dict, response_id: str) -> list[bytes]:
@@ -439,7 +442,7 @@ def test_skill_is_copied_under_its_own_name(tmp_path):
 
 
 def test_mock_protocol_counts_turns_and_translates_steps():
-    protocol = OpenAIResponses()
+    protocol = OpenAIResponses(MOCK_TOOLS)
     history = [
         {"type": "message", "role": "developer", "content": []},
         {"type": "message", "role": "user", "content": []},
@@ -452,12 +455,8 @@ def test_mock_protocol_counts_turns_and_translates_steps():
     ]
     assert protocol.turn({"input": history}) == 3
     assert protocol.turn({}) == 0
-    assert [protocol.tool_name(Step(kind)) for kind in ("shell", "read", "write", "final")] == [
-        "exec_command",
-        "exec_command",
-        "apply_patch",
-        None,
-    ]
+    calls = [protocol.tool_call(Step(kind), {}) for kind in ("shell", "read", "write", "final")]
+    assert [call and call.name for call in calls] == ["exec_command", "exec_command", "apply_patch", None]
     assert (
         add_file_patch("a/b.txt", "x\ny\n") == "*** Begin Patch\n*** Add File: a/b.txt\n+x\n+y\n*** End Patch"
     )

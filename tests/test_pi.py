@@ -19,6 +19,7 @@ from harnesses.mock_model.session import LEDGER_FILE
 from harnesses.pi import (
     BUILTIN_PROVIDERS,
     INFRA_SIGNATURE,
+    MOCK_TOOLS,
     TRUNCATED_SIGNATURE,
     PiHarness,
     install_skill,
@@ -104,6 +105,7 @@ class RecordingChat(OpenAIChat):
     """The real OpenAI Chat protocol, keeping every request body so a test can read the prompt."""
 
     def __init__(self) -> None:
+        super().__init__(MOCK_TOOLS)
         self.requests: list[dict] = []
 
     def events(self, step: Step, usage: Usage, request: dict, response_id: str) -> list[bytes]:
@@ -544,7 +546,7 @@ def test_environment_is_not_inherited(workspace, task, tmp_path, monkeypatch):
     monkeypatch.setenv("RIG_TEST_PI_KEY", "test-key-value")
     probe = 'echo "CI=${CI:-unset} CANARY=${RIG_CANARY:-unset} KEY=${RIG_TEST_PI_KEY:-unset}"'
     policy = Policy("env", (Step("shell", command=probe), Step("final", text="ok")))
-    with MockModelServer(policy, protocols=[OpenAIChat()]) as server:
+    with MockModelServer(policy, protocols=[OpenAIChat(MOCK_TOOLS)]) as server:
         provider = Provider(
             kind="real", name="rig-local", base_url=f"{server.base_url}/v1", api_key_env="RIG_TEST_PI_KEY"
         )

@@ -2,8 +2,9 @@
 
 It speaks the three wire protocols the harnesses use (OpenAI Chat Completions for Pi, Anthropic
 Messages for Claude Code, OpenAI Responses for Codex) on 127.0.0.1, plays a harness-neutral policy
-translated into each harness's own tools, reports configurable token usage, keeps a ledger of
-everything it served, and can fail on purpose in the ways real providers fail.
+translated into each harness's own tools by the tool map its adapter gives (`tools`), reports
+configurable token usage, keeps a ledger of everything it served, and can fail on purpose in the
+ways real providers fail.
 """
 
 from harnesses.mock_model.policy import Policy, Step, do_nothing, replay_patch

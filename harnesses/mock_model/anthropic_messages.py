@@ -1,9 +1,8 @@
 """Anthropic Messages, as Claude Code consumes it (`POST /v1/messages?beta=true`, streamed).
 
-Steps become Claude Code's built-in tools: `shell` -> `Bash{command}`, `read` -> `Read{file_path}`,
-`write` -> `Write{file_path, content}`, `final` -> a text block. Paths are made absolute with the
-working directory Claude Code states in its system prompt ("Primary working directory: ..."), as
-a real model does; Claude Code also accepts a workspace-relative path, which is the fallback.
+A tool step becomes a `tool_use` block whose name and input come from the harness's tool map (a
+JSON object: Anthropic has no free-form tools); `final` becomes a text block. The map gets the
+working directory the system prompt states ("Primary working directory: ..."), or None.
 
 Usage maps one to one onto Claude Code's own accounting, so its `result.usage` (summed over the
 responses) equals the sum of the `Usage` served:
@@ -26,10 +25,10 @@ import re
 
 from harnesses.mock_model.policy import Step
 from harnesses.mock_model.server import Usage, sse
+from harnesses.mock_model.tools import ToolCall, ToolMap, json_arguments
 
 # The turn of a side request: no turn of the conversation, as the ledger shows.
 SIDE_TURN = 1_000_000
-_TOOLS = {"shell": "Bash", "read": "Read", "write": "Write"}
 _CWD_LINE = re.compile(r"(?:Primary )?[Ww]orking directory:\s*(\S+)")
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -48,6 +47,9 @@ class AnthropicMessages:
     name = "anthropic-messages"
     path = "/v1/messages"
 
+    def __init__(self, tools: ToolMap) -> None:
+        self.tools = tools
+
     def turn(self, request: dict) -> int:
         """Assistant messages already in the history; SIDE_TURN for a side request."""
         if self.is_side_request(request):
@@ -55,9 +57,9 @@ class AnthropicMessages:
         messages = request.get("messages") or []
         return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
 
-    def tool_name(self, step: Step) -> str | None:
-        """Claude Code's built-in tool for a step; None for a final answer."""
-        return _TOOLS.get(step.kind)
+    def tool_call(self, step: Step, request: dict) -> ToolCall | None:
+        """The tool map's call for a step, given the system prompt's working directory; None for final."""
+        return self.tools.call(step, _cwd(request))
 
     def content_type(self, request: dict) -> str:
         """The media type of the answer: the SDK parses a non-streamed answer only as JSON."""
@@ -70,13 +72,13 @@ class AnthropicMessages:
         whole message as one JSON body instead.
         """
         model = request.get("model") or "mock-model"
-        tool = self.tool_name(step)
-        if tool is None:
+        call = self.tool_call(step, request)
+        if call is None:
             block: dict = {"type": "text", "text": step.text}
             stop_reason = "end_turn"
         else:
-            tool_input = _tool_input(step, _cwd(request))
-            block = {"type": "tool_use", "id": f"toolu_{response_id}", "name": tool, "input": tool_input}
+            tool_input = json_arguments(call, self.name)
+            block = {"type": "tool_use", "id": f"toolu_{response_id}", "name": call.name, "input": tool_input}
             stop_reason = "tool_use"
         start_usage = {
             "input_tokens": usage.input,
@@ -102,7 +104,7 @@ class AnthropicMessages:
             }
             return [json.dumps(final).encode()]
         out = [_event("message_start", {"message": message})]
-        if tool is None:
+        if call is None:
             out.append(
                 _event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
             )
@@ -143,7 +145,7 @@ def _event(kind: str, data: dict) -> bytes:
 
 
 def _cwd(request: dict) -> str | None:
-    """The working directory Claude Code states in its system prompt, if any."""
+    """The working directory the system prompt states, if any."""
     system = request.get("system")
     if isinstance(system, str):
         texts = [system]
@@ -154,12 +156,3 @@ def _cwd(request: dict) -> str | None:
         if match:
             return match.group(1)
     return None
-
-
-def _tool_input(step: Step, cwd: str | None) -> dict:
-    if step.kind == "shell":
-        return {"command": step.command}
-    path = step.path if step.path.startswith("/") or cwd is None else f"{cwd.rstrip('/')}/{step.path}"
-    if step.kind == "read":
-        return {"file_path": path}
-    return {"file_path": path, "content": step.content}

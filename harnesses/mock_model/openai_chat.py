@@ -3,7 +3,8 @@
 A response is a series of `data: {chunk}` events: the assistant role, then either the answer's text
 or one tool call (id, function name, JSON arguments) in `choices[0].delta`, the finish reason
 (`tool_calls` or `stop`), a last chunk with no choices carrying `usage` (Pi sends
-`stream_options.include_usage`), and `data: [DONE]`.
+`stream_options.include_usage`), and `data: [DONE]`. The tool call is the harness's tool map's; this
+protocol reads no working directory from a request, so the map gets None.
 
 Usage mapping. Pi (pi-ai 0.73.1, `parseChunkUsage`) derives its usage from the wire as
 `cacheWrite = prompt_tokens_details.cache_write_tokens`, `cacheRead = cached_tokens - cacheWrite`
@@ -25,9 +26,7 @@ from typing import Any
 
 from harnesses.mock_model.policy import Step
 from harnesses.mock_model.server import Usage, sse
-
-# Policy step kinds and the Pi built-in tool each becomes.
-_TOOLS = {"shell": "bash", "read": "read", "write": "write"}
+from harnesses.mock_model.tools import ToolCall, ToolMap, json_arguments
 
 
 class OpenAIChat:
@@ -36,6 +35,9 @@ class OpenAIChat:
     name = "openai-chat"
     path = "/v1/chat/completions"
 
+    def __init__(self, tools: ToolMap) -> None:
+        self.tools = tools
+
     def turn(self, request: dict) -> int:
         """Assistant messages already in the history: one per model response served."""
         messages = request.get("messages")
@@ -43,9 +45,9 @@ class OpenAIChat:
             return 0
         return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
 
-    def tool_name(self, step: Step) -> str | None:
-        """Pi's built-in tool for a step (bash, read, write); None for a final answer."""
-        return _TOOLS.get(step.kind)
+    def tool_call(self, step: Step, request: dict) -> ToolCall | None:
+        """The tool map's call for a step (with no working directory); None for a final answer."""
+        return self.tools.call(step, None)
 
     def events(self, step: Step, usage: Usage, request: dict, response_id: str) -> list[bytes]:
         """Role chunk, the text or one tool call, the finish reason, the usage chunk, then [DONE]."""
@@ -59,18 +61,19 @@ class OpenAIChat:
             return chunk([{"index": 0, "delta": content, "finish_reason": finish}])
 
         events = [delta({"role": "assistant", "content": ""})]
-        tool = self.tool_name(step)
-        if tool is None:
+        call = self.tool_call(step, request)
+        if call is None:
             events.append(delta({"content": step.text}))
             finish = "stop"
         else:
-            call = {
+            arguments = json.dumps(json_arguments(call, self.name))
+            tool_call = {
                 "index": 0,
                 "id": f"call_{response_id}",
                 "type": "function",
-                "function": {"name": tool, "arguments": json.dumps(_arguments(step))},
+                "function": {"name": call.name, "arguments": arguments},
             }
-            events.append(delta({"tool_calls": [call]}))
+            events.append(delta({"tool_calls": [tool_call]}))
             finish = "tool_calls"
         events += [delta({}, finish), chunk([], usage=wire_usage(usage)), sse("[DONE]")]
         return events
@@ -88,14 +91,6 @@ class OpenAIChat:
     def is_side_request(self, request: dict) -> bool:
         """Never: Pi sends no request besides its agent loop (none is in its captured runs)."""
         return False
-
-
-def _arguments(step: Step) -> dict[str, str]:
-    if step.kind == "shell":
-        return {"command": step.command}
-    if step.kind == "read":
-        return {"path": step.path}
-    return {"path": step.path, "content": step.content}
 
 
 def wire_usage(usage: Usage) -> dict[str, Any]:

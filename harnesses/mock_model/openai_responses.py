@@ -3,9 +3,9 @@
 Codex sends its whole conversation in `input` on every request (`store: false`), so the number of
 assistant-side items already there (function calls, custom tool calls, assistant messages) is the
 number of model responses served so far: the server stays stateless and a retried request gets the
-same step. Steps become Codex's tools: `shell` and `read` run through `exec_command` (`{"cmd": ...}`,
-a read is `cat PATH`), `write` is an `apply_patch` custom tool call whose free-form patch adds the
-file (Codex's `*** Add File` replaces an existing file), `final` is an assistant message.
+same step. A tool step becomes the harness's tool map's call: a `function_call` for JSON arguments,
+a `custom_tool_call` for a free-form input (this protocol reads no working directory from a
+request, so the map gets None); `final` is an assistant message.
 
 Usage mapping (checked against Codex 0.171's `turn.completed` and rollout `token_usage_record`):
 OpenAI counts cached and cache-write tokens inside `input_tokens` and reasoning tokens inside
@@ -21,17 +21,14 @@ Codex reports these as `input_tokens`, `cached_input_tokens`, `cache_write_input
 """
 
 import json
-import shlex
 
 from harnesses.mock_model.policy import Step
 from harnesses.mock_model.server import Usage, sse
+from harnesses.mock_model.tools import ToolCall, ToolMap
 
 # Items a model response leaves in the conversation; Codex resends each of them (plus the tool
 # outputs and its own context messages, which are not model turns).
 _ASSISTANT_ITEMS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
-# exec_command returns after `yield_time_ms` even if the command still runs (default 10 s, at most
-# 30 s); the longest wait keeps a slow gate from turning into a session the next step never polls.
-_YIELD_TIME_MS = 30000
 
 
 class OpenAIResponses:
@@ -39,6 +36,9 @@ class OpenAIResponses:
 
     name = "openai-responses"
     path = "/v1/responses"
+
+    def __init__(self, tools: ToolMap) -> None:
+        self.tools = tools
 
     def turn(self, request: dict) -> int:
         """Assistant-side items already in `input`: tool calls and assistant messages."""
@@ -51,14 +51,14 @@ class OpenAIResponses:
                 count += 1
         return count
 
-    def tool_name(self, step: Step) -> str | None:
-        """Codex's tool for a step; None for a final answer."""
-        return {"shell": "exec_command", "read": "exec_command", "write": "apply_patch"}.get(step.kind)
+    def tool_call(self, step: Step, request: dict) -> ToolCall | None:
+        """The tool map's call for a step (with no working directory); None for a final answer."""
+        return self.tools.call(step, None)
 
     def events(self, step: Step, usage: Usage, request: dict, response_id: str) -> list[bytes]:
         """response.created, one output item (added, text deltas, done), response.completed with usage."""
         model = str(request.get("model") or "mock-model")
-        item = output_item(step, response_id)
+        item = output_item(step, self.tool_call(step, request), response_id)
         out = [
             _event("response.created", response=_response(response_id, model, "in_progress", [], None)),
             _event("response.in_progress", response=_response(response_id, model, "in_progress", [], None)),
@@ -115,18 +115,10 @@ def usage_body(usage: Usage) -> dict:
     }
 
 
-def add_file_patch(path: str, content: str) -> str:
-    """An apply_patch patch that creates `path` with `content` (or replaces it: Add File overwrites)."""
-    lines = content.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    body = "".join(f"+{line}\n" for line in lines)
-    return f"*** Begin Patch\n*** Add File: {path}\n{body}*** End Patch"
-
-
-def output_item(step: Step, response_id: str) -> dict:
-    """The one output item a step becomes; ids derive from the response id, so they are unique."""
-    if step.kind == "final":
+def output_item(step: Step, call: ToolCall | None, response_id: str) -> dict:
+    """The one output item a step (as its tool call, None for final) becomes; ids derive from the
+    response id, so they are unique."""
+    if call is None:
         return {
             "type": "message",
             "id": f"msg_{response_id}",
@@ -134,22 +126,21 @@ def output_item(step: Step, response_id: str) -> dict:
             "status": "completed",
             "content": [{"type": "output_text", "text": step.text, "annotations": []}],
         }
-    if step.kind == "write":
+    if isinstance(call.arguments, str):
         return {
             "type": "custom_tool_call",
             "id": f"ctc_{response_id}",
             "call_id": f"call_{response_id}",
-            "name": "apply_patch",
-            "input": add_file_patch(step.path, step.content),
+            "name": call.name,
+            "input": call.arguments,
             "status": "completed",
         }
-    command = step.command if step.kind == "shell" else f"cat {shlex.quote(step.path)}"
     return {
         "type": "function_call",
         "id": f"fc_{response_id}",
         "call_id": f"call_{response_id}",
-        "name": "exec_command",
-        "arguments": json.dumps({"cmd": command, "yield_time_ms": _YIELD_TIME_MS}),
+        "name": call.name,
+        "arguments": json.dumps(call.arguments),
         "status": "completed",
     }
 

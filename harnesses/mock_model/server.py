@@ -1,8 +1,9 @@
 """The HTTP side of the mock model: a threaded server on 127.0.0.1, faults, usage and the ledger.
 
-Each wire protocol (see `protocols`) knows its path, how many model turns a request's history
+Each wire protocol (one module each) knows its path, how many model turns a request's history
 already holds (so the server is stateless per conversation: a retried request gets the same step),
-which requests are side requests, and how to stream one step as server-sent events.
+which requests are side requests, and how to stream one step as server-sent events; it is made with
+the tool map of the harness it serves (see `tools`), which turns a step into that harness's tool call.
 
 Side requests are those a harness sends besides its agent loop (a title, a summary, a quota
 check): they are answered with a short text and no usage, and the ledger records them with the
@@ -17,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Literal, Protocol
 
 from harnesses.mock_model.policy import ContextSensitivePolicy, Policy, Step
+from harnesses.mock_model.tools import ToolCall
 
 FaultMode = Literal["none", "http_error", "silence", "never_answer", "cut_stream"]
 Outcome = Literal["served", "side", "http_error", "silence", "never_answer", "cut_stream"]
@@ -82,8 +84,8 @@ class WireProtocol(Protocol):
         """How many model responses the conversation in `request` already contains."""
         ...
 
-    def tool_name(self, step: Step) -> str | None:
-        """The harness tool a step becomes, or None for a final answer."""
+    def tool_call(self, step: Step, request: dict) -> ToolCall | None:
+        """The harness's tool call a step becomes (its tool map's), or None for a final answer."""
         ...
 
     def events(self, step: Step, usage: Usage, request: dict, response_id: str) -> list[bytes]:
@@ -108,7 +110,11 @@ def sse(data: dict | str, event: str | None = None) -> bytes:
 
 @dataclass
 class MockModelServer:
-    """A mock model provider. Use as a context manager; `base_url` is valid once started."""
+    """A mock model provider. Use as a context manager; `base_url` is valid once started.
+
+    `protocols` are served on their paths; by default, the protocol of every calibrated harness in
+    the registry (`harnesses.registry.mock_protocols`).
+    """
 
     policy: Policy | ContextSensitivePolicy
     usage: Usage = field(default_factory=Usage)
@@ -119,9 +125,10 @@ class MockModelServer:
 
     def __post_init__(self) -> None:
         if self.protocols is None:
-            from harnesses.mock_model.protocols import ALL_PROTOCOLS
+            # The registry imports every adapter, and each adapter this package.
+            from harnesses.registry import mock_protocols
 
-            self.protocols = list(ALL_PROTOCOLS)
+            self.protocols = mock_protocols()
         self._routes = {p.path: p for p in self.protocols}
         self._lock = threading.Lock()
         self._requests = 0
@@ -283,9 +290,9 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(event)
                 self.wfile.flush()
             outcome: Outcome = "side" if side else "served"
-            server._record(
-                LedgerEntry(protocol.name, turn, outcome, 200, step.kind, protocol.tool_name(step), usage)
-            )
+            call = protocol.tool_call(step, request)
+            tool = call.name if call is not None else None
+            server._record(LedgerEntry(protocol.name, turn, outcome, 200, step.kind, tool, usage))
 
         def _start_stream(self, protocol: WireProtocol, request: dict) -> None:
             self.send_response(200)

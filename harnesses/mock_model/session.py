@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harnesses.mock_model.policy import ContextSensitivePolicy, Policy, do_nothing, replay_patch, run_commands
-from harnesses.mock_model.server import Faults, MockModelServer, Usage
+from harnesses.mock_model.server import Faults, MockModelServer, Usage, WireProtocol
 from rig.models import Task
 
 LEDGER_FILE = "mock-ledger.json"
@@ -55,9 +55,10 @@ def policy_for(task: Task, options: dict[str, Any], seed_key: str = "") -> Polic
 
 
 @contextmanager
-def mock_model(task: Task, options: dict[str, Any], run_dir: Path) -> Iterator[str]:
+def mock_model(task: Task, options: dict[str, Any], run_dir: Path, protocol: WireProtocol) -> Iterator[str]:
     """Yield the base URL of a mock model for one run; save its ledger in run_dir afterwards.
 
+    `protocol` is the wire protocol the harness speaks, made with the harness's tool map.
     `mock_faults = {mode = "down"}` yields the URL of a port nobody listens on.
     """
     fault_options = dict(options.get("mock_faults", {}))
@@ -68,6 +69,7 @@ def mock_model(task: Task, options: dict[str, Any], run_dir: Path) -> Iterator[s
         policy_for(task, options, seed_key=f"{run_dir.parent.name}/{run_dir.name}"),
         usage=Usage(**options.get("mock_usage", {})),
         faults=Faults(**fault_options),
+        protocols=[protocol],
     ).start()
     url = server.base_url
     if down:

@@ -21,7 +21,7 @@ from typing import Any
 
 from harnesses import codex
 from harnesses.mock_model.policy import Policy, Step, do_nothing, patch_command, replay_patch
-from harnesses.mock_model.server import Faults, MockModelServer, Usage
+from harnesses.mock_model.server import Faults, MockModelServer, Usage, WireProtocol
 from harnesses.mock_model.session import LEDGER_FILE
 from rig.models import Condition, Provider, Task
 from rig.paths import FIXTURE_DIR, REPO_ROOT
@@ -88,8 +88,8 @@ def serving(policy: Policy, faults: Faults, down: bool) -> Any:
     """A stand-in for harnesses.mock_model.session.mock_model serving `policy` with `faults`."""
 
     @contextlib.contextmanager
-    def serve(_task: Task, _options: dict[str, Any], run_dir: Path) -> Iterator[str]:
-        server = MockModelServer(policy, usage=USAGE, faults=faults).start()
+    def serve(_task: Task, _options: dict[str, Any], run_dir: Path, protocol: WireProtocol) -> Iterator[str]:
+        server = MockModelServer(policy, usage=USAGE, faults=faults, protocols=[protocol]).start()
         url = server.base_url
         if down:
             server.stop()

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import harnesses.pi as pi  # noqa: E402
 from harnesses.mock_model.policy import Policy, Step, patch_command  # noqa: E402
-from harnesses.mock_model.server import Faults, MockModelServer, Usage  # noqa: E402
+from harnesses.mock_model.server import Faults, MockModelServer, Usage, WireProtocol  # noqa: E402
 from rig.models import Condition, Provider  # noqa: E402
 from rig.paths import FIXTURE_DIR, REPO_ROOT  # noqa: E402
 from rig.redact import Redactor  # noqa: E402
@@ -63,8 +63,8 @@ def capture(case: str, root: Path, redactor: Redactor) -> None:
     policy, faults, settings = CASES[case]
 
     @contextmanager
-    def serve(_task: object, _options: object, run_dir: Path) -> Iterator[str]:
-        server = MockModelServer(policy, usage=USAGE, faults=faults).start()
+    def serve(_task: object, _options: object, run_dir: Path, protocol: WireProtocol) -> Iterator[str]:
+        server = MockModelServer(policy, usage=USAGE, faults=faults, protocols=[protocol]).start()
         try:
             yield server.base_url
         finally:

@@ -458,6 +458,7 @@ def mock_serve(
 
     from harnesses.mock_model.server import Faults, MockModelServer
     from harnesses.mock_model.session import policy_for
+    from harnesses.registry import mock_protocols
     from rig.tasks import TaskError, load_tasks
 
     if fault not in ("none", "http_error", "silence", "never_answer", "cut_stream"):
@@ -468,7 +469,7 @@ def mock_serve(
     except (TaskError, ValueError) as exc:
         raise _fail(str(exc)) from exc
     faults = Faults(mode=fault, status=status, first_n=first_n)  # type: ignore[arg-type]
-    server = MockModelServer(chosen, faults=faults, listen_port=port).start()
+    server = MockModelServer(chosen, mock_protocols(), faults=faults, listen_port=port).start()
     typer.echo(f"mock model ({chosen.name}) on {server.base_url}  (Ctrl-C to stop)")
     try:
         threading.Event().wait()

@@ -25,6 +25,7 @@ import pytest
 
 from harnesses.mock_model.server import Faults, MockModelServer
 from harnesses.mock_model.session import policy_for
+from harnesses.registry import mock_protocols
 from rig.experiment import load_experiment
 from rig.paths import FIXTURE_DIR
 from rig.redact import Redactor
@@ -842,7 +843,9 @@ def test_transient_provider_fault_is_quarantined_then_rerun_to_one_scored_record
     (task,) = load_tasks(only=["t1_fix_pagination"])
     provider, suffix, model = REAL_PROVIDER[harness]
     port = free_port()
-    server = MockModelServer(policy_for(task, {"mock_policy": "solution"}), faults=faults, listen_port=port)
+    server = MockModelServer(
+        policy_for(task, {"mock_policy": "solution"}), mock_protocols(), faults=faults, listen_port=port
+    )
     exp = write_experiment(
         tmp_path,
         "transient",

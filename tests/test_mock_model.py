@@ -14,9 +14,12 @@ import pytest
 
 from harnesses.mock_model import Faults, MockModelServer, Step, Usage
 from harnesses.mock_model.policy import Policy
+from harnesses.registry import mock_protocols
 
 CHAT = "/v1/chat/completions"
 POLICY = Policy("two-steps", (Step("shell", command="echo hi"), Step("final", text="Done.")))
+# What `rig mock-model serve` serves: the protocol of every calibrated harness, with its tool map.
+PROTOCOLS = mock_protocols()
 
 
 def post(url: str, body: dict, timeout: float = 10) -> tuple[int, str]:
@@ -35,7 +38,7 @@ def chat(history: int) -> dict:
 
 
 def test_steps_follow_the_conversation_and_the_ledger_counts_them():
-    with MockModelServer(POLICY, usage=Usage(input=10, output=2, cache_read=5)) as server:
+    with MockModelServer(POLICY, PROTOCOLS, usage=Usage(input=10, output=2, cache_read=5)) as server:
         status, first = post(server.base_url + CHAT, chat(0))
         assert status == 200 and '"bash"' in first and "echo hi" in first
         status, again = post(server.base_url + CHAT, chat(0))
@@ -54,7 +57,9 @@ def test_steps_follow_the_conversation_and_the_ledger_counts_them():
 
 
 def test_http_errors_for_the_first_n_requests_then_service():
-    with MockModelServer(POLICY, faults=Faults(mode="http_error", status=529, first_n=2)) as server:
+    with MockModelServer(
+        POLICY, PROTOCOLS, faults=Faults(mode="http_error", status=529, first_n=2)
+    ) as server:
         outcomes = [post(server.base_url + CHAT, chat(0))[0] for _ in range(3)]
         assert outcomes == [529, 529, 200]
         assert [e.outcome for e in server.ledger] == ["http_error", "http_error", "served"]
@@ -62,12 +67,12 @@ def test_http_errors_for_the_first_n_requests_then_service():
 
 
 def test_unknown_paths_are_404():
-    with MockModelServer(POLICY) as server:
+    with MockModelServer(POLICY, PROTOCOLS) as server:
         assert post(server.base_url + "/v1/embeddings", {})[0] == 404
 
 
 def test_never_answer_holds_the_request_until_the_server_stops():
-    server = MockModelServer(POLICY, faults=Faults(mode="never_answer")).start()
+    server = MockModelServer(POLICY, PROTOCOLS, faults=Faults(mode="never_answer")).start()
     url = server.base_url + CHAT
     with pytest.raises((TimeoutError, urllib.error.URLError)):
         post(url, chat(0), timeout=1)
@@ -81,7 +86,7 @@ def test_never_answer_holds_the_request_until_the_server_stops():
 
 
 def test_cut_stream_ends_before_the_usage():
-    with MockModelServer(POLICY, faults=Faults(mode="cut_stream", after_events=1)) as server:
+    with MockModelServer(POLICY, PROTOCOLS, faults=Faults(mode="cut_stream", after_events=1)) as server:
         status, body = post(server.base_url + CHAT, chat(0))
         assert status == 200
         assert "[DONE]" not in body and '"usage"' not in body
@@ -136,7 +141,7 @@ def test_server_decides_once_per_conversation():
     follow = Policy("follow", (Step("shell", command="echo follow"), Step("final", text="ok")))
     stray = Policy("stray", (Step("shell", command="echo stray"), Step("final", text="ok")))
     policy = ContextSensitivePolicy("p", follow, stray, 1.0, 0.0, "k", marker="MAGIC")
-    with MockModelServer(policy) as server:
+    with MockModelServer(policy, PROTOCOLS) as server:
         body = chat(0)
         body["messages"][0]["content"] = "MAGIC words"
         assert "echo follow" in post(server.base_url + CHAT, body)[1]
@@ -153,7 +158,7 @@ def test_context_sensitive_policy_decides_on_the_first_request_that_carries_the_
     stray = Policy("stray", (Step("shell", command="echo stray"), Step("final", text="ok")))
     prompt = 'Fix the "pagination"\nbug.\n'
     policy = ContextSensitivePolicy("p", follow, stray, 1.0, 0.0, "k", marker="MAGIC", prompt=prompt)
-    with MockModelServer(policy) as server:
+    with MockModelServer(policy, PROTOCOLS) as server:
         title = {**chat(0), "messages": [{"role": "user", "content": "Write a title for: the bug"}]}
         status, side = post(server.base_url + CHAT, title)
         assert status == 200 and "OK" in side and "echo" not in side

@@ -112,23 +112,18 @@ def sse(data: dict | str, event: str | None = None) -> bytes:
 class MockModelServer:
     """A mock model provider. Use as a context manager; `base_url` is valid once started.
 
-    `protocols` are served on their paths; by default, the protocol of every calibrated harness in
-    the registry (`harnesses.registry.mock_protocols`).
+    `protocols` are served on their paths, each made with the tool map of the harness it serves
+    (`harnesses.registry.mock_protocols` gives those of every calibrated harness).
     """
 
     policy: Policy | ContextSensitivePolicy
+    protocols: list[WireProtocol]
     usage: Usage = field(default_factory=Usage)
     faults: Faults = field(default_factory=Faults)
-    protocols: list[WireProtocol] | None = None
     ledger: list[LedgerEntry] = field(default_factory=list)
     listen_port: int = 0
 
     def __post_init__(self) -> None:
-        if self.protocols is None:
-            # The registry imports every adapter, and each adapter this package.
-            from harnesses.registry import mock_protocols
-
-            self.protocols = mock_protocols()
         self._routes = {p.path: p for p in self.protocols}
         self._lock = threading.Lock()
         self._requests = 0

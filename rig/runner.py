@@ -1,18 +1,15 @@
 """Running experiments: one run is a function from a plan item to a record plus an artifact folder.
 
-`run_one` performs the eight steps of DESIGN.md for one attempt. `execute` drives many of them
-with N workers, quarantines infrastructure failures and reruns them interleaved, and stops after
-K infrastructure failures in a row. Resuming skips every run id already recorded.
+`run_one` chains the eight steps of DESIGN.md (rig/steps/) for one attempt. `execute` drives many
+of them with N workers, quarantines infrastructure failures and reruns them interleaved, and stops
+after K infrastructure failures in a row. Resuming skips every run id already recorded.
 """
 
 import json
-import os
 import platform
 import shutil
 import sys
-import tempfile
 import threading
-import traceback
 from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -24,62 +21,27 @@ from pathlib import Path
 import harnesses
 from harnesses.base import Confinement, HarnessAdapter, kill_running_agents
 from harnesses.registry import make_adapter
-from rig import protect
-from rig.audit import STOP_RULES, is_source, rig_paths_accessed, runner_probes, toolchain_digest
-from rig.classify import classify, hang_kind
+from rig.audit import STOP_RULES, toolchain_digest
 from rig.experiment import ExperimentError
 from rig.migrate import design_digest, read_quarantine, read_runs
-from rig.models import (
-    AgentOutcome,
-    AgentRun,
-    AuditFinding,
-    CheckOutcome,
-    Condition,
-    Experiment,
-    HiddenOutcome,
-    InfraVerdict,
-    Metrics,
-    Pins,
-    PlanItem,
-    Protected,
-    RunRecord,
-    SandboxStatus,
-    Tampering,
-    Task,
-    WorkspaceStats,
-)
+from rig.models import AgentRun, Condition, Experiment, Pins, PlanItem, SandboxStatus, Tampering, Task
 from rig.proc import ContainmentError, containment, kill_running_commands, reap_orphans
 from rig.redact import Redactor
 from rig.sandbox import resolve
 from rig.schedule import plan
-from rig.scratch import COPY_PREFIX, Scratch, choose_scratch, on_disk
+from rig.scratch import Scratch, choose_scratch
+from rig.steps.agent import agent
+from rig.steps.attempt import Attempt, Trail, write_artifact
+from rig.steps.collect import collect
+from rig.steps.prepare import prepare
+from rig.steps.protect import protect
+from rig.steps.record import record, rig_error_record
+from rig.steps.verify import Verified, verify
 from rig.store import ResultsStore
-from rig.untrusted import (
-    COPY_THREADS,
-    Bounds,
-    LimitExceeded,
-    NoRoom,
-    TreeStats,
-    copy_tree,
-    remove,
-    remove_trees,
-)
-from rig.verify import default_pycache, forget_bytecode, run_check, run_hidden
+from rig.untrusted import remove_trees
+from rig.verify import default_pycache, forget_bytecode
 from rig.version import rig_version
-from rig.workspace import (
-    RIG_GIT_DIR,
-    Stager,
-    WorkspaceError,
-    apply_overlays,
-    apply_patch,
-    changed_texts,
-    check_runs_root,
-    collect_diff,
-    copy_fixture,
-    init_baseline,
-    quote_path,
-    tree_digest,
-)
+from rig.workspace import check_runs_root, tree_digest
 
 DESIGN_FILE = "experiment.json"
 
@@ -250,83 +212,27 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _failing_stage(
-    check: CheckOutcome | None, hidden: HiddenOutcome | None, error: str | None, audit: list[AuditFinding]
-) -> str | None:
-    if audit:
-        return "audit"
-    if error:
-        return "verify"
-    if check is not None and check.failed:
-        return check.failed[0]
-    if hidden is None or not hidden.ok:
-        return "hidden"
-    return None
-
-
 # The steps of one run (DESIGN.md), in order: a failure names the step it happened in.
 STEPS = ("prepare", "agent", "collect", "protect", "check", "hidden", "record")
-# A diagnostic switch: `RIG_INJECT_FAULT=<step>` raises inside that step of every run, to prove
-# that any exception in a run becomes that run's record (tests/test_hostile.py).
-INJECT_FAULT_VAR = "RIG_INJECT_FAULT"
-TRACEBACK_FILE = "traceback.txt"
 # How long an interrupted experiment waits for its runs in flight to end and remove their copies.
 STOP_WAIT_S = 5.0
 
 
-class InjectedFault(RuntimeError):
-    """Raised where RIG_INJECT_FAULT names the current step."""
-
-
-class Interrupted(RuntimeError):
-    """Raised at the next step of a run once its experiment is interrupted."""
-
-
-@dataclass
-class Attempt:
-    """One attempt of a plan item, filled in step by step; whatever was reached goes in its record."""
-
-    item: PlanItem
-    number: int
-    folder: Path
-    started: datetime
-    step: str = "prepare"
-    container: Path | None = None
-    verify_root: Path | None = None
-    baseline: str | None = None
-    snap: protect.Snapshot | None = None
-    agent_run: AgentRun | None = None
-    metrics: Metrics = field(default_factory=Metrics)
-    workspace: WorkspaceStats | None = None
-    changed: list[str] = field(default_factory=list)
-    paths: list[str] = field(default_factory=list)
-    texts: list[tuple[str, str, str]] | None = None
-    audit: list[AuditFinding] = field(default_factory=list)
-    tampering: Tampering = field(default_factory=Tampering)
-    check: CheckOutcome | None = None
-    hidden: HiddenOutcome | None = None
-    verify_error: str | None = None
-    warnings: list[str] = field(default_factory=list)
-    stopping: threading.Event | None = None
-
-    def enter(self, step: str) -> None:
-        self.step = step
-        if self.stopping is not None and self.stopping.is_set():
-            raise Interrupted(f"experiment interrupted before step {step!r}")
-        if os.environ.get(INJECT_FAULT_VAR) == step:
-            raise InjectedFault(f"fault injected in step {step!r} ({INJECT_FAULT_VAR})")
-
-    @property
-    def workdir(self) -> Path:
-        """The agent's workspace."""
-        assert self.container is not None
-        return self.container / "work"
-
-    @property
-    def verify_dir(self) -> Path:
-        """The rig's copy of the workspace, made after the agent's processes were gone."""
-        assert self.verify_root is not None
-        return self.verify_root / "work"
+def _attempt(ctx: RunContext, item: PlanItem, number: int, folder: Path) -> Attempt:
+    """Attempt `number` of `item`, its artifacts in `folder`, as the steps see it."""
+    task = ctx.tasks[item.task]
+    return Attempt(
+        ctx.experiment,
+        item,
+        task,
+        ctx.conditions[item.condition],
+        ctx.pins[task.id],
+        ctx.sandbox,
+        number,
+        folder,
+        folder.relative_to(ctx.store.root).as_posix(),
+        _now(),
+    )
 
 
 def run_one(item: PlanItem, ctx: RunContext) -> tuple[dict, Path]:
@@ -337,355 +243,61 @@ def run_one(item: PlanItem, ctx: RunContext) -> tuple[dict, Path]:
     store cannot write raises.
     """
     number, folder = ctx.store.new_attempt_dir(item.run_id)
-    attempt = Attempt(item, number, folder, _now(), stopping=ctx.stopping)
-    task = ctx.tasks[item.task]
+    exp, task = ctx.experiment, ctx.tasks[item.task]
+    attempt = _attempt(ctx, item, number, folder)
+    trail = Trail(stopping=ctx.stopping)
+    run: AgentRun | None = None
     try:
-        adapter = adapter_for(ctx.experiment, task, ctx.confinement)
-        _prepare(ctx, attempt)
-        _agent(ctx, attempt, adapter)
-        _collect(ctx, attempt, adapter)
-        if attempt.workspace is not None and attempt.workspace.limit is None:
-            _protect(attempt)
-            _verify(ctx, attempt)
-        attempt.enter("record")
-        record = _record(ctx, attempt, adapter)
+        adapter = adapter_for(exp, task, ctx.confinement)
+        workspaces = ctx.runs_root / exp.name
+        trail.enter("prepare")
+        prepared = prepare(workspaces, item.run_id, number, ctx.fixture, task, attempt.condition, trail)
+        trail.enter("agent")
+        run = agent(adapter, prepared.workdir, task, attempt.condition, folder, exp.timeouts.agent_s)
+        trail.enter("collect")
+        collected = collect(
+            adapter,
+            run,
+            prepared,
+            folder,
+            exp.limits,
+            ctx.scratch,
+            workspaces,
+            ctx.fixture,
+            task,
+            attempt.pins,
+            ctx.secrets,
+            trail,
+        )
+        tampering, verified = Tampering(), Verified()
+        if collected.workspace.limit is None:
+            trail.enter("protect")
+            tampering = protect(prepared.snapshot, collected.verify_dir, collected.paths)
+            verified = verify(collected.verify_root, task.hidden_dir, folder, exp.timeouts, trail)
+        trail.enter("record")
+        result = record(
+            attempt, adapter, run, prepared.baseline, collected, tampering, verified, trail.warnings
+        )
     except Exception as exc:  # any failure of the rig in this attempt is recorded, never raised
-        record = _rig_error_record(ctx, attempt, exc)
+        result = rig_error_record(attempt, trail, run, exc)
     finally:
-        left = _clean_up(ctx, attempt)
+        left = _clean_up(trail.trees, ctx.keep_workspaces)
     if left:
-        record = record.model_copy(update={"warnings": [*record.warnings, *left]})
-    data = ctx.redactor.value(record.model_dump(mode="json"))
-    _write_artifact(folder / "record.json", json.dumps(data, indent=2, sort_keys=True) + "\n")
+        result = result.model_copy(update={"warnings": [*result.warnings, *left]})
+    data = ctx.redactor.value(result.model_dump(mode="json"))
+    write_artifact(folder / "record.json", json.dumps(data, indent=2, sort_keys=True) + "\n")
     ctx.redactor.tree(folder)
     return data, folder
 
 
-def _prepare(ctx: RunContext, attempt: Attempt) -> None:
-    """1. A fresh workspace: the fixture, the task's setup, the condition's overlays, the baseline."""
-    attempt.enter("prepare")
-    item = attempt.item
-    task, condition = ctx.tasks[item.task], ctx.conditions[item.condition]
-    runs = ctx.runs_root / ctx.experiment.name
-    runs.mkdir(parents=True, exist_ok=True)
-    attempt.container = Path(tempfile.mkdtemp(prefix=f"{item.run_id}-a{attempt.number}-", dir=runs))
-    copy_fixture(ctx.fixture, attempt.workdir)
-    apply_patch(attempt.workdir, task.setup_patch)
-    apply_overlays(attempt.workdir, condition.remove_files, condition.write_files)
-    attempt.baseline = init_baseline(attempt.workdir, attempt.container / RIG_GIT_DIR)
-    attempt.snap = protect.snapshot(attempt.workdir)
-
-
-def _agent(ctx: RunContext, attempt: Attempt, adapter: HarnessAdapter) -> None:
-    """2. The harness in the workspace; every process it started is gone when this returns."""
-    attempt.enter("agent")
-    task, condition = ctx.tasks[attempt.item.task], ctx.conditions[attempt.item.condition]
-    timeout = ctx.experiment.timeouts.agent_s or task.spec.timeout_s
-    attempt.agent_run = adapter.run(attempt.workdir, task.spec.prompt, condition, attempt.folder, timeout)
-
-
-def _collect(ctx: RunContext, attempt: Attempt, adapter: HarnessAdapter) -> None:
-    """3. The rig's own copy of the workspace (bounded), the diff, the session's metrics, the audit.
-
-    The copy goes to a directory made only now, which the agent could not name: a process that
-    escaped every kill writes to a workspace nobody reads any more.
-    """
-    attempt.enter("collect")
-    assert attempt.agent_run is not None and attempt.baseline is not None
-    attempt.metrics = adapter.parse_session(attempt.agent_run)
-    try:
-        stats, limit, staged = _copy_for_verification(ctx, attempt, ctx.scratch)
-    except NoRoom as exc:
-        if not ctx.scratch.in_memory:
-            raise
-        attempt.warnings.append(f"{exc}; made again on disk, beside the workspace")
-        workspaces = on_disk(ctx.runs_root / ctx.experiment.name, "no room in memory")
-        stats, limit, staged = _copy_for_verification(ctx, attempt, workspaces)
-    attempt.workspace = WorkspaceStats(
-        files=stats.files,
-        dirs=stats.dirs,
-        depth=stats.depth,
-        excluded=stats.excluded,
-        special=[quote_path(os.fsencode(p)) for p in stats.special],
-        outward_links=[quote_path(os.fsencode(p)) for p in stats.outward_links],
-        limit=limit,
-    )
-    if stats.special:
-        attempt.warnings.append(
-            f"workspace: {len(stats.special)} FIFOs, sockets, devices or unreadable entries left out "
-            "of verification"
-        )
-    if stats.outward_links:
-        attempt.warnings.append(
-            f"workspace: {len(stats.outward_links)} symlinks leading out of the workspace left out of "
-            "verification"
-        )
-    if limit is not None:
-        return
-    if staged:
-        rig_git = attempt.container / RIG_GIT_DIR
-        try:
-            diff, attempt.changed = collect_diff(attempt.verify_dir, rig_git, attempt.baseline, staged=True)
-            _write_artifact(attempt.folder / "diff.patch", diff)
-            attempt.texts = changed_texts(attempt.verify_dir, rig_git, attempt.baseline, is_source)
-        except WorkspaceError as exc:
-            attempt.warnings.append(f"diff not collected: {exc}")
-    attempt.audit = _audit(
-        ctx, ctx.tasks[attempt.item.task], attempt.texts, attempt.metrics, attempt.container, attempt.folder
-    )
-
-
-def _copy_for_verification(
-    ctx: RunContext, attempt: Attempt, place: Scratch
-) -> tuple[TreeStats, str | None, bool]:
-    """The rig's copy of the workspace in a directory made now under `place`, staged for the diff
-    in the same pass: (what it held, the limit it passed if any, whether the index holds it).
-
-    A copy that does not fit its room (NoRoom) is removed before this raises.
-    """
-    assert attempt.container is not None
-    limits = ctx.experiment.limits
-    place.folder.mkdir(parents=True, exist_ok=True)
-    attempt.verify_root = Path(tempfile.mkdtemp(prefix=COPY_PREFIX, dir=place.folder))
-    limit: str | None = None
-    staged = False
-    # One pass reads each file once: into the copy and into the rig's index of it.
-    with Stager(attempt.verify_dir, attempt.container / RIG_GIT_DIR) as stager:
-        try:
-            stats = copy_tree(
-                attempt.workdir,
-                attempt.verify_dir,
-                Bounds(limits.max_files, limits.max_depth),
-                stager,
-                threads=1 if place.in_memory else COPY_THREADS,
-                room=place.room,
-            )
-        except LimitExceeded as exc:
-            stats, limit = exc.stats, exc.what
-        except NoRoom:
-            remove_trees([attempt.verify_root])
-            attempt.verify_root = None
-            raise
-        else:
-            try:
-                stager.finish()
-                staged = True
-            except WorkspaceError as exc:
-                attempt.warnings.append(f"diff not collected: {exc}")
-    attempt.paths = stager.paths
-    return stats, limit, staged
-
-
-def _protect(attempt: Attempt) -> None:
-    """4. Protected files compared with their baseline and restored in the rig's copy."""
-    attempt.enter("protect")
-    assert attempt.snap is not None
-    attempt.tampering = protect.compare(attempt.snap, attempt.verify_dir, attempt.paths)
-    # copy_tree left every bytecode cache out of the rig's copy: no cache to look for.
-    protect.restore(attempt.snap, attempt.verify_dir, attempt.tampering, caches=False)
-
-
-def _verify(ctx: RunContext, attempt: Attempt) -> None:
-    """5-6. The gate, then the hidden tests, in the rig's copy with a home made only now."""
-    exp, task = ctx.experiment, ctx.tasks[attempt.item.task]
-    assert attempt.verify_root is not None
-    home = attempt.verify_root / "verify-home"
-    home.mkdir()
-    pycache = default_pycache()
-    try:
-        attempt.enter("check")
-        attempt.check = run_check(attempt.verify_dir, home, exp.timeouts.check_s, pycache)
-        _write_artifact(attempt.folder / "check.json", attempt.check.model_dump_json(indent=2))
-        attempt.enter("hidden")
-        attempt.hidden = run_hidden(
-            attempt.verify_dir,
-            task.hidden_dir,
-            attempt.folder / "hidden-junit.xml",
-            home,
-            exp.timeouts.hidden_s,
-            pycache,
-        )
-    except InjectedFault:
-        raise
-    except Exception as exc:  # a broken verification is recorded with its reason, never a dead runner
-        attempt.verify_error = f"{type(exc).__name__}: {exc}"
-    for outcome in (attempt.check, attempt.hidden):
-        if outcome is not None and outcome.error:
-            attempt.warnings.append(outcome.error)
-
-
-def _record(ctx: RunContext, attempt: Attempt, adapter: HarnessAdapter) -> RunRecord:
-    """7-8. The verdict (exit codes only), the infra classification and the record."""
-    run = attempt.agent_run
-    assert run is not None
-    pending = adapter.tool_pending(run) if run.stalled else False
-    signature = adapter.infra_signature(run, attempt.metrics)
-    infra = classify(run, attempt.metrics, signature, ctx.experiment.timeouts.stall_s, pending)
-    hang = hang_kind(run, pending)
-    limit = attempt.workspace.limit if attempt.workspace else None
-    verified = (
-        limit is None
-        and attempt.verify_error is None
-        and attempt.check is not None
-        and attempt.check.ok
-        and attempt.hidden is not None
-        and attempt.hidden.ok
-    )
-    success = verified and not attempt.audit and hang is None
-    if success:
-        failing_stage = None
-    elif limit is not None:
-        failing_stage = "workspace_limits"
-    elif attempt.audit or hang is None:
-        failing_stage = _failing_stage(attempt.check, attempt.hidden, attempt.verify_error, attempt.audit)
-    else:
-        failing_stage = hang
-    warnings = [w for w in [ctx.sandbox.warning()] if w] + attempt.warnings
-    if limit is not None:
-        warnings.append(f"workspace limits: {limit}; not verified")
-    return _base_record(ctx, attempt, adapter).model_copy(
-        update={
-            "exit_code": run.exit_code,
-            "timed_out": run.timed_out,
-            "stalled": run.stalled,
-            "hang": hang,
-            "success": success,
-            "failing_stage": failing_stage,
-            "check": attempt.check,
-            "hidden": attempt.hidden,
-            "verify_error": attempt.verify_error,
-            "protected": Protected(**attempt.tampering.model_dump()),
-            "audit": attempt.audit,
-            "files_changed": attempt.changed,
-            "agent": AgentOutcome(**run.model_dump(include=set(AgentOutcome.model_fields))),
-            "metrics": attempt.metrics,
-            "infra": infra,
-            "warnings": warnings,
-        }
-    )
-
-
-def _base_record(ctx: RunContext, attempt: Attempt, adapter: HarnessAdapter | None) -> RunRecord:
-    """The fields every record has, whatever step the attempt reached."""
-    exp, item = ctx.experiment, attempt.item
-    task, condition = ctx.tasks[item.task], ctx.conditions[item.condition]
-    finished = _now()
-    return RunRecord(
-        experiment=exp.name,
-        run_id=item.run_id,
-        attempt=attempt.number,
-        task=task.id,
-        hypothesis=task.spec.hypothesis,
-        condition=condition.name,
-        repetition=item.repetition,
-        harness=exp.harness,
-        harness_version=ctx.pins[task.id].harness_version,
-        model=exp.model,
-        thinking=condition.thinking or exp.thinking,
-        condition_mapping=getattr(adapter, "condition_mapping", None),
-        started_at=attempt.started,
-        finished_at=finished,
-        wall_s=round((finished - attempt.started).total_seconds(), 3),
-        exit_code=None,
-        timed_out=False,
-        stalled=False,
-        success=False,
-        failing_stage="rig_error",
-        check=None,
-        hidden=None,
-        protected=Protected(restored=False),
-        sandbox=ctx.sandbox,
-        workspace=attempt.workspace,
-        agent=AgentOutcome(command=[], exit_code=None, timed_out=False, stalled=False, wall_s=0.0),
-        metrics=attempt.metrics,
-        infra=InfraVerdict(),
-        pins=ctx.pins[task.id].model_copy(update={"baseline_commit": attempt.baseline}),
-        artifacts=attempt.folder.relative_to(ctx.store.root).as_posix(),
-    )
-
-
-def _rig_error_record(ctx: RunContext, attempt: Attempt, exc: Exception) -> RunRecord:
-    """The record of an attempt the rig itself failed: infrastructure, quarantined and rerun."""
-    detail = f"{type(exc).__name__} in step {attempt.step!r}: {' '.join(str(exc).split())}"
-    try:
-        _write_artifact(attempt.folder / TRACEBACK_FILE, "".join(traceback.format_exception(exc)))
-    except OSError as write_error:
-        detail += f" (traceback not saved: {write_error.strerror})"
-    record = _base_record(ctx, attempt, None)
-    run = attempt.agent_run
-    update: dict = {
-        "rig_error": detail,
-        "infra": InfraVerdict(is_infra=True, rule="rig_error", detail=detail),
-        "warnings": [w for w in [ctx.sandbox.warning()] if w] + attempt.warnings,
-    }
-    if run is not None:
-        update |= {
-            "exit_code": run.exit_code,
-            "timed_out": run.timed_out,
-            "stalled": run.stalled,
-            "agent": AgentOutcome(**run.model_dump(include=set(AgentOutcome.model_fields))),
-        }
-    return record.model_copy(update=update)
-
-
-def _clean_up(ctx: RunContext, attempt: Attempt) -> list[str]:
-    """Remove the attempt's workspace and copy (however hostile), side by side; warnings for what
-    stayed."""
-    roots = [root for root in (attempt.container, attempt.verify_root) if root is not None]
-    for root in roots:
+def _clean_up(trees: list[Path], keep: bool) -> list[str]:
+    """Remove the attempt's workspace and copy (however hostile), side by side, unless asked to
+    `keep` them; warnings for what stayed."""
+    for root in trees:
         forget_bytecode(default_pycache(), root)
-    if ctx.keep_workspaces:
+    if keep:
         return []
-    return [f"workspace not removed: {problem}" for problem in remove_trees(roots) if problem]
-
-
-def _audit(
-    ctx: RunContext,
-    task: Task,
-    texts: list[tuple[str, str, str]] | None,
-    metrics: Metrics,
-    container: Path,
-    attempt_dir: Path,
-) -> list[AuditFinding]:
-    """The audit rules of rig.audit for one run, after its agent is gone.
-
-    `texts` are the changed sources (rig.workspace.changed_texts), None if they could not be read.
-    """
-    pins = ctx.pins[task.id]
-    findings = [
-        AuditFinding(rule="rig_files_changed", detail=f"{name} {root} no longer matches its pinned hash")
-        for name, root, pinned in (
-            ("fixture", ctx.fixture, pins.fixture_hash),
-            ("task", task.dir, pins.task_hash),
-            ("hidden tests", task.hidden_dir, pins.hidden_tests_hash),
-        )
-        if tree_digest(root) != pinned
-    ]
-    if toolchain_digest() != pins.toolchain_hash:
-        findings.append(
-            AuditFinding(
-                rule="toolchain_changed",
-                detail=f"the verifying interpreter {sys.prefix} changed (startup hooks, pytest or ruff)",
-            )
-        )
-    if texts is None:
-        findings.append(
-            AuditFinding(rule="changes_unreadable", detail="the workspace's changes could not be collected")
-        )
-    else:
-        findings += runner_probes(texts)
-    findings += rig_paths_accessed(metrics, ctx.secrets, own=[container, attempt_dir])
-    return findings
-
-
-def _write_artifact(path: Path, text: str) -> None:
-    """Write one of the rig's own files in an attempt folder the agent could write into.
-
-    Whatever the agent left at that name (a forged file, a symlink to elsewhere) is replaced, never
-    followed.
-    """
-    remove(path)
-    path.write_text(text)
+    return [f"workspace not removed: {problem}" for problem in remove_trees(trees) if problem]
 
 
 @dataclass
@@ -821,8 +433,9 @@ def _drive(
 
 def _unrecorded(ctx: RunContext, item: PlanItem, exc: Exception) -> dict:
     """The infrastructure record of an attempt whose folder could not be made (a full disk)."""
-    attempt = Attempt(item, 0, ctx.store.root / "runs" / item.run_id, _now(), step="attempt folder")
-    return ctx.redactor.value(_rig_error_record(ctx, attempt, exc).model_dump(mode="json"))
+    attempt = _attempt(ctx, item, 0, ctx.store.root / "runs" / item.run_id)
+    trail = Trail(step="attempt folder")
+    return ctx.redactor.value(rig_error_record(attempt, trail, None, exc).model_dump(mode="json"))
 
 
 def experiment_plan(ctx: RunContext) -> list[PlanItem]:

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 from test_faults import RIG, is_one_line_error, rig, rig_env, stray_processes, write_experiment
 
-from rig.runner import STEPS, TRACEBACK_FILE
+from rig.runner import STEPS
 from rig.scratch import choose_scratch
+from rig.steps.record import TRACEBACK_FILE
 from rig.store import ResultsStore
 
 TASK = "t1_fix_pagination"

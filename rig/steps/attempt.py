@@ -1,0 +1,78 @@
+"""What every step of a run shares: which attempt it is, and the trail the attempt leaves as it goes."""
+
+import os
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from rig.models import Condition, Experiment, Metrics, Pins, PlanItem, SandboxStatus, Task, WorkspaceStats
+from rig.untrusted import remove
+
+# A diagnostic switch: `RIG_INJECT_FAULT=<step>` raises inside that step of every run, to prove
+# that any exception in a run becomes that run's record (tests/test_hostile.py).
+INJECT_FAULT_VAR = "RIG_INJECT_FAULT"
+# The folder of a workspace and of the rig's copy of it, each inside a directory of its own.
+WORK = "work"
+
+
+class InjectedFault(RuntimeError):
+    """Raised where RIG_INJECT_FAULT names the current step."""
+
+
+class Interrupted(RuntimeError):
+    """Raised at the next step of a run once its experiment is interrupted."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt of a plan item: which run it is, what the experiment pins for it, where its
+    artifacts go (`folder`, and `artifacts`, the same folder relative to the results folder)."""
+
+    experiment: Experiment
+    item: PlanItem
+    task: Task
+    condition: Condition
+    pins: Pins
+    sandbox: SandboxStatus
+    number: int
+    folder: Path
+    artifacts: str
+    started: datetime
+
+
+@dataclass
+class Trail:
+    """What an attempt has reached, kept however a later step fails: the step it is in, the trees
+    it made (removed when it ends), its warnings, and the parts of its record known so far.
+
+    Steps add to it as soon as they know something, not when they return, so that the record of
+    an attempt that failed halfway through a step still says what that step had found.
+    """
+
+    stopping: threading.Event | None = None
+    """Set when the experiment is interrupted: the attempt ends at its next step."""
+    step: str = "prepare"
+    trees: list[Path] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    baseline: str | None = None
+    metrics: Metrics = field(default_factory=Metrics)
+    workspace: WorkspaceStats | None = None
+
+    def enter(self, step: str) -> None:
+        """Begin `step`: raises Interrupted once the experiment stops, InjectedFault where asked to."""
+        self.step = step
+        if self.stopping is not None and self.stopping.is_set():
+            raise Interrupted(f"experiment interrupted before step {step!r}")
+        if os.environ.get(INJECT_FAULT_VAR) == step:
+            raise InjectedFault(f"fault injected in step {step!r} ({INJECT_FAULT_VAR})")
+
+
+def write_artifact(path: Path, text: str) -> None:
+    """Write one of the rig's own files in an attempt folder the agent could write into.
+
+    Whatever the agent left at that name (a forged file, a symlink to elsewhere) is replaced, never
+    followed.
+    """
+    remove(path)
+    path.write_text(text)

@@ -1,0 +1,191 @@
+"""Step 3, collect: the rig's own copy of the workspace, the diff, the session's metrics, the audit."""
+
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from harnesses.base import HarnessAdapter
+from rig.audit import is_source, rig_paths_accessed, runner_probes, toolchain_digest
+from rig.models import AgentRun, AuditFinding, Limits, Metrics, Pins, Task, WorkspaceStats
+from rig.scratch import COPY_PREFIX, Scratch, on_disk
+from rig.steps.attempt import WORK, Trail, write_artifact
+from rig.steps.prepare import Prepared
+from rig.untrusted import COPY_THREADS, Bounds, LimitExceeded, NoRoom, TreeStats, copy_tree, remove_trees
+from rig.workspace import Stager, WorkspaceError, changed_texts, collect_diff, quote_path, tree_digest
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What the rig took from the workspace once its agent was gone."""
+
+    metrics: Metrics
+    workspace: WorkspaceStats
+    """What the workspace held; `limit` names the bound it passed, and then nothing below was read."""
+    verify_root: Path
+    """The directory of the rig's copy of the workspace."""
+    paths: list[str]
+    """Every file and symlink of the copy."""
+    changed: list[str]
+    """The changed files, as `git diff --name-status` names them."""
+    audit: list[AuditFinding]
+
+    @property
+    def verify_dir(self) -> Path:
+        """The rig's copy of the workspace."""
+        return self.verify_root / WORK
+
+
+@dataclass(frozen=True)
+class _Copy:
+    root: Path
+    stats: TreeStats
+    limit: str | None
+    """The bound of `limits` the workspace passed, if any."""
+    staged: bool
+    """Whether the rig's index holds the copy (the diff can be taken)."""
+    paths: list[str]
+
+
+def collect(
+    adapter: HarnessAdapter,
+    run: AgentRun,
+    prepared: Prepared,
+    folder: Path,
+    limits: Limits,
+    scratch: Scratch,
+    workspaces: Path,
+    fixture: Path,
+    task: Task,
+    pins: Pins,
+    secrets: list[Path],
+    trail: Trail,
+) -> Collected:
+    """The session's metrics, a bounded copy of the workspace under `scratch`, the diff against the
+    baseline (`diff.patch` in the attempt `folder`) and the audit of rig.audit.
+
+    The copy goes to a directory made only now, which the agent could not name: a process that
+    escaped every kill writes to a workspace nobody reads any more. A copy with no room in memory
+    is made again on disk, under `workspaces`, beside the workspace. `fixture`, `task`, `pins` and
+    `secrets` are what the audit checks the rig's own files and the session against.
+    """
+    metrics = trail.metrics = adapter.parse_session(run)
+    try:
+        copy = _copy_for_verification(prepared, limits, scratch, trail)
+    except NoRoom as exc:
+        if not scratch.in_memory:
+            raise
+        trail.warnings.append(f"{exc}; made again on disk, beside the workspace")
+        copy = _copy_for_verification(prepared, limits, on_disk(workspaces, "no room in memory"), trail)
+    stats, limit = copy.stats, copy.limit
+    workspace = trail.workspace = WorkspaceStats(
+        files=stats.files,
+        dirs=stats.dirs,
+        depth=stats.depth,
+        excluded=stats.excluded,
+        special=[quote_path(os.fsencode(p)) for p in stats.special],
+        outward_links=[quote_path(os.fsencode(p)) for p in stats.outward_links],
+        limit=limit,
+    )
+    if stats.special:
+        trail.warnings.append(
+            f"workspace: {len(stats.special)} FIFOs, sockets, devices or unreadable entries left out "
+            "of verification"
+        )
+    if stats.outward_links:
+        trail.warnings.append(
+            f"workspace: {len(stats.outward_links)} symlinks leading out of the workspace left out of "
+            "verification"
+        )
+    changed: list[str] = []
+    if limit is not None:
+        return Collected(metrics, workspace, copy.root, copy.paths, changed, [])
+    verify_dir = copy.root / WORK
+    texts = None
+    if copy.staged:
+        try:
+            diff, changed = collect_diff(verify_dir, prepared.rig_git, prepared.baseline, staged=True)
+            write_artifact(folder / "diff.patch", diff)
+            texts = changed_texts(verify_dir, prepared.rig_git, prepared.baseline, is_source)
+        except WorkspaceError as exc:
+            trail.warnings.append(f"diff not collected: {exc}")
+    audit = _audit(fixture, task, pins, secrets, texts, metrics, prepared.container, folder)
+    return Collected(metrics, workspace, copy.root, copy.paths, changed, audit)
+
+
+def _copy_for_verification(prepared: Prepared, limits: Limits, place: Scratch, trail: Trail) -> _Copy:
+    """The rig's copy of the workspace in a directory made now under `place` (on `trail.trees` while
+    it exists), staged for the diff in the same pass.
+
+    A copy that does not fit its room (NoRoom) is removed before this raises.
+    """
+    place.folder.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix=COPY_PREFIX, dir=place.folder))
+    trail.trees.append(root)
+    limit: str | None = None
+    staged = False
+    # One pass reads each file once: into the copy and into the rig's index of it.
+    with Stager(root / WORK, prepared.rig_git) as stager:
+        try:
+            stats = copy_tree(
+                prepared.workdir,
+                root / WORK,
+                Bounds(limits.max_files, limits.max_depth),
+                stager,
+                threads=1 if place.in_memory else COPY_THREADS,
+                room=place.room,
+            )
+        except LimitExceeded as exc:
+            stats, limit = exc.stats, exc.what
+        except NoRoom:
+            remove_trees([root])
+            trail.trees.remove(root)
+            raise
+        else:
+            try:
+                stager.finish()
+                staged = True
+            except WorkspaceError as exc:
+                trail.warnings.append(f"diff not collected: {exc}")
+    return _Copy(root, stats, limit, staged, stager.paths)
+
+
+def _audit(
+    fixture: Path,
+    task: Task,
+    pins: Pins,
+    secrets: list[Path],
+    texts: list[tuple[str, str, str]] | None,
+    metrics: Metrics,
+    container: Path,
+    attempt_dir: Path,
+) -> list[AuditFinding]:
+    """The audit rules of rig.audit for one run, after its agent is gone.
+
+    `texts` are the changed sources (rig.workspace.changed_texts), None if they could not be read.
+    """
+    findings = [
+        AuditFinding(rule="rig_files_changed", detail=f"{name} {root} no longer matches its pinned hash")
+        for name, root, pinned in (
+            ("fixture", fixture, pins.fixture_hash),
+            ("task", task.dir, pins.task_hash),
+            ("hidden tests", task.hidden_dir, pins.hidden_tests_hash),
+        )
+        if tree_digest(root) != pinned
+    ]
+    if toolchain_digest() != pins.toolchain_hash:
+        findings.append(
+            AuditFinding(
+                rule="toolchain_changed",
+                detail=f"the verifying interpreter {sys.prefix} changed (startup hooks, pytest or ruff)",
+            )
+        )
+    if texts is None:
+        findings.append(
+            AuditFinding(rule="changes_unreadable", detail="the workspace's changes could not be collected")
+        )
+    else:
+        findings += runner_probes(texts)
+    findings += rig_paths_accessed(metrics, secrets, own=[container, attempt_dir])
+    return findings

@@ -1,0 +1,51 @@
+"""Step 1, prepare: a fresh workspace for one attempt."""
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from rig import protect
+from rig.models import Condition, Task
+from rig.steps.attempt import WORK, Trail
+from rig.workspace import RIG_GIT_DIR, apply_overlays, apply_patch, copy_fixture, init_baseline
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A workspace ready for the agent, in a directory of its own (`container`) beside the rig's
+    private copy of its repository."""
+
+    container: Path
+    baseline: str
+    """The baseline commit, pinned in the record."""
+    snapshot: protect.Snapshot
+    """The protected files before the agent ran."""
+
+    @property
+    def workdir(self) -> Path:
+        """The agent's workspace."""
+        return self.container / WORK
+
+    @property
+    def rig_git(self) -> Path:
+        """The rig's own copy of the workspace's repository, which the agent cannot rewrite."""
+        return self.container / RIG_GIT_DIR
+
+
+def prepare(
+    runs: Path, run_id: str, number: int, fixture: Path, task: Task, condition: Condition, trail: Trail
+) -> Prepared:
+    """The fixture, the task's setup, the condition's overlays and the baseline, in a directory made
+    now under `runs` for attempt `number` of `run_id`; its protected files read before the agent runs.
+
+    The directory goes on `trail.trees` as soon as it exists, the baseline on `trail.baseline`.
+    """
+    runs.mkdir(parents=True, exist_ok=True)
+    container = Path(tempfile.mkdtemp(prefix=f"{run_id}-a{number}-", dir=runs))
+    trail.trees.append(container)
+    workdir = container / WORK
+    copy_fixture(fixture, workdir)
+    apply_patch(workdir, task.setup_patch)
+    apply_overlays(workdir, condition.remove_files, condition.write_files)
+    baseline = trail.baseline = init_baseline(workdir, container / RIG_GIT_DIR)
+    return Prepared(container, baseline, protect.snapshot(workdir))

@@ -1,0 +1,180 @@
+"""Steps 7 and 8, decide and record: the verdict, the infrastructure classification and the record;
+also the record of an attempt the rig itself failed."""
+
+import traceback
+from datetime import UTC, datetime
+
+from harnesses.base import HarnessAdapter
+from rig.classify import classify, hang_kind
+from rig.models import (
+    AgentOutcome,
+    AgentRun,
+    AuditFinding,
+    CheckOutcome,
+    HiddenOutcome,
+    InfraVerdict,
+    Metrics,
+    Protected,
+    RunRecord,
+    Tampering,
+    WorkspaceStats,
+)
+from rig.steps.attempt import Attempt, Trail, write_artifact
+from rig.steps.collect import Collected
+from rig.steps.verify import Verified
+
+TRACEBACK_FILE = "traceback.txt"
+
+
+def record(
+    attempt: Attempt,
+    adapter: HarnessAdapter,
+    run: AgentRun,
+    baseline: str,
+    collected: Collected,
+    tampering: Tampering,
+    verified: Verified,
+    warnings: list[str],
+) -> RunRecord:
+    """The record of an attempt that went through every step: success decided on exit codes and the
+    audit, the agent's hang if any, the infrastructure classification, `warnings` gathered on the way.
+
+    A workspace past its limits was neither protected nor verified: `tampering` and `verified` are
+    then empty.
+    """
+    pending = adapter.tool_pending(run) if run.stalled else False
+    signature = adapter.infra_signature(run, collected.metrics)
+    infra = classify(run, collected.metrics, signature, attempt.experiment.timeouts.stall_s, pending)
+    hang = hang_kind(run, pending)
+    limit = collected.workspace.limit
+    success, failing_stage = _decide(limit, verified, collected.audit, hang)
+    warnings = [w for w in [attempt.sandbox.warning()] if w] + warnings
+    if limit is not None:
+        warnings.append(f"workspace limits: {limit}; not verified")
+    base = _base_record(
+        attempt, baseline, collected.metrics, collected.workspace, getattr(adapter, "condition_mapping", None)
+    )
+    return base.model_copy(
+        update={
+            "exit_code": run.exit_code,
+            "timed_out": run.timed_out,
+            "stalled": run.stalled,
+            "hang": hang,
+            "success": success,
+            "failing_stage": failing_stage,
+            "check": verified.check,
+            "hidden": verified.hidden,
+            "verify_error": verified.error,
+            "protected": Protected(**tampering.model_dump()),
+            "audit": collected.audit,
+            "files_changed": collected.changed,
+            "agent": AgentOutcome(**run.model_dump(include=set(AgentOutcome.model_fields))),
+            "metrics": collected.metrics,
+            "infra": infra,
+            "warnings": warnings,
+        }
+    )
+
+
+def rig_error_record(attempt: Attempt, trail: Trail, run: AgentRun | None, exc: Exception) -> RunRecord:
+    """The record of an attempt the rig itself failed with `exc` (infrastructure: quarantined and
+    rerun), holding what `trail` and the agent's `run` (None before it ran) had reached; the
+    traceback goes in the attempt folder."""
+    detail = f"{type(exc).__name__} in step {trail.step!r}: {' '.join(str(exc).split())}"
+    try:
+        write_artifact(attempt.folder / TRACEBACK_FILE, "".join(traceback.format_exception(exc)))
+    except OSError as write_error:
+        detail += f" (traceback not saved: {write_error.strerror})"
+    base = _base_record(attempt, trail.baseline, trail.metrics, trail.workspace, None)
+    update: dict = {
+        "rig_error": detail,
+        "infra": InfraVerdict(is_infra=True, rule="rig_error", detail=detail),
+        "warnings": [w for w in [attempt.sandbox.warning()] if w] + trail.warnings,
+    }
+    if run is not None:
+        update |= {
+            "exit_code": run.exit_code,
+            "timed_out": run.timed_out,
+            "stalled": run.stalled,
+            "agent": AgentOutcome(**run.model_dump(include=set(AgentOutcome.model_fields))),
+        }
+    return base.model_copy(update=update)
+
+
+def _decide(
+    limit: str | None, verified: Verified, audit: list[AuditFinding], hang: str | None
+) -> tuple[bool, str | None]:
+    """Success (exit codes only, no audit finding, no hang) and else the first failing stage."""
+    passed = (
+        limit is None
+        and verified.error is None
+        and verified.check is not None
+        and verified.check.ok
+        and verified.hidden is not None
+        and verified.hidden.ok
+    )
+    if passed and not audit and hang is None:
+        return True, None
+    if limit is not None:
+        return False, "workspace_limits"
+    if audit or hang is None:
+        return False, _failing_stage(verified.check, verified.hidden, verified.error, audit)
+    return False, hang
+
+
+def _failing_stage(
+    check: CheckOutcome | None, hidden: HiddenOutcome | None, error: str | None, audit: list[AuditFinding]
+) -> str | None:
+    if audit:
+        return "audit"
+    if error:
+        return "verify"
+    if check is not None and check.failed:
+        return check.failed[0]
+    if hidden is None or not hidden.ok:
+        return "hidden"
+    return None
+
+
+def _base_record(
+    attempt: Attempt,
+    baseline: str | None,
+    metrics: Metrics,
+    workspace: WorkspaceStats | None,
+    condition_mapping: str | None,
+) -> RunRecord:
+    """The fields every record has, whatever step the attempt reached."""
+    exp, item, task, condition = attempt.experiment, attempt.item, attempt.task, attempt.condition
+    finished = datetime.now(UTC)
+    return RunRecord(
+        experiment=exp.name,
+        run_id=item.run_id,
+        attempt=attempt.number,
+        task=task.id,
+        hypothesis=task.spec.hypothesis,
+        condition=condition.name,
+        repetition=item.repetition,
+        harness=exp.harness,
+        harness_version=attempt.pins.harness_version,
+        model=exp.model,
+        thinking=condition.thinking or exp.thinking,
+        condition_mapping=condition_mapping,
+        started_at=attempt.started,
+        finished_at=finished,
+        wall_s=round((finished - attempt.started).total_seconds(), 3),
+        exit_code=None,
+        timed_out=False,
+        stalled=False,
+        success=False,
+        failing_stage="rig_error",
+        check=None,
+        hidden=None,
+        protected=Protected(restored=False),
+        sandbox=attempt.sandbox,
+        workspace=workspace,
+        agent=AgentOutcome(command=[], exit_code=None, timed_out=False, stalled=False, wall_s=0.0),
+        metrics=metrics,
+        infra=InfraVerdict(),
+        pins=attempt.pins.model_copy(update={"baseline_commit": baseline}),
+        artifacts=attempt.artifacts,
+    )

@@ -1,0 +1,49 @@
+"""Steps 5 and 6, check and hidden: the gate, then the hidden tests, in the rig's copy."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rig.models import CheckOutcome, HiddenOutcome, Timeouts
+from rig.steps.attempt import WORK, InjectedFault, Trail, write_artifact
+from rig.verify import default_pycache, run_check, run_hidden
+
+
+@dataclass(frozen=True)
+class Verified:
+    """Both verdicts as far as they went, and why verification broke off if it did."""
+
+    check: CheckOutcome | None = None
+    hidden: HiddenOutcome | None = None
+    error: str | None = None
+
+
+def verify(verify_root: Path, hidden_dir: Path, folder: Path, timeouts: Timeouts, trail: Trail) -> Verified:
+    """check.py, then the hidden tests of `hidden_dir`, in the rig's copy under `verify_root` with a
+    home made only now; `check.json` and `hidden-junit.xml` go in the attempt `folder`.
+
+    Enters steps `check` and `hidden` on `trail`. A timeout or crash is a verdict with its reason
+    (its error also on `trail.warnings`); an exception is `error`, never a dead runner.
+    """
+    workdir = verify_root / WORK
+    home = verify_root / "verify-home"
+    home.mkdir()
+    pycache = default_pycache()
+    check: CheckOutcome | None = None
+    hidden: HiddenOutcome | None = None
+    error: str | None = None
+    try:
+        trail.enter("check")
+        check = run_check(workdir, home, timeouts.check_s, pycache)
+        write_artifact(folder / "check.json", check.model_dump_json(indent=2))
+        trail.enter("hidden")
+        hidden = run_hidden(
+            workdir, hidden_dir, folder / "hidden-junit.xml", home, timeouts.hidden_s, pycache
+        )
+    except InjectedFault:
+        raise
+    except Exception as exc:  # a broken verification is recorded with its reason, never a dead runner
+        error = f"{type(exc).__name__}: {exc}"
+    for outcome in (check, hidden):
+        if outcome is not None and outcome.error:
+            trail.warnings.append(outcome.error)
+    return Verified(check, hidden, error)

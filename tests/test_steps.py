@@ -1,0 +1,168 @@
+"""Each step of a run alone, on a real workspace: prepared from the fixture, worked on by the scripted
+agent, then collected, protected and verified by the step functions without the runner."""
+
+import platform
+from dataclasses import dataclass
+from importlib.metadata import version as dist_version
+from pathlib import Path
+
+import pytest
+
+from harnesses.base import HarnessAdapter
+from harnesses.registry import make_adapter
+from rig.audit import toolchain_digest
+from rig.models import AgentRun, Condition, Limits, Pins, Task, Timeouts
+from rig.paths import FIXTURE_DIR
+from rig.scratch import Scratch
+from rig.steps.agent import agent
+from rig.steps.attempt import Trail
+from rig.steps.collect import Collected, collect
+from rig.steps.prepare import Prepared, prepare
+from rig.steps.protect import protect
+from rig.steps.verify import verify
+from rig.tasks import load_tasks
+from rig.version import rig_version
+from rig.workspace import tree_digest
+
+TASK = "t1_fix_pagination"
+SOURCE = "taskapp/utils/pagination.py"
+VISIBLE_TEST = "tests/unit/test_pagination.py"
+# The task's baseline: check.py fails at pytest and this hidden test fails.
+BASELINE_HIDDEN = "test_pagination_hidden::test_exact_multiple_last_page"
+
+
+@pytest.fixture(scope="module")
+def task() -> Task:
+    return load_tasks(only=[TASK])[0]
+
+
+@pytest.fixture(scope="module")
+def pins(task: Task) -> Pins:
+    """What the audit compares the rig's own files with, pinned as rig.runner.make_context does."""
+    return Pins(
+        rig_version=rig_version(),
+        fixture_hash=tree_digest(FIXTURE_DIR),
+        task_hash=tree_digest(task.dir),
+        hidden_tests_hash=tree_digest(task.hidden_dir),
+        harness_version="scripted",
+        python_version=platform.python_version(),
+        ruff_version=dist_version("ruff"),
+        pytest_version=dist_version("pytest"),
+        toolchain_hash=toolchain_digest(),
+    )
+
+
+@dataclass
+class Worked:
+    """One attempt's folders and the outputs of prepare and agent, made by the steps themselves."""
+
+    root: Path
+    folder: Path
+    trail: Trail
+    adapter: HarnessAdapter
+    prepared: Prepared
+    run: AgentRun
+    visible_test: bytes
+    """The protected test as prepared, before the agent ran."""
+
+
+def worked(root: Path, task: Task, commands: list[str] | None) -> Worked:
+    """Prepare a workspace and run the scripted agent in it: `commands` in its shell, None for none."""
+    options = {"policy": "script", "commands": commands} if commands else {"policy": "nothing"}
+    condition = Condition(name="c", harness_options=options)
+    trail = Trail()
+    prepared = prepare(root / "runs", "r1", 1, FIXTURE_DIR, task, condition, trail)
+    visible_test = (prepared.workdir / VISIBLE_TEST).read_bytes()
+    folder = root / "results" / "runs" / "r1" / "attempt-1"
+    folder.mkdir(parents=True)
+    adapter = make_adapter("scripted", task)
+    run = agent(adapter, prepared.workdir, task, condition, folder, 60)
+    return Worked(root, folder, trail, adapter, prepared, run, visible_test)
+
+
+def collected(
+    at: Worked, task: Task, pins: Pins, limits: Limits | None = None, room: int | None = None
+) -> Collected:
+    """The collect step with copies under the attempt's root: on disk, or bounded by `room` bytes."""
+    scratch = Scratch(at.root / "copies", room, "a folder of the test")
+    secrets = [FIXTURE_DIR, task.dir, task.hidden_dir]
+    return collect(
+        at.adapter,
+        at.run,
+        at.prepared,
+        at.folder,
+        limits or Limits(),
+        scratch,
+        at.root / "runs",
+        FIXTURE_DIR,
+        task,
+        pins,
+        secrets,
+        at.trail,
+    )
+
+
+def test_prepare_makes_a_baseline_workspace_on_the_trail(tmp_path, task):
+    trail = Trail()
+    prepared = prepare(tmp_path / "runs", "r1", 1, FIXTURE_DIR, task, Condition(name="c"), trail)
+    assert trail.trees == [prepared.container] and prepared.container.parent == tmp_path / "runs"
+    assert trail.baseline == prepared.baseline and len(prepared.baseline) == 40
+    assert (prepared.workdir / ".git").is_dir() and prepared.rig_git.is_dir()
+    assert VISIBLE_TEST in prepared.snapshot.files
+
+
+def test_collect_reports_a_changed_file_and_writes_its_diff(tmp_path, task, pins):
+    at = worked(tmp_path, task, [f"echo '# changed by the agent' >> {SOURCE}"])
+    result = collected(at, task, pins)
+    assert result.changed == [f"M {SOURCE}"]
+    diff = (at.folder / "diff.patch").read_text()
+    assert f"+++ b/{SOURCE}" in diff and "+# changed by the agent" in diff
+    assert (result.verify_dir / SOURCE).read_text().endswith("# changed by the agent\n")
+    assert result.workspace.limit is None and result.workspace.files > 0
+    assert SOURCE in result.paths and result.audit == []
+    assert result.metrics == at.trail.metrics and result.workspace == at.trail.workspace
+    assert at.trail.trees == [at.prepared.container, result.verify_root]
+    assert result.verify_root.parent == tmp_path / "copies" and at.trail.warnings == []
+
+
+def test_a_copy_without_room_is_made_again_on_disk(tmp_path, task, pins):
+    at = worked(tmp_path, task, None)
+    result = collected(at, task, pins, room=1)
+    assert result.verify_root.parent == tmp_path / "runs"
+    assert at.trail.trees == [at.prepared.container, result.verify_root]
+    assert not any((tmp_path / "copies").iterdir())
+    (warning,) = at.trail.warnings
+    assert warning.startswith("no room to copy the workspace") and "made again on disk" in warning
+    assert result.changed == [] and (at.folder / "diff.patch").read_text() == ""
+
+
+def test_collect_stops_at_a_workspace_limit(tmp_path, task, pins):
+    at = worked(tmp_path, task, [f"echo '# changed' >> {SOURCE}"])
+    result = collected(at, task, pins, limits=Limits(max_files=10))
+    assert result.workspace.limit is not None and "max_files" in result.workspace.limit
+    assert result.changed == [] and result.audit == []
+    assert not (at.folder / "diff.patch").exists()
+
+
+def test_protect_restores_a_modified_protected_file_in_the_copy(tmp_path, task, pins):
+    at = worked(tmp_path, task, [f"echo 'assert True' >> {VISIBLE_TEST}", "echo 'x = 1' > tests/conftest.py"])
+    result = collected(at, task, pins)
+    tampering = protect(at.prepared.snapshot, result.verify_dir, result.paths)
+    assert tampering.modified == [VISIBLE_TEST] and tampering.added == ["tests/conftest.py"]
+    assert tampering.deleted == []
+    assert (result.verify_dir / VISIBLE_TEST).read_bytes() == at.visible_test
+    assert not (result.verify_dir / "tests" / "conftest.py").exists()
+    # Only the rig's copy is restored: the agent's workspace is evidence, left as it was.
+    assert (at.prepared.workdir / VISIBLE_TEST).read_bytes() != at.visible_test
+
+
+def test_verify_on_the_unfixed_baseline_fails_the_check_at_pytest_and_the_hidden_tests(tmp_path, task, pins):
+    at = worked(tmp_path, task, None)
+    result = collected(at, task, pins)
+    protect(at.prepared.snapshot, result.verify_dir, result.paths)
+    verified = verify(result.verify_root, task.hidden_dir, at.folder, Timeouts(), at.trail)
+    assert verified.error is None and at.trail.step == "hidden"
+    assert verified.check is not None and not verified.check.ok and verified.check.failed[0] == "pytest"
+    assert verified.hidden is not None and not verified.hidden.ok
+    assert BASELINE_HIDDEN in verified.hidden.failed
+    assert (at.folder / "check.json").is_file() and (at.folder / "hidden-junit.xml").is_file()

@@ -30,20 +30,16 @@ command line of the run, so stored sessions can be parsed again later.
 
 import re
 import shutil
-import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harnesses.base import Confinement, run_agent_process
-from harnesses.cli import api_key, base_env, cli_version, find_cli
+from harnesses.cli_harness import CliHarness, install_skill, round_cost
 from harnesses.logs import ToolLog, as_int, derive_behaviour, read_jsonl, result_text
 from harnesses.mock_model.anthropic_messages import AnthropicMessages
-from harnesses.mock_model.session import mock_model
 from harnesses.mock_model.tools import ToolCall, ToolMap
-from rig.models import AgentRun, Condition, Metrics, Provider, Task
-from rig.paths import REPO_ROOT
+from rig.models import AgentRun, Condition, Metrics
 
 SESSION_NAME = "session.jsonl"
 INFRA_SIGNATURE = "claude_api_error"
@@ -70,9 +66,8 @@ TOOL_NAMES = {
 SKILL_TOOL = "Skill"
 SYNTHETIC_MODEL = "<synthetic>"
 API_ERROR_PREFIX = "API Error"
-# Summing many small float costs leaves noise in the last digits; a record should not carry it.
-_COST_DIGITS = 9
-_NAME_LINE = re.compile(r"^name:\s*['\"]?([A-Za-z0-9_.-]+)['\"]?\s*$", re.MULTILINE)
+# Claude Code reads the key from this variable whatever the provider (the mock's too).
+KEY_ENV = "ANTHROPIC_API_KEY"
 
 
 def _absolute(path: str, cwd: str | None) -> str:
@@ -91,36 +86,22 @@ MOCK_TOOLS = ToolMap(
 )
 
 
-class ClaudeCodeHarness:
+class ClaudeCodeHarness(CliHarness):
     """A HarnessAdapter for Claude Code (`@anthropic-ai/claude-code`)."""
 
     name = "claude-code"
-    calibrated = True  # rig calibrate --harness drives it with the mock model
+    binary = "claude"
+    bin_env = "RIG_CLAUDE_BIN"
     mock_protocol = AnthropicMessages(MOCK_TOOLS)
 
-    def __init__(
-        self,
-        task: Task,
-        provider: Provider,
-        model: str | None,
-        thinking: str | None,
-        stall_s: float,
-        confinement: Confinement | None = None,
-    ) -> None:
-        self.task = task
-        self.provider = provider
-        self.model = model
-        self.thinking = thinking
-        self.stall_s = stall_s
-        self.confinement = confinement
-        # How the last run realised its condition for this harness; the runner records it.
-        self.condition_mapping: str | None = None
-        if thinking is not None:
-            thinking_args(thinking)  # refuse an unknown level before any run starts
+    def check_settings(self) -> None:
+        """Refuse a thinking level Claude Code lacks."""
+        if self.thinking is not None:
+            thinking_args(self.thinking)
 
-    def version(self) -> str:
-        """`claude --version` of the CLI this adapter runs."""
-        return cli_version(find_cli("claude", "RIG_CLAUDE_BIN"))
+    def key_env(self) -> str:
+        """ANTHROPIC_API_KEY, for every provider."""
+        return KEY_ENV
 
     def run(self, workdir: Path, prompt: str, condition: Condition, run_dir: Path, timeout: int) -> AgentRun:
         """Run Claude Code on `prompt` in `workdir`; streams, transcript and config go to `run_dir`."""
@@ -130,12 +111,12 @@ class ClaudeCodeHarness:
         home.mkdir(exist_ok=True)
         config.mkdir(exist_ok=True)
         mapping = [context_mapping(workdir, config)]
-        skills = install_skills(condition.skills, config)
+        skills = [install_skill(skill, config / "skills").name for skill in condition.skills]
         if skills:
             mapping.append(f"skills installed in CLAUDE_CONFIG_DIR/skills: {', '.join(skills)}")
         session_id = str(uuid.uuid4())
         command = [
-            str(find_cli("claude", "RIG_CLAUDE_BIN")),
+            str(self.cli()),
             "-p",
             "--output-format",
             "stream-json",
@@ -148,7 +129,7 @@ class ClaudeCodeHarness:
         ]
         if self.model:
             command += ["--model", self.model]
-        thinking = condition.thinking or self.thinking
+        thinking = self.thinking_level(condition)
         if thinking is not None:
             args = thinking_args(thinking)
             command += args
@@ -167,17 +148,15 @@ class ClaudeCodeHarness:
         self.condition_mapping = "; ".join(m for m in mapping if m) or None
         # Watching the transcript too keeps a long tool call with a quiet stdout from looking stalled.
         watched = config / "projects" / re.sub(r"[^A-Za-z0-9]", "-", str(workdir)) / f"{session_id}.jsonl"
-        if self.provider.kind == "mock":
-            with mock_model(self.task, options, run_dir, self.mock_protocol) as base_url:
-                env = self._env(home, config, base_url, options)
-                run = run_agent_process(
-                    command, workdir, env, run_dir, timeout, self.stall_s, watched, self.confinement
-                )
-        else:
-            env = self._env(home, config, self.provider.base_url, options)
-            run = run_agent_process(
-                command, workdir, env, run_dir, timeout, self.stall_s, watched, self.confinement
-            )
+        run = self.run_process(
+            command,
+            workdir,
+            condition,
+            run_dir,
+            timeout,
+            watched,
+            lambda base_url: self._env(home, config, base_url, options),
+        )
         saved = _save_transcript(config, session_id, run_dir / SESSION_NAME)
         return run.model_copy(update={"session_path": saved})
 
@@ -205,7 +184,6 @@ class ClaudeCodeHarness:
         default_timeout = MOCK_API_TIMEOUT_MS if self.provider.kind == "mock" else REAL_API_TIMEOUT_MS
         extra = {
             "CLAUDE_CONFIG_DIR": str(config),
-            "ANTHROPIC_API_KEY": api_key(self.provider),
             # Without it the CLI contacts Anthropic's hosts directly, whatever the base URL.
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "DISABLE_AUTOUPDATER": "1",
@@ -221,13 +199,7 @@ class ClaudeCodeHarness:
         }
         if base_url:
             extra["ANTHROPIC_BASE_URL"] = base_url
-        env = base_env(home, extra)
-        # The gate is `python scripts/check.py`: the agent needs the rig's interpreter, which has
-        # the pinned ruff and pytest, on its PATH (base_env puts it first; older versions did not).
-        interpreter_dir = str(Path(sys.executable).parent)
-        if interpreter_dir not in env["PATH"].split(":"):
-            env["PATH"] = f"{interpreter_dir}:{env['PATH']}"
-        return env
+        return self.environment(home, extra)
 
 
 def thinking_args(thinking: str) -> list[str]:
@@ -252,21 +224,6 @@ def context_mapping(workdir: Path, config: Path) -> str | None:
         return None
     (config / "CLAUDE.md").write_text(f"@{agents.resolve()}\n")
     return f"AGENTS.md imported via CLAUDE_CONFIG_DIR/CLAUDE.md (@{agents.resolve()})"
-
-
-def install_skills(skills: list[str], config: Path) -> list[str]:
-    """Copy each skill directory (relative to the repository) to config/skills/<name>; their names."""
-    names = []
-    for skill in skills:
-        source = REPO_ROOT / skill
-        definition = source / "SKILL.md"
-        if not definition.is_file():
-            raise ValueError(f"skill {skill!r} has no SKILL.md ({definition} is missing)")
-        match = _NAME_LINE.search(definition.read_text())
-        name = match.group(1) if match else source.name
-        shutil.copytree(source, config / "skills" / name, dirs_exist_ok=True)
-        names.append(name)
-    return names
 
 
 def _save_transcript(config: Path, session_id: str, target: Path) -> Path | None:
@@ -498,7 +455,7 @@ def _fold_usage(metrics: Metrics, session: Session) -> None:
         totals = [usage]
         cost = result.get("total_cost_usd") if result is not None else None
         if isinstance(cost, int | float) and not isinstance(cost, bool):
-            metrics.cost_usd = round(float(cost), _COST_DIGITS)
+            metrics.cost_usd = round_cost(float(cost))
             metrics.cost_source = COST_SOURCE
     else:
         # Killed before the end: the transcript's final usage per response is the best there is.

@@ -49,21 +49,17 @@ import posixpath
 import re
 import shlex
 import shutil
-import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import genai_prices
 
-from harnesses.base import Confinement, run_agent_process
-from harnesses.cli import api_key, base_env, cli_version, find_cli
+from harnesses.cli_harness import CliHarness, install_skill, round_cost
 from harnesses.logs import ToolLog, as_int, derive_behaviour, read_jsonl
 from harnesses.mock_model.openai_responses import OpenAIResponses
-from harnesses.mock_model.session import mock_model
 from harnesses.mock_model.tools import ToolCall, ToolMap
-from rig.models import AgentRun, Condition, Metrics, Provider, Task
-from rig.paths import REPO_ROOT
+from rig.models import AgentRun, Condition, Metrics
 
 BIN_ENV = "RIG_CODEX_BIN"
 SESSION_FILE = "session.jsonl"
@@ -102,9 +98,6 @@ TOOL_SWITCHES: tuple[tuple[frozenset[str], tuple[str, ...], bool | str], ...] = 
     (frozenset({"request_user_input"}), ("tools", "experimental_request_user_input", "enabled"), False),
 )
 FIXED_TOOLS = frozenset({"apply_patch", "tool_search"})
-# Summing many small float costs leaves noise in the last digits; a record should not carry it.
-_COST_DIGITS = 9
-_FRONTMATTER_NAME = re.compile(r"\A---\s*\n(?:.*\n)*?name:\s*['\"]?([^'\"\n]+?)['\"]?\s*\n", re.MULTILINE)
 # An exec_command/write_stdin output that reports a process (it ran, whatever its exit code).
 _PROCESS_REPORT = re.compile(r"^Process (exited with code -?\d+|running with session ID \d+)", re.MULTILINE)
 _CALL_ITEMS = {
@@ -146,40 +139,27 @@ MOCK_TOOLS = ToolMap(
 )
 
 
-class CodexHarness:
-    """A HarnessAdapter for Codex (`codex exec`), version-pinned in harnesses/node."""
+class CodexHarness(CliHarness):
+    """A HarnessAdapter for Codex (`codex exec`), version-pinned in harnesses/node.
+
+    `condition_mapping` says how skills and tools were realised beyond the workspace overlays.
+    """
 
     name = "codex"
-    calibrated = True  # rig calibrate --harness drives it with the mock model
+    binary = "codex"
+    bin_env = BIN_ENV
     mock_protocol = OpenAIResponses(MOCK_TOOLS)
+    mock_key_env = MOCK_KEY_ENV
+    mock_url_suffix = "/v1"
 
-    def __init__(
-        self,
-        task: Task,
-        provider: Provider,
-        model: str | None,
-        thinking: str | None,
-        stall_s: float,
-        confinement: Confinement | None = None,
-    ) -> None:
-        if provider.kind == "real" and not (model and provider.api_key_env):
+    def check_settings(self) -> None:
+        """A real provider needs a model (Codex has no default for another provider) and a key variable."""
+        if self.provider.kind == "real" and not (self.model and self.provider.api_key_env):
             raise ValueError("a real provider for codex needs a model and provider.api_key_env")
-        self.task = task
-        self.provider = provider
-        self.model = model
-        self.thinking = thinking
-        self.stall_s = stall_s
-        self.confinement = confinement
-        # How the last run realised its condition beyond the workspace overlays (the runner records it).
-        self.condition_mapping: str | None = None
-
-    def version(self) -> str:
-        """`codex --version` of the CLI that runs (e.g. `codex-cli 0.171.0`)."""
-        return cli_version(find_cli("codex", BIN_ENV))
 
     def effort(self, condition: Condition) -> str | None:
         """The reasoning effort of a run: the condition's thinking level, else the experiment's."""
-        effort = condition.thinking or self.thinking
+        effort = self.thinking_level(condition)
         if effort is not None and effort not in REASONING_EFFORTS:
             raise ValueError(
                 f"thinking {effort!r} is no reasoning effort codex knows; use one of {REASONING_EFFORTS}"
@@ -189,7 +169,7 @@ class CodexHarness:
     def command(self, workdir: Path, prompt: str, effort: str | None) -> list[str]:
         """The `codex exec` command line for one run (`--` then the prompt last)."""
         command = [
-            str(find_cli("codex", BIN_ENV)),
+            str(self.cli()),
             "exec",
             "--json",
             "--strict-config",
@@ -248,29 +228,19 @@ class CodexHarness:
             folder.mkdir()
         skills = [install_skill(skill, codex_home / "skills") for skill in condition.skills]
         self.condition_mapping = mapping(skills, condition.tools)
-        key_env = MOCK_KEY_ENV if self.provider.kind == "mock" else str(self.provider.api_key_env)
-        path = base_env(home, {})["PATH"]
-        # The rig's interpreter (pinned ruff and pytest) must come first for the agent's gate runs.
-        if str(Path(sys.executable).parent) not in path.split(":"):
-            path = f"{Path(sys.executable).parent}:{path}"
-        env = base_env(home, {"PATH": path, "CODEX_HOME": str(codex_home), key_env: api_key(self.provider)})
+        env = self.environment(home, {"CODEX_HOME": str(codex_home)})
         # Codex runs commands in a login shell; /etc/profile may reset PATH, ~/.profile sets it back.
-        (home / ".profile").write_text(f"export PATH={shlex.quote(path)}\n")
+        (home / ".profile").write_text(f"export PATH={shlex.quote(env['PATH'])}\n")
         command = self.command(workdir, prompt, effort)
         # The rollout's name is known only once it exists: the watchdog watches its directory.
         sessions = codex_home / "sessions"
         sessions.mkdir(exist_ok=True)
-        if self.provider.kind == "mock":
-            with mock_model(self.task, condition.harness_options, run_dir, self.mock_protocol) as base_url:
-                write_config(codex_home, self.config(f"{base_url}/v1", condition.tools))
-                run = run_agent_process(
-                    command, workdir, env, run_dir, timeout, self.stall_s, sessions, self.confinement
-                )
-        else:
-            write_config(codex_home, self.config(self.provider.base_url or OPENAI_BASE_URL, condition.tools))
-            run = run_agent_process(
-                command, workdir, env, run_dir, timeout, self.stall_s, sessions, self.confinement
-            )
+
+        def connect(base_url: str | None) -> dict[str, str]:
+            write_config(codex_home, self.config(base_url or OPENAI_BASE_URL, condition.tools))
+            return env
+
+        run = self.run_process(command, workdir, condition, run_dir, timeout, sessions, connect)
         session = save_session(codex_home, run_dir, run.stdout_path)
         prune_codex_home(codex_home, skills)
         return run.model_copy(update={"session_path": session})
@@ -325,24 +295,6 @@ def mapping(skills: list[Path], tools: list[str] | None) -> str | None:
         removed = sorted(name for names, _, _ in TOOL_SWITCHES if not names & set(tools) for name in names)
         parts.append("tools removed by config: " + (", ".join(removed) or "none"))
     return "; ".join(parts) or None
-
-
-def install_skill(skill: str, skills_root: Path) -> Path:
-    """Copy a skill directory (relative to the rig's repository, or absolute) to `skills_root/<name>`.
-
-    The copy is named after the skill's `name:` (the directory's name if it has none).
-    """
-    source = Path(skill) if Path(skill).is_absolute() else REPO_ROOT / skill
-    skill_md = source / "SKILL.md"
-    if not skill_md.is_file():
-        raise ValueError(f"skill {skill!r} has no SKILL.md ({skill_md} is missing)")
-    match = _FRONTMATTER_NAME.search(skill_md.read_text(encoding="utf-8"))
-    name = match.group(1).strip() if match else source.name
-    if not name or name.startswith(".") or "/" in name:
-        raise ValueError(f"skill {skill!r} has an unusable name {name!r}")
-    target = skills_root / name
-    shutil.copytree(source, target, dirs_exist_ok=False)
-    return target
 
 
 def toml(config: dict[str, Any]) -> str:
@@ -651,7 +603,7 @@ def price(responses: list[tuple[str | None, str | None, dict[str, Any]]]) -> tup
         except LookupError:
             return None, f"{COST_SOURCE}: model {model!r} not priced"
         total += float(calc.total_price)
-    return round(total, _COST_DIGITS), COST_SOURCE
+    return round_cost(total), COST_SOURCE
 
 
 def _add_usage(metrics: Metrics, usage: dict[str, Any]) -> None:

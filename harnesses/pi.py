@@ -34,20 +34,16 @@ and as the fallback when no session file was written).
 """
 
 import json
-import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harnesses.base import Confinement, run_agent_process
-from harnesses.cli import api_key, base_env, cli_version, find_cli
+from harnesses.cli_harness import CliHarness, install_skill, round_cost
 from harnesses.logs import ToolLog, as_int, derive_behaviour, fold_pi_message, read_jsonl
 from harnesses.mock_model.openai_chat import OpenAIChat
-from harnesses.mock_model.session import mock_model
 from harnesses.mock_model.tools import ToolCall, ToolMap
-from rig.models import AgentRun, Condition, Metrics, Provider, Task
-from rig.paths import REPO_ROOT
+from rig.models import AgentRun, Condition, Metrics, Provider
 
 BIN_ENV = "RIG_PI_BIN"
 SESSION_FILE = "session.jsonl"
@@ -60,9 +56,6 @@ DEFAULT_PROVIDER_TIMEOUT_MS = 30_000
 INFRA_SIGNATURE = "pi_provider_error"
 TRUNCATED_SIGNATURE = "pi_truncated_stream"
 COST_SOURCE = "harness"
-# Summing many small float costs leaves noise in the last digits; a record should not carry it.
-_COST_DIGITS = 9
-_NAME_LINE = re.compile(r"^name:\s*(.+?)\s*$")
 # The mock model's steps as Pi's built-in tools (Pi resolves a relative path in its working directory).
 MOCK_TOOLS = ToolMap(
     shell=lambda command, cwd: ToolCall("bash", {"command": command}),
@@ -71,36 +64,23 @@ MOCK_TOOLS = ToolMap(
 )
 
 
-class PiHarness:
-    """A HarnessAdapter for Pi (`pi`), version-pinned in harnesses/node."""
+class PiHarness(CliHarness):
+    """A HarnessAdapter for Pi (`pi`), version-pinned in harnesses/node.
+
+    Pi realises every condition natively (AGENTS.md, --skill, --tools): `condition_mapping` stays None.
+    """
 
     name = "pi"
-    calibrated = True  # rig calibrate --harness drives it with the mock model
+    binary = "pi"
+    bin_env = BIN_ENV
     mock_protocol = OpenAIChat(MOCK_TOOLS)
-    # Pi realises every condition natively (AGENTS.md, --skill, --tools): nothing to map.
-    condition_mapping: str | None = None
+    mock_key_env = MOCK_KEY_ENV
+    mock_url_suffix = "/v1"
 
-    def __init__(
-        self,
-        task: Task,
-        provider: Provider,
-        model: str | None,
-        thinking: str | None,
-        stall_s: float,
-        confinement: Confinement | None = None,
-    ) -> None:
-        if provider.kind == "real" and not (provider.name and model):
+    def check_settings(self) -> None:
+        """A real provider needs its name and a model: Pi's `--model` is `provider/model`."""
+        if self.provider.kind == "real" and not (self.provider.name and self.model):
             raise ValueError("a real provider for pi needs provider.name and a model")
-        self.task = task
-        self.provider = provider
-        self.model = model
-        self.thinking = thinking
-        self.stall_s = stall_s
-        self.confinement = confinement
-
-    def version(self) -> str:
-        """`pi --version` of the CLI that runs."""
-        return cli_version(find_cli("pi", BIN_ENV))
 
     def command(self, prompt: str, condition: Condition, run_dir: Path, skill_dirs: list[Path]) -> list[str]:
         """The `pi` command line for one run (the prompt last)."""
@@ -109,7 +89,7 @@ class PiHarness:
             raise ValueError("a prompt for pi must not start with '-'")
         provider = MOCK_PROVIDER if self.provider.kind == "mock" else str(self.provider.name)
         command = [
-            str(find_cli("pi", BIN_ENV)),
+            str(self.cli()),
             "-p",
             "--mode",
             "json",
@@ -122,7 +102,7 @@ class PiHarness:
             "--model",
             f"{provider}/{self._model_id()}",
         ]
-        thinking = condition.thinking or self.thinking
+        thinking = self.thinking_level(condition)
         if thinking:
             command += ["--thinking", thinking]
         for skill in skill_dirs:
@@ -141,27 +121,15 @@ class PiHarness:
         command = self.command(prompt, condition, run_dir, skill_dirs)
         timeout_ms = int(condition.harness_options.get("provider_timeout_ms", DEFAULT_PROVIDER_TIMEOUT_MS))
         (agent_dir / "settings.json").write_text(json.dumps(settings(timeout_ms), indent=2) + "\n")
-        key_env = MOCK_KEY_ENV if self.provider.kind == "mock" else str(self.provider.api_key_env)
-        env = base_env(
-            home,
-            {
-                "PI_CODING_AGENT_DIR": str(agent_dir),
-                key_env: api_key(self.provider),
-                "PI_OFFLINE": "1",
-                "PI_TELEMETRY": "0",
-            },
+        env = self.environment(
+            home, {"PI_CODING_AGENT_DIR": str(agent_dir), "PI_OFFLINE": "1", "PI_TELEMETRY": "0"}
         )
-        if self.provider.kind == "mock":
-            with mock_model(self.task, condition.harness_options, run_dir, self.mock_protocol) as base_url:
-                self._write_models(agent_dir, f"{base_url}/v1")
-                run = run_agent_process(
-                    command, workdir, env, run_dir, timeout, self.stall_s, None, self.confinement
-                )
-        else:
-            self._write_models(agent_dir, self.provider.base_url)
-            run = run_agent_process(
-                command, workdir, env, run_dir, timeout, self.stall_s, None, self.confinement
-            )
+
+        def connect(base_url: str | None) -> dict[str, str]:
+            self._write_models(agent_dir, base_url)
+            return env
+
+        run = self.run_process(command, workdir, condition, run_dir, timeout, None, connect)
         return run.model_copy(update={"session_path": save_session(run_dir)})
 
     def parse_session(self, run: AgentRun) -> Metrics:
@@ -281,38 +249,6 @@ def settings(timeout_ms: int) -> dict[str, Any]:
     return {"retry": {"enabled": False, "provider": {"maxRetries": 0, "timeoutMs": timeout_ms}}}
 
 
-def install_skill(skill: str, skills_root: Path) -> Path:
-    """Copy a skill directory (relative to the rig's repository, or absolute) to `skills_root/<name>`.
-
-    The copy is named after the skill's `name:` so Pi's check that a skill's name matches its
-    directory holds.
-    """
-    source = Path(skill) if Path(skill).is_absolute() else REPO_ROOT / skill
-    skill_md = source / "SKILL.md"
-    if not skill_md.is_file():
-        raise ValueError(f"skill {skill!r} has no SKILL.md ({skill_md} is missing)")
-    name = skill_name(skill_md.read_text(encoding="utf-8")) or source.name
-    target = skills_root / name
-    if target.exists():
-        shutil.rmtree(target)
-    shutil.copytree(source, target)
-    return target
-
-
-def skill_name(text: str) -> str | None:
-    """The `name:` of a SKILL.md's YAML front matter (between the leading `---` lines), if any."""
-    lines = text.splitlines()
-    if not lines or lines[0].strip() != "---":
-        return None
-    for line in lines[1:]:
-        if line.strip() == "---":
-            return None
-        match = _NAME_LINE.match(line)
-        if match:
-            return match.group(1).strip("'\"") or None
-    return None
-
-
 def save_session(run_dir: Path) -> Path | None:
     """Copy Pi's session file from `run_dir/session/` to `run_dir/session.jsonl`; None if none exists."""
     files = sorted((run_dir / "session").glob("*.jsonl"))
@@ -381,7 +317,7 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
             if final and final not in metrics.error_messages:
                 metrics.error_messages.append(final)
     if costs:
-        metrics.cost_usd = round(sum(costs), _COST_DIGITS)
+        metrics.cost_usd = round_cost(sum(costs))
         metrics.cost_source = COST_SOURCE
     derive_behaviour(metrics, tools.read_paths(), cwd, attempted=tools.read_attempts())
     return metrics

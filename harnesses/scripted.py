@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from harnesses.base import Confinement, run_agent_process
+from harnesses.cli_harness import round_cost
 from harnesses.logs import ToolLog, derive_behaviour, fold_pi_message, read_jsonl
 from rig.models import DEFAULT_STALL_S, AgentRun, Condition, Metrics, Provider, Task
 from rig.proc import BASE_PATH
@@ -44,8 +45,6 @@ INFRA_SIGNATURE = "scripted_provider_error"
 PROVIDER_ERROR = "provider_error"
 COST_SOURCE = "harness"
 _ATTEMPT_DIR = re.compile(r"^attempt-(\d+)$")
-# Summing many small float costs leaves noise in the last digits; a record should not carry it.
-_COST_DIGITS = 9
 
 
 class ScriptedHarness:
@@ -207,7 +206,7 @@ def parse_session_file(path: Path | None) -> Metrics:
             if cost is not None:
                 costs.append(cost)
     if costs:
-        metrics.cost_usd = round(sum(costs), _COST_DIGITS)
+        metrics.cost_usd = round_cost(sum(costs))
         metrics.cost_source = COST_SOURCE
     derive_behaviour(metrics, tools.read_paths(), cwd, attempted=tools.read_attempts())
     return metrics

@@ -17,10 +17,10 @@ from harnesses.claude_code import (
     MOCK_TOOLS,
     ClaudeCodeHarness,
     context_mapping,
-    install_skills,
     parse_files,
     thinking_args,
 )
+from harnesses.cli_harness import install_skill
 from harnesses.mock_model.anthropic_messages import SIDE_TURN, AnthropicMessages
 from harnesses.mock_model.policy import Policy, Step
 from harnesses.mock_model.server import SIDE_TEXT, Faults, MockModelServer, Usage
@@ -240,10 +240,10 @@ def test_agents_md_is_imported_from_the_config_dir(tmp_path):
 
 
 def test_skills_are_installed_under_their_declared_name(tmp_path):
-    assert install_skills([SKILL], tmp_path) == [SKILL_NAME]
+    assert install_skill(SKILL, tmp_path / "skills").name == SKILL_NAME
     assert (tmp_path / "skills" / SKILL_NAME / "SKILL.md").is_file()
     with pytest.raises(ValueError, match="has no SKILL.md"):
-        install_skills(["tasks/t1_fix_pagination"], tmp_path)
+        install_skill("tasks/t1_fix_pagination", tmp_path / "skills")
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import pytest
 from conftest import run_check_json
 
 from harnesses.cli import NODE_BIN, find_cli
+from harnesses.cli_harness import install_skill
 from harnesses.codex import (
     COST_SOURCE,
     MOCK_KEY_ENV,
@@ -18,7 +19,6 @@ from harnesses.codex import (
     TURN_FAILED_SIGNATURE,
     CodexHarness,
     add_file_patch,
-    install_skill,
     parse_files,
     price,
     read_jsonl,

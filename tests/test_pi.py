@@ -11,6 +11,7 @@ import pytest
 from conftest import run_check_json
 
 from harnesses.cli import NODE_BIN, find_cli
+from harnesses.cli_harness import install_skill, skill_name
 from harnesses.logs import pi_failed_attempts
 from harnesses.mock_model.openai_chat import OpenAIChat
 from harnesses.mock_model.policy import Policy, Step, patch_command
@@ -22,10 +23,8 @@ from harnesses.pi import (
     MOCK_TOOLS,
     TRUNCATED_SIGNATURE,
     PiHarness,
-    install_skill,
     models_config,
     parse_files,
-    skill_name,
 )
 from rig.classify import classify
 from rig.models import AgentRun, Condition, Metrics, Provider, Task

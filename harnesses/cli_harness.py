@@ -1,0 +1,152 @@
+"""The base class of the real CLI adapters (pi, claude_code, codex): what every one of them shares.
+
+`CliHarness` holds the settings an adapter is made with, the pinned CLI and its version, the
+provider branch (a mock model server for this run, or the real provider), the explicit environment
+with the provider's key, and the thinking level a run asks for. This module also installs skills
+(one reading of a SKILL.md's `name:`) and rounds costs. A subclass keeps only what is its own: the
+command line, config files, session location, parser, failure signature and tool names.
+"""
+
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import ClassVar
+
+from harnesses.base import Confinement, run_agent_process
+from harnesses.cli import api_key, base_env, cli_version, find_cli
+from harnesses.mock_model.server import WireProtocol
+from harnesses.mock_model.session import mock_model
+from rig.models import AgentRun, Condition, Provider, Task
+from rig.paths import REPO_ROOT
+
+# Summing many small float costs leaves noise in the last digits; a record should not carry it.
+COST_DIGITS = 9
+_NAME_LINE = re.compile(r"^name:\s*(.+?)\s*$")
+
+
+class CliHarness:
+    """A HarnessAdapter for an npm CLI pinned in harnesses/node; subclasses fill in the CLI's own parts.
+
+    Class attributes: `name` (the registered name), `binary` and `bin_env` (the CLI's executable and
+    the variable that may point at another copy), `calibrated` and `mock_protocol` (the mock model's
+    wire protocol, made with the adapter's tool map), `mock_key_env` (the variable the CLI reads the
+    mock's key from) and `mock_url_suffix` (what the CLI expects after the mock server's root URL).
+    """
+
+    name: ClassVar[str]
+    binary: ClassVar[str]
+    bin_env: ClassVar[str]
+    calibrated: ClassVar[bool] = True  # rig calibrate --harness drives it with the mock model
+    mock_protocol: ClassVar[WireProtocol]
+    mock_key_env: ClassVar[str]
+    mock_url_suffix: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        task: Task,
+        provider: Provider,
+        model: str | None,
+        thinking: str | None,
+        stall_s: float,
+        confinement: Confinement | None = None,
+    ) -> None:
+        self.task = task
+        self.provider = provider
+        self.model = model
+        self.thinking = thinking
+        self.stall_s = stall_s
+        self.confinement = confinement
+        # How the last run realised its condition for this harness; the runner records it.
+        self.condition_mapping: str | None = None
+        self.check_settings()
+
+    def check_settings(self) -> None:
+        """Refuse settings the CLI cannot run with (ValueError), before any run starts; none by default."""
+
+    def cli(self) -> Path:
+        """The CLI executable that runs: $bin_env, else the pinned copy, else PATH."""
+        return find_cli(self.binary, self.bin_env)
+
+    def version(self) -> str:
+        """The `--version` of the CLI that runs."""
+        return cli_version(self.cli())
+
+    def thinking_level(self, condition: Condition) -> str | None:
+        """The thinking level of a run: the condition's, else the experiment's."""
+        return condition.thinking or self.thinking
+
+    def key_env(self) -> str:
+        """The variable that carries the provider's key to the CLI."""
+        return self.mock_key_env if self.provider.kind == "mock" else str(self.provider.api_key_env)
+
+    def environment(self, home: Path, extra: dict[str, str]) -> dict[str, str]:
+        """The CLI's whole environment: `cli.base_env` with HOME `home`, the provider's key, and `extra`."""
+        return base_env(home, {self.key_env(): api_key(self.provider), **extra})
+
+    def run_process(
+        self,
+        command: list[str],
+        workdir: Path,
+        condition: Condition,
+        run_dir: Path,
+        timeout: int,
+        watched: Path | None,
+        connect: Callable[[str | None], dict[str, str]],
+    ) -> AgentRun:
+        """Run `command` against the provider, through `harnesses.base.run_agent_process`.
+
+        A mock provider gets a mock model server for this run. `connect` points the CLI at the
+        provider's base URL (the mock's, with `mock_url_suffix`, or `provider.base_url`, possibly
+        None) by writing its config, and returns the process's environment. `watched` is the
+        session file or directory the silence watchdog watches besides the streams.
+        """
+        if self.provider.kind == "mock":
+            with mock_model(self.task, condition.harness_options, run_dir, self.mock_protocol) as base_url:
+                env = connect(f"{base_url}{self.mock_url_suffix}")
+                return run_agent_process(
+                    command, workdir, env, run_dir, timeout, self.stall_s, watched, self.confinement
+                )
+        env = connect(self.provider.base_url)
+        return run_agent_process(
+            command, workdir, env, run_dir, timeout, self.stall_s, watched, self.confinement
+        )
+
+
+def install_skill(skill: str, skills_root: Path) -> Path:
+    """Copy a skill directory (relative to the rig's repository, or absolute) to `skills_root/<name>`.
+
+    The copy is named after the skill's `name:` (the directory's name if it has none), as the CLIs
+    expect; a copy left there earlier is replaced.
+    """
+    source = Path(skill) if Path(skill).is_absolute() else REPO_ROOT / skill
+    skill_md = source / "SKILL.md"
+    if not skill_md.is_file():
+        raise ValueError(f"skill {skill!r} has no SKILL.md ({skill_md} is missing)")
+    name = skill_name(skill_md.read_text(encoding="utf-8")) or source.name
+    if name.startswith(".") or "/" in name:
+        raise ValueError(f"skill {skill!r} has an unusable name {name!r}")
+    target = skills_root / name
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(source, target)
+    return target
+
+
+def skill_name(text: str) -> str | None:
+    """The `name:` of a SKILL.md's YAML front matter (between the leading `---` lines), if any."""
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        return None
+    for line in lines[1:]:
+        if line.strip() == "---":
+            return None
+        match = _NAME_LINE.match(line)
+        if match:
+            return match.group(1).strip("'\"") or None
+    return None
+
+
+def round_cost(cost: float) -> float:
+    """A cost in USD without the float noise of summing many small costs."""
+    return round(cost, COST_DIGITS)

@@ -51,7 +51,7 @@ def calibrate(
     fixture_dir: Annotated[Path | None, typer.Option(help="Fixture (default: fixtures/taskapp/).")] = None,
     harness: Annotated[
         str | None,
-        typer.Option(help="Prove a real CLI against the mock model instead: pi, claude-code, codex or all."),
+        typer.Option(help="Prove a real CLI against the mock model instead: a harness name, or all."),
     ] = None,
 ) -> None:
     """Prove the oracle (clean fixture passes, baselines and decoys fail, solutions pass), or a harness."""

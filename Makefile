@@ -22,9 +22,10 @@ lint: setup-dev
 	$(BIN)/lint-imports
 
 NODE_STAMP := harnesses/node/node_modules/.package-lock.json
+NPM_PREFETCH := build/npm-prefetch.stamp
 
 setup: $(VENV)/.installed $(NODE_STAMP) sandbox
-setup-dev: $(VENV)/.installed-dev $(NODE_STAMP) sandbox
+setup-dev: $(VENV)/.installed-dev $(NODE_STAMP) $(NPM_PREFETCH) sandbox
 
 # bubblewrap confines every agent (see `rig doctor`); without root or apt, rig runs agents
 # unconfined and says so in every record.
@@ -37,6 +38,14 @@ sandbox:
 # The harness CLIs, at the exact versions of the lock file.
 $(NODE_STAMP): harnesses/node/package-lock.json
 	cd harnesses/node && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# tests/test_harness_versions.py runs another version of a CLI, which the rig installs with npm
+# inside the tests' loopback-only network: npm finds it in its own cache, filled here.
+$(NPM_PREFETCH): tests/data/npm-prefetch.txt
+	rm -rf build/npm-prefetch && mkdir -p build/npm-prefetch
+	cd build/npm-prefetch && npm install --no-audit --no-fund --loglevel=error --no-save $$(cat ../../tests/data/npm-prefetch.txt)
+	rm -rf build/npm-prefetch
 	touch $@
 
 $(BIN)/python:

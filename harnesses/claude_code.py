@@ -90,6 +90,7 @@ class ClaudeCodeHarness(CliHarness):
     """A HarnessAdapter for Claude Code (`@anthropic-ai/claude-code`)."""
 
     name = "claude-code"
+    package = "@anthropic-ai/claude-code"
     binary = "claude"
     bin_env = "RIG_CLAUDE_BIN"
     mock_protocol = AnthropicMessages(MOCK_TOOLS)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
+from harnesses import versions
 from harnesses.base import Confinement, run_agent_process
 from harnesses.cli import api_key, base_env, cli_version, find_cli
 from harnesses.mock_model.server import WireProtocol
@@ -28,13 +29,15 @@ _NAME_LINE = re.compile(r"^name:\s*(.+?)\s*$")
 class CliHarness:
     """A HarnessAdapter for an npm CLI pinned in harnesses/node; subclasses fill in the CLI's own parts.
 
-    Class attributes: `name` (the registered name), `binary` and `bin_env` (the CLI's executable and
-    the variable that may point at another copy), `calibrated` and `mock_protocol` (the mock model's
+    Class attributes: `name` (the registered name), `package` (its npm package), `binary` and
+    `bin_env` (the CLI's executable and the variable that may point at another copy), `calibrated`
+    and `mock_protocol` (the mock model's
     wire protocol, made with the adapter's tool map), `mock_key_env` (the variable the CLI reads the
     mock's key from) and `mock_url_suffix` (what the CLI expects after the mock server's root URL).
     """
 
     name: ClassVar[str]
+    package: ClassVar[str]
     binary: ClassVar[str]
     bin_env: ClassVar[str]
     calibrated: ClassVar[bool] = True  # rig calibrate --harness drives it with the mock model
@@ -50,6 +53,7 @@ class CliHarness:
         thinking: str | None,
         stall_s: float,
         confinement: Confinement | None = None,
+        harness_version: str | None = None,
     ) -> None:
         self.task = task
         self.provider = provider
@@ -57,6 +61,8 @@ class CliHarness:
         self.thinking = thinking
         self.stall_s = stall_s
         self.confinement = confinement
+        # Another version than the pinned one, installed by `install_version` before the run.
+        self.harness_version = harness_version
         # How the last run realised its condition for this harness; the runner records it.
         self.condition_mapping: str | None = None
         self.check_settings()
@@ -64,8 +70,18 @@ class CliHarness:
     def check_settings(self) -> None:
         """Refuse settings the CLI cannot run with (ValueError), before any run starts; none by default."""
 
+    @classmethod
+    def install_version(cls, version: str, notify: Callable[[str], None] | None = None) -> Path:
+        """Install `version` of the CLI's package into the rig's cache unless it is there; return the
+        folder it is installed in (the agent's sandbox must see it)."""
+        versions.install(cls.package, version, cls.binary, notify)
+        return versions.install_dir(cls.package, version)
+
     def cli(self) -> Path:
-        """The CLI executable that runs: $bin_env, else the pinned copy, else PATH."""
+        """The CLI executable that runs: the installed `harness_version` if one was asked for, else
+        $bin_env, else the pinned copy, else PATH."""
+        if self.harness_version:
+            return versions.installed_cli(self.package, self.harness_version, self.binary)
         return find_cli(self.binary, self.bin_env)
 
     def version(self) -> str:

@@ -146,6 +146,7 @@ class CodexHarness(CliHarness):
     """
 
     name = "codex"
+    package = "@openai/codex"
     binary = "codex"
     bin_env = BIN_ENV
     mock_protocol = OpenAIResponses(MOCK_TOOLS)

@@ -71,6 +71,7 @@ class PiHarness(CliHarness):
     """
 
     name = "pi"
+    package = "@mariozechner/pi-coding-agent"
     binary = "pi"
     bin_env = BIN_ENV
     mock_protocol = OpenAIChat(MOCK_TOOLS)

@@ -15,9 +15,11 @@ of the mock it speaks, made with its tool map. Adapter modules are imported only
 made or asked for those attributes, so listing names imports none of them.
 """
 
+from collections.abc import Callable
 from functools import cache
 from importlib import import_module
 from importlib.metadata import entry_points
+from pathlib import Path
 
 from harnesses.base import Confinement, HarnessAdapter
 from harnesses.mock_model.server import WireProtocol
@@ -84,6 +86,22 @@ def mock_protocols() -> list[WireProtocol]:
     return list(by_path.values())
 
 
+def install_version(name: str, version: str, notify: Callable[[str], None] | None = None) -> Path:
+    """Install `version` of harness `name`'s CLI (once, into the rig's cache); return its folder.
+
+    Raises HarnessUnavailable for a harness whose adapter cannot install versions (one without an
+    npm package), CliNotFound (harnesses.versions.VersionInstallError) when npm cannot install it.
+    """
+    cls = adapter_class(name)
+    install = getattr(cls, "install_version", None)
+    if install is None:
+        raise HarnessUnavailable(
+            f"harness {name!r} cannot run another version of its CLI; "
+            "remove harness_version from its conditions"
+        )
+    return install(version, notify)
+
+
 def make_adapter(
     name: str,
     task: Task,
@@ -92,11 +110,16 @@ def make_adapter(
     model: str | None = None,
     thinking: str | None = None,
     confinement: Confinement | None = None,
+    harness_version: str | None = None,
 ) -> HarnessAdapter:
     """A fresh adapter for one run of `task`; `thinking` is the default a condition may override.
 
     `confinement` (sandbox, stream and file bounds) applies to the agent process; None: defaults.
+    `harness_version` (installed by `install_version` first) runs instead of the pinned CLI; the
+    keyword reaches the adapter only when given, so adapters that cannot install versions need not
+    take it.
     """
+    extra = {"harness_version": harness_version} if harness_version else {}
     return adapter_class(name)(
         task=task,
         provider=provider or Provider(),
@@ -104,4 +127,5 @@ def make_adapter(
         thinking=thinking,
         stall_s=stall_s,
         confinement=confinement,
+        **extra,
     )

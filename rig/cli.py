@@ -139,6 +139,7 @@ def _load_context(
             paths.REPO_ROOT,
             keep_workspaces,
             sandbox,
+            notify=lambda message: typer.echo(message, err=True),
         )
     except (
         ExperimentError,
@@ -269,6 +270,8 @@ def _run(ctx) -> None:
     console = Console(stderr=True)
     console.print(ctx.sandbox.warning() or f"sandbox: {ctx.sandbox.detail} (see `rig doctor`)")
     console.print(f"verification copies: {ctx.scratch.folder}, {ctx.scratch.note}", soft_wrap=True)
+    for condition, version in ctx.harness_versions.items():
+        console.print(f"condition {condition}: {ctx.experiment.harness} {version}", soft_wrap=True)
     console.print(
         f"{ctx.experiment.name}: {len(items)} runs planned, {len(items) - len(pending)} already recorded, "
         f"{len(pending)} to run with {ctx.experiment.workers} workers"

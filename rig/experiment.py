@@ -5,7 +5,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from harnesses.registry import harness_names
+from harnesses.registry import adapter_class, harness_names
 from rig.models import Experiment
 
 
@@ -48,6 +48,12 @@ def load_experiment(path: Path) -> Experiment:
         raise ExperimentError(
             f"{path}: harness: no harness named {experiment.harness!r}; use one of {', '.join(names)}; "
             "fix the config"
+        )
+    pinned = [c.name for c in experiment.conditions if c.harness_version]
+    if pinned and not hasattr(adapter_class(experiment.harness), "install_version"):
+        raise ExperimentError(
+            f"{path}: conditions.{pinned[0]}.harness_version: harness {experiment.harness!r} cannot run "
+            "another version of its CLI; remove harness_version"
         )
     return experiment
 

@@ -10,6 +10,7 @@ checking a harness name against the registry) lives in the module that owns it.
 
 import hashlib
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -18,6 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 # --- Defaults of the bounds on an agent: experiment [timeouts] and [limits] start from these ------
 
+# An exact npm version: a range would let two runs of one condition install different CLIs.
+EXACT_VERSION = r"^\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$"
 DEFAULT_STALL_S = 420.0
 # No file an agent writes needs more; a bound keeps a runaway agent from filling the disk.
 DEFAULT_FILE_BYTES = 2 * 1024 * 1024 * 1024
@@ -99,7 +102,18 @@ class Condition(BaseModel):
     skills: list[str] = Field(default_factory=list, description="skill directories to install")
     tools: list[str] | None = Field(default=None, description="tool set; None means the default")
     thinking: str | None = None
+    harness_version: str | None = Field(
+        default=None,
+        description="another exact version of the harness CLI (from the npm registry); None: the pinned one",
+    )
     harness_options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("harness_version")
+    @classmethod
+    def _exact_version(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(EXACT_VERSION, value):
+            raise ValueError(f"{value!r} is not an exact version; give one such as 1.2.3, not a range or tag")
+        return value
 
 
 class Timeouts(BaseModel):

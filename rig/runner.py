@@ -20,7 +20,7 @@ from pathlib import Path
 
 import harnesses
 from harnesses.base import Confinement, HarnessAdapter, kill_running_agents
-from harnesses.registry import make_adapter
+from harnesses.registry import install_version, make_adapter
 from rig.audit import STOP_RULES, toolchain_digest
 from rig.experiment import ExperimentError
 from rig.migrate import design_digest, read_quarantine, read_runs
@@ -57,11 +57,14 @@ class RunContext:
     store: ResultsStore
     redactor: Redactor
     pins: dict[str, Pins]
+    """Per task, the pins of a run at the pinned harness version."""
     confinement: Confinement
     sandbox: SandboxStatus
     secrets: list[Path]
     scratch: Scratch
     keep_workspaces: bool = False
+    harness_versions: dict[str, str] = field(default_factory=dict)
+    """Condition name -> the `--version` of the CLI it runs, for conditions with a harness_version."""
     stopping: threading.Event = field(default_factory=threading.Event)
     """Set when the experiment is interrupted: runs in flight end at their next step."""
 
@@ -79,11 +82,15 @@ def make_context(
     repo_root: Path,
     keep_workspaces: bool = False,
     sandbox: str = "auto",
+    notify: Callable[[str], None] | None = None,
 ) -> RunContext:
-    """Check the runs root, pin every input, set up the sandbox, and bind the results folder.
+    """Check the runs root, install the harness versions conditions ask for, pin every input, set up
+    the sandbox, and bind the results folder.
 
     `sandbox` is auto (bubblewrap if this machine has it, else a warning in every record),
-    require (refuse without it) or off. Raises SandboxError for require without bubblewrap.
+    require (refuse without it) or off. Raises SandboxError for require without bubblewrap;
+    HarnessUnavailable or CliNotFound for a harness_version that cannot be installed. `notify` is
+    told when an install starts (it takes a while).
     """
     # Agents run in their workspace: every path handed to them must be absolute.
     results_root, runs_root = results_root.resolve(), runs_root.resolve()
@@ -95,6 +102,12 @@ def make_context(
                     "give a skill directory relative to the rig's repository"
                 )
     check_runs_root(runs_root)
+    # Installed before anything else is made, so a version npm cannot install leaves nothing behind.
+    installed = {
+        c.name: install_version(experiment.harness, c.harness_version, notify)
+        for c in experiment.conditions
+        if c.harness_version
+    }
     scratch = choose_scratch(
         runs_root / experiment.name, results_root / experiment.name, experiment.workers, keep_workspaces
     )
@@ -118,7 +131,7 @@ def make_context(
             default_pycache(),
             *secrets,
         ],
-        exposed=_agent_runtime(),
+        exposed=[*_agent_runtime(), *installed.values()],
     )
     limits = experiment.limits
     confinement = Confinement(
@@ -146,6 +159,11 @@ def make_context(
             harness_version=harness_version,
             **versions,
         )
+    harness_versions = {
+        c.name: adapter_for(experiment, tasks[0], harness_version=c.harness_version).version()
+        for c in experiment.conditions
+        if c.harness_version
+    }
     # Only once every pin could be read: a refused run leaves nothing behind.
     store = ResultsStore(results_root / experiment.name)
     _bind_design(store.root, experiment)
@@ -165,6 +183,7 @@ def make_context(
         secrets,
         scratch,
         keep_workspaces,
+        harness_versions,
     )
 
 
@@ -195,8 +214,13 @@ def _bind_design(root: Path, experiment: Experiment) -> None:
     path.write_text(json.dumps(design, indent=2, sort_keys=True) + "\n")
 
 
-def adapter_for(experiment: Experiment, task: Task, confinement: Confinement | None = None) -> HarnessAdapter:
-    """The experiment's harness, set up for one run of `task`."""
+def adapter_for(
+    experiment: Experiment,
+    task: Task,
+    confinement: Confinement | None = None,
+    harness_version: str | None = None,
+) -> HarnessAdapter:
+    """The experiment's harness, set up for one run of `task` (at `harness_version` if given)."""
     return make_adapter(
         experiment.harness,
         task,
@@ -205,6 +229,7 @@ def adapter_for(experiment: Experiment, task: Task, confinement: Confinement | N
         experiment.model,
         experiment.thinking,
         confinement,
+        harness_version,
     )
 
 
@@ -221,12 +246,15 @@ STOP_WAIT_S = 5.0
 def _attempt(ctx: RunContext, item: PlanItem, number: int, folder: Path) -> Attempt:
     """Attempt `number` of `item`, its artifacts in `folder`, as the steps see it."""
     task = ctx.tasks[item.task]
+    pins = ctx.pins[task.id]
+    if item.condition in ctx.harness_versions:
+        pins = pins.model_copy(update={"harness_version": ctx.harness_versions[item.condition]})
     return Attempt(
         ctx.experiment,
         item,
         task,
         ctx.conditions[item.condition],
-        ctx.pins[task.id],
+        pins,
         ctx.sandbox,
         number,
         folder,
@@ -248,7 +276,7 @@ def run_one(item: PlanItem, ctx: RunContext) -> tuple[dict, Path]:
     trail = Trail(stopping=ctx.stopping)
     run: AgentRun | None = None
     try:
-        adapter = adapter_for(exp, task, ctx.confinement)
+        adapter = adapter_for(exp, task, ctx.confinement, attempt.condition.harness_version)
         workspaces = ctx.runs_root / exp.name
         trail.enter("prepare")
         prepared = prepare(workspaces, item.run_id, number, ctx.fixture, task, attempt.condition, trail)

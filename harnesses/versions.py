@@ -1,0 +1,173 @@
+"""Other versions of a harness CLI than the pinned one, installed once from the npm registry.
+
+A condition may run its harness at another exact version (`harness_version`), e.g. to ask whether
+an upgrade changed anything. That version is installed with `npm install` into a folder of its own
+in a cache keyed by package and version, `<cache>/<package>@<version>/` (a `/` of a scoped package
+becomes `+`), with its `package-lock.json` kept beside `node_modules`, so the exact dependency tree
+that ran can be read later. The cache is `$RIG_HARNESS_CACHE`, else `$XDG_CACHE_HOME/rig/harnesses`,
+else `~/.cache/rig/harnesses`.
+
+An install is built in a temporary folder and renamed into place only once npm has succeeded and
+the package's own package.json says the version asked for, so a folder in the cache is always
+complete; a lock file serialises rigs installing the same version. npm runs with `--prefer-offline`
+(a published version never changes, so its cached metadata and tarballs are as good as the
+registry's) in an explicit environment: PATH, HOME, and the user's `npm_config_*` and proxy
+settings, nothing else of the rig's.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from harnesses.cli import CliNotFound
+from rig.models import EXACT_VERSION
+from rig.proc import BASE_PATH
+
+CACHE_ENV = "RIG_HARNESS_CACHE"
+MARKER = "rig-install.json"
+INSTALL_TIMEOUT_S = 900
+_PASSED = re.compile(r"^(npm_config_\w+|NPM_CONFIG_\w+|HTTPS?_PROXY|https?_proxy|NO_PROXY|no_proxy)$")
+
+
+class VersionInstallError(CliNotFound):
+    """A harness version that cannot be installed; the message names the cause and the fix."""
+
+
+def cache_root() -> Path:
+    """Where installed harness versions live (see the module docstring)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "rig" / "harnesses"
+
+
+def install_dir(package: str, version: str) -> Path:
+    """The cache folder of one version of one npm package."""
+    return cache_root() / f"{package.replace('/', '+')}@{version}"
+
+
+def installed_cli(package: str, version: str, binary: str) -> Path:
+    """The executable `binary` of an installed `package@version`; CliNotFound if it is not installed."""
+    folder = install_dir(package, version)
+    cli = folder / "node_modules" / ".bin" / binary
+    if not (folder / MARKER).is_file() or not cli.is_file():
+        raise CliNotFound(
+            f"{package}@{version} is not installed in {folder}: `rig run` installs the harness_version "
+            "a condition names before its first run"
+        )
+    return cli
+
+
+def install(package: str, version: str, binary: str, notify: Callable[[str], None] | None = None) -> Path:
+    """Install `package@version` into the cache unless it is there; return its executable `binary`.
+
+    `notify` is told once when an install starts (it takes a while). Raises VersionInstallError
+    with npm's own reason when the version does not exist, the registry cannot be reached, or the
+    package has no executable `binary`.
+    """
+    if not re.match(EXACT_VERSION, version):
+        raise VersionInstallError(
+            f"harness_version {version!r} is not an exact version; give one such as 1.2.3 "
+            f"(`npm view {package} versions` lists them)"
+        )
+    folder = install_dir(package, version)
+    try:
+        return installed_cli(package, version, binary)
+    except CliNotFound:
+        pass
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with FileLock(f"{folder}.lock", timeout=INSTALL_TIMEOUT_S):
+            try:
+                return installed_cli(package, version, binary)
+            except CliNotFound:
+                pass
+            if notify:
+                notify(f"installing {package}@{version} from the npm registry into {folder} (once)")
+            _install(package, version, binary, folder)
+    except Timeout:
+        raise VersionInstallError(
+            f"another rig has been installing {package}@{version} for {INSTALL_TIMEOUT_S} s; "
+            f"wait for it, or remove {folder}.lock if no rig is running"
+        ) from None
+    return installed_cli(package, version, binary)
+
+
+def _install(package: str, version: str, binary: str, folder: Path) -> None:
+    """Build the install in a temporary folder beside `folder`, then rename it into place."""
+    building = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        manifest = {"name": "rig-harness-version", "private": True, "dependencies": {package: version}}
+        (building / "package.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        command = ["npm", "install", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"]
+        try:
+            proc = subprocess.run(
+                command,
+                cwd=building,
+                env=npm_env(),
+                capture_output=True,
+                text=True,
+                timeout=INSTALL_TIMEOUT_S,
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            raise VersionInstallError(
+                f"npm install {package}@{version} did not finish within {INSTALL_TIMEOUT_S} s; "
+                "check that the npm registry is reachable"
+            ) from None
+        except FileNotFoundError:
+            raise VersionInstallError(
+                f"npm is not on PATH, so {package}@{version} cannot be installed; install node and npm"
+            ) from None
+        if proc.returncode != 0:
+            raise VersionInstallError(
+                f"npm install {package}@{version} failed ({_reason(proc.stderr or proc.stdout)}); check that "
+                f"the version exists (`npm view {package} versions`) and that the registry is reachable"
+            )
+        got = _package_version(building, package)
+        if got != version:
+            raise VersionInstallError(f"npm installed {package} {got!r}, not {version!r}; report this")
+        if not (building / "node_modules" / ".bin" / binary).is_file():
+            raise VersionInstallError(
+                f"{package}@{version} has no executable {binary!r}; pick another version"
+            )
+        marker = {"package": package, "version": version, "installed_at": datetime.now(UTC).isoformat()}
+        (building / MARKER).write_text(json.dumps(marker, indent=2) + "\n")
+        if folder.exists():
+            # A folder without the marker: an install interrupted before this one took the lock.
+            shutil.rmtree(folder)
+        building.rename(folder)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+
+
+def npm_env() -> dict[str, str]:
+    """npm's explicit environment: PATH with node's folder, HOME (npm's cache and .npmrc), and the
+    user's npm and proxy settings."""
+    node_dir = Path(shutil.which("node") or "/usr/bin/node").parent
+    env = {"PATH": f"{node_dir}:{BASE_PATH}", "HOME": str(Path.home()), "LANG": "C.UTF-8"}
+    env |= {name: value for name, value in os.environ.items() if _PASSED.match(name)}
+    return env
+
+
+def _package_version(folder: Path, package: str) -> str | None:
+    try:
+        data = json.loads((folder / "node_modules" / package / "package.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data.get("version") if isinstance(data, dict) else None
+
+
+def _reason(output: str) -> str:
+    """npm's error on one line: its `npm error` lines, joined, at most 300 characters."""
+    lines = [line.removeprefix("npm error").strip() for line in output.splitlines() if line.strip()]
+    said = " ".join(line for line in lines if line)
+    return (said[:300] + "...") if len(said) > 300 else (said or "no output")

@@ -9,7 +9,7 @@ from rig.models import DEFAULT_FILE_BYTES, DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTE
 from rig.proc import TOKEN_REAPER
 from rig.sandbox import resolve
 from rig.scratch import choose_scratch
-from rig.workspace import WorkspaceError, check_runs_root, default_runs_root
+from rig.workspace import WorkspaceError, check_agent_root, default_runs_root
 
 # Per network namespace, unlike /sys/class/net (which shows the namespace sysfs was mounted in).
 NET_DEV = Path("/proc/net/dev")
@@ -47,7 +47,7 @@ def _network() -> Protection:
 def _runs_root() -> Protection:
     root = default_runs_root()
     try:
-        check_runs_root(root)
+        check_agent_root(root)
     except WorkspaceError as exc:
         return Protection(name="runs root", active=False, detail=str(exc))
     return Protection(

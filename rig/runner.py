@@ -41,7 +41,7 @@ from rig.store import ResultsStore
 from rig.untrusted import remove_trees
 from rig.verify import default_pycache, forget_bytecode
 from rig.version import rig_version
-from rig.workspace import check_runs_root, tree_digest
+from rig.workspace import check_agent_root, tree_digest
 
 DESIGN_FILE = "experiment.json"
 
@@ -101,7 +101,7 @@ def make_context(
                     f"condition {condition.name!r}: skill {skill!r} has no SKILL.md under {repo_root}; "
                     "give a skill directory relative to the rig's repository"
                 )
-    check_runs_root(runs_root)
+    check_agent_root(runs_root)
     # Installed before anything else is made, so a version npm cannot install leaves nothing behind.
     installed = {
         c.name: install_version(experiment.harness, c.harness_version, notify)

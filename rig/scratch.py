@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rig.untrusted import remove_trees
-from rig.workspace import WorkspaceError, check_runs_root
+from rig.workspace import WorkspaceError, check_agent_root
 
 VERIFY_ROOT_VAR = "RIG_VERIFY_ROOT"
 VERIFY_ROOM_VAR = "RIG_VERIFY_ROOM_MIB"
@@ -163,7 +163,7 @@ def choose_scratch(workspaces: Path, results: Path, workers: int, keep_workspace
                 f"cannot create {root} ({VERIFY_ROOT_VAR}): {exc.strerror}; "
                 "set it to a directory you can write"
             ) from None
-        check_runs_root(root, VERIFY_ROOT_VAR)
+        check_agent_root(root, VERIFY_ROOT_VAR)
         folder = _folder(root, workspaces, results)
         if filesystem_type(root) in MEMORY_FS:
             return Scratch(folder, room_per_copy(root, workers), f"in memory (${VERIFY_ROOT_VAR})")
@@ -184,7 +184,7 @@ def choose_scratch(workspaces: Path, results: Path, workers: int, keep_workspace
     problem = _private_dir(root)
     if problem is None:
         try:
-            check_runs_root(root, VERIFY_ROOT_VAR)
+            check_agent_root(root, VERIFY_ROOT_VAR)
         except WorkspaceError as exc:
             problem = str(exc)
     if problem:

@@ -93,14 +93,15 @@ def default_runs_root() -> Path:
     return Path(cache) / "rig" / "runs"
 
 
-def check_runs_root(runs_root: Path, var: str = "RIG_RUNS_ROOT") -> None:
-    """Refuse a runs root inside a git repository or below an AGENTS.md/CLAUDE.md.
+def check_agent_root(folder: Path, var: str = "RIG_RUNS_ROOT") -> None:
+    """Refuse a folder agents work in or read from (the runs root, the verification copies) inside
+    a git repository or below an AGENTS.md/CLAUDE.md.
 
     Harnesses read context files from every ancestor directory (Pi up to `/`) and stop their
     search at a git root: either would leak another project's instructions into the run. `var`
     is the environment variable the error tells the user to set.
     """
-    root = runs_root.resolve()
+    root = folder.resolve()
     for directory in (root, *root.parents):
         for name in CONTEXT_FILES:
             if (directory / name).exists():

@@ -8,7 +8,7 @@ from rig.audit import toolchain_files
 from rig.models import DEFAULT_FILE_BYTES, DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES, Protection, SandboxStatus
 from rig.proc import TOKEN_REAPER
 from rig.sandbox import resolve
-from rig.scratch import choose_scratch
+from rig.scratch import verify_place
 from rig.workspace import WorkspaceError, check_agent_root, default_runs_root
 
 # Per network namespace, unlike /sys/class/net (which shows the namespace sysfs was mounted in).
@@ -57,16 +57,14 @@ def _runs_root() -> Protection:
 
 def _verification_copies() -> Protection:
     # Where a copy goes changes its speed, not what it protects: never reported inactive.
-    runs = default_runs_root()
     try:
-        # Any experiment's: the place depends on the machine, not on the experiment.
-        scratch = choose_scratch(runs / "experiment", runs / "results", workers=1)
+        place = verify_place(workers=1)
     except (OSError, WorkspaceError) as exc:
         return Protection(name="verification copies", active=False, detail=str(exc))
-    detail = f"{scratch.folder.parent}, {scratch.note}"
-    if scratch.room is not None:
+    detail = f"{place.root or default_runs_root()}, {place.note}"
+    if place.room is not None:
         detail += (
-            f": up to {scratch.room // _MIB} MiB per copy with one worker, less with more; "
+            f": up to {place.room // _MIB} MiB per copy with one worker, less with more; "
             "a larger copy is made on disk"
         )
     return Protection(name="verification copies", active=True, detail=detail)

@@ -135,7 +135,7 @@ def _private_dir(path: Path) -> str | None:
 
 def on_disk(workspaces: Path, why: str) -> Scratch:
     """Copies beside the experiment's workspaces, under the runs root, for the reason `why`."""
-    return Scratch(workspaces, None, f"beside the workspaces under the runs root ({why})")
+    return Scratch(workspaces, None, _beside(why).note)
 
 
 def _folder(root: Path, workspaces: Path, results: Path) -> Path:
@@ -145,9 +145,18 @@ def _folder(root: Path, workspaces: Path, results: Path) -> Path:
     return root / f"{workspaces.name}-{tag}"
 
 
-def choose_scratch(workspaces: Path, results: Path, workers: int, keep_workspaces: bool = False) -> Scratch:
-    """Where the verification copies of the experiment whose workspaces go in `workspaces` (under
-    the runs root) and whose records go in `results` are made.
+@dataclass(frozen=True)
+class Place:
+    """Where this machine puts verification copies: `root` (None: beside the workspaces, on the
+    runs root), the room of one copy there (None on a disk) and why it was chosen."""
+
+    root: Path | None
+    room: int | None
+    note: str
+
+
+def verify_place(workers: int, keep_workspaces: bool = False) -> Place:
+    """Where verification copies go on this machine, for `workers` runs in parallel.
 
     `$RIG_VERIFY_ROOT` if set (bounded per copy when it is a memory file system); else, for
     workspaces that are kept, beside them; else a private directory under /dev/shm when that is a
@@ -164,14 +173,13 @@ def choose_scratch(workspaces: Path, results: Path, workers: int, keep_workspace
                 "set it to a directory you can write"
             ) from None
         check_agent_root(root, VERIFY_ROOT_VAR)
-        folder = _folder(root, workspaces, results)
         if filesystem_type(root) in MEMORY_FS:
-            return Scratch(folder, room_per_copy(root, workers), f"in memory (${VERIFY_ROOT_VAR})")
-        return Scratch(folder, None, f"on disk (${VERIFY_ROOT_VAR})")
+            return Place(root, room_per_copy(root, workers), f"in memory (${VERIFY_ROOT_VAR})")
+        return Place(root, None, f"on disk (${VERIFY_ROOT_VAR})")
     if keep_workspaces:
-        return on_disk(workspaces, "workspaces are kept")
+        return _beside("workspaces are kept")
     if filesystem_type(SHM) not in MEMORY_FS:
-        return on_disk(workspaces, f"{SHM} is not a tmpfs")
+        return _beside(f"{SHM} is not a tmpfs")
     room = room_per_copy(SHM, workers)
     # A room the user chose is taken as it is; a share of free memory only if worth it.
     chosen_room = VERIFY_ROOM_VAR in os.environ
@@ -179,7 +187,7 @@ def choose_scratch(workspaces: Path, results: Path, workers: int, keep_workspace
         why = (
             f"${VERIFY_ROOM_VAR} is 0" if chosen_room else f"less than {MIN_ROOM // 2**20} MiB free per copy"
         )
-        return on_disk(workspaces, why)
+        return _beside(why)
     root = SHM / f"rig-{os.getuid()}"
     problem = _private_dir(root)
     if problem is None:
@@ -188,5 +196,19 @@ def choose_scratch(workspaces: Path, results: Path, workers: int, keep_workspace
         except WorkspaceError as exc:
             problem = str(exc)
     if problem:
-        return on_disk(workspaces, problem)
-    return Scratch(_folder(root, workspaces, results), room, "in memory")
+        return _beside(problem)
+    return Place(root, room, "in memory")
+
+
+def _beside(why: str) -> Place:
+    return Place(None, None, f"beside the workspaces under the runs root ({why})")
+
+
+def choose_scratch(workspaces: Path, results: Path, workers: int, keep_workspaces: bool = False) -> Scratch:
+    """Where the verification copies of the experiment whose workspaces go in `workspaces` (under
+    the runs root) and whose records go in `results` are made: in `verify_place`'s root, one
+    folder per experiment and results folder, or beside the workspaces."""
+    place = verify_place(workers, keep_workspaces)
+    if place.root is None:
+        return Scratch(workspaces, None, place.note)
+    return Scratch(_folder(place.root, workspaces, results), place.room, place.note)

@@ -15,7 +15,9 @@ Conditions are mapped onto what Claude Code reads, and `condition_mapping` says 
 - skills are copied to `CLAUDE_CONFIG_DIR/skills/<name>/`, where Claude Code lists them for its
   Skill tool; tools become `--tools=...` (`--allowedTools` only pre-approves tools, and with
   permissions bypassed it changes nothing the model sees); thinking becomes `--effort` (off:
-  thinking disabled through `--settings`).
+  thinking disabled through `--settings`, which a model that rejects disabled thinking, like
+  2.1.332's default claude-opus-5-5, ignores: the transcript shows what was sent, and the
+  mapping then says thinking was kept).
 
 Provider failures must end a run in seconds, not minutes: retries are off
 (CLAUDE_CODE_MAX_RETRIES=0) and API_TIMEOUT_MS bounds a request that never gets an answer. A
@@ -53,6 +55,8 @@ EFFORTS = ("low", "medium", "high", "xhigh", "max")
 EFFORT_ALIASES = {"minimal": "low"}
 THINKING_OFF = ("off", "none")
 THINKING_OFF_SETTINGS = '{"alwaysThinkingEnabled":false}'
+# Thinking types of a request without thinking (`none`: no thinking parameter at all).
+THINKING_NOT_SENT = ("disabled", "none")
 # Harness-neutral tool names (Pi's) to Claude Code's; other names pass through unchanged.
 TOOL_NAMES = {
     "bash": "Bash",
@@ -159,6 +163,13 @@ class ClaudeCodeHarness(CliHarness):
             lambda base_url: self._env(home, config, base_url, options),
         )
         saved = _save_transcript(config, session_id, run_dir / SESSION_NAME)
+        if thinking in THINKING_OFF:
+            kept = sorted({kind for kind in sent_thinking(saved) if kind not in THINKING_NOT_SENT})
+            # A model that rejects disabled thinking (2.1.332's default, claude-opus-5-5) gets
+            # adaptive thinking whatever the settings say: the record must not claim "off".
+            if kept:
+                mapping.append(f"thinking off not honoured: Claude Code sent thinking {', '.join(kept)}")
+                self.condition_mapping = "; ".join(m for m in mapping if m)
         return run.model_copy(update={"session_path": saved})
 
     def parse_session(self, run: AgentRun) -> Metrics:
@@ -212,6 +223,18 @@ def thinking_args(thinking: str) -> list[str]:
         known = ", ".join((*THINKING_OFF, *EFFORT_ALIASES, *EFFORTS))
         raise ValueError(f"claude-code has no thinking level {thinking!r}; use one of {known}")
     return ["--effort", effort]
+
+
+def sent_thinking(transcript: Path | None) -> list[str]:
+    """The thinking type (`adaptive`, `enabled`, `disabled`, or `none` when absent) of each model
+    request in the transcript, from its `api-request` records (2.1.332; 2.1.197 wrote none)."""
+    kinds = []
+    for record in read_jsonl(transcript):
+        if record.get("type") != "api-request" or not isinstance(record.get("params"), dict):
+            continue
+        thinking = record["params"].get("thinking")
+        kinds.append((_str(thinking.get("type")) or "none") if isinstance(thinking, dict) else "none")
+    return kinds
 
 
 def context_mapping(workdir: Path, config: Path) -> str | None:
@@ -327,8 +350,12 @@ def _add_block(
         entry.blocks.extend(b for b in content if isinstance(b, dict))
     synthetic = message.get("model") == SYNTHETIC_MODEL
     texts = [str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"]
-    if event.get("isApiErrorMessage") is True or (
-        synthetic and (event.get("error") or any(t.startswith(API_ERROR_PREFIX) for t in texts))
+    # The transcript says isApiErrorMessage; 2.1.332's stream says is_api_error_message, 2.1.197's
+    # stream said nothing but the synthetic model, an `error` and the text.
+    if (
+        event.get("isApiErrorMessage") is True
+        or event.get("is_api_error_message") is True
+        or (synthetic and (event.get("error") or any(t.startswith(API_ERROR_PREFIX) for t in texts)))
     ):
         entry.api_error = True
     usage = message.get("usage")
@@ -466,6 +493,11 @@ def _fold_usage(metrics: Metrics, session: Session) -> None:
         metrics.output_tokens += as_int(item.get("output_tokens"))
         metrics.cache_read_tokens += as_int(item.get("cache_read_input_tokens"))
         metrics.cache_write_tokens += as_int(item.get("cache_creation_input_tokens"))
+        # Thinking is a part of output_tokens (so not added to the total); 2.1.332 reports it, 2.1.197
+        # did not, and its runs keep 0.
+        details = item.get("output_tokens_details")
+        if isinstance(details, dict):
+            metrics.reasoning_tokens += as_int(details.get("thinking_tokens"))
     metrics.total_tokens = (
         metrics.input_tokens + metrics.output_tokens + metrics.cache_read_tokens + metrics.cache_write_tokens
     )

@@ -18,6 +18,7 @@ from harnesses.claude_code import (
     ClaudeCodeHarness,
     context_mapping,
     parse_files,
+    sent_thinking,
     thinking_args,
 )
 from harnesses.cli_harness import install_skill
@@ -30,12 +31,18 @@ from rig.models import AgentRun, Condition, Metrics, Provider, Task
 from rig.workspace import tree_digest
 
 DATA = Path(__file__).parent / "data" / "claude_code"
+# Captured with Claude Code 2.1.197: runs stored by the rig before the upgrade must still re-parse.
+OLD = DATA / "2.1.197"
+USAGE_KEYS = ("input", "output", "cache_read", "cache_write", "reasoning")
 # A line of the fixture's AGENTS.md that no other context file holds.
 AGENTS_MARK = "Endpoints need three pieces"
 SKILL = "tasks/t5_migration/skill"
 SKILL_NAME = "taskapp-migration"
-SOLUTION_USAGE = {"input": 1000, "output": 100, "cache_read": 500, "cache_write": 30}
+SOLUTION_USAGE = {"input": 1000, "output": 100, "cache_read": 500, "cache_write": 30, "reasoning": 20}
 CHECK_COMMAND = "python scripts/check.py"
+# A command that never returns in time. Not `sleep 600`: Claude Code 2.1.332 refuses a standalone
+# sleep before running it (a tool error), so the call would not hang.
+HANG = 'python3 -c "import time; time.sleep(600)"'
 
 
 def saved_run(folder: Path, *, stdout: bool = True, transcript: bool = True) -> AgentRun:
@@ -57,9 +64,7 @@ def ledger(run_dir: Path) -> tuple[dict[str, int], dict[str, int]]:
     entries = json.loads((run_dir / LEDGER_FILE).read_text())["ledger"]
     # Side requests are recorded as such ("side"), never as "served".
     served = [e for e in entries if e["outcome"] == "served"]
-    totals = {
-        key: sum(e["usage"][key] for e in served) for key in ("input", "output", "cache_read", "cache_write")
-    }
+    totals = {key: sum(e["usage"][key] for e in served) for key in USAGE_KEYS}
     tools: dict[str, int] = {}
     for entry in served:
         if entry["tool"]:
@@ -73,21 +78,17 @@ def parsed_usage(metrics: Metrics) -> dict[str, int]:
         "output": metrics.output_tokens,
         "cache_read": metrics.cache_read_tokens,
         "cache_write": metrics.cache_write_tokens,
+        "reasoning": metrics.reasoning_tokens,
     }
 
 
 # --- captured sessions ------------------------------------------------------------------------
 
 
-def test_success_session_parses_to_exact_metrics(task):
-    folder = DATA / "success"
-    harness = ClaudeCodeHarness(task, Provider(), None, None, 30)
-    run = saved_run(folder)
-    metrics = harness.parse_session(run)
-
-    patch = (task.solution_patch).read_text()
-    assert metrics == Metrics(
-        model="claude-opus-4-8",
+def expected_success(patch: str, **changes: object) -> Metrics:
+    """The metrics of the captured `success` run; the versions differ only in what `changes` says."""
+    metrics = Metrics(
+        model="claude-opus-5-5",
         thinking_level="medium",
         assistant_messages=4,
         tool_calls=3,
@@ -97,9 +98,10 @@ def test_success_session_parses_to_exact_metrics(task):
         output_tokens=400,
         cache_read_tokens=2000,
         cache_write_tokens=120,
-        reasoning_tokens=0,
+        # 20 per response, inside output_tokens (so not in the total).
+        reasoning_tokens=80,
         total_tokens=6520,
-        cost_usd=0.03175,
+        cost_usd=0.025,
         cost_source="harness",
         stop_reasons=["tool_use", "tool_use", "tool_use", "end_turn"],
         error_messages=[],
@@ -117,17 +119,35 @@ def test_success_session_parses_to_exact_metrics(task):
         read_skill=False,
         final_text="Done: the change is applied and checked.",
     )
+    return metrics.model_copy(update=changes)
+
+
+# 2.1.197 had another default model (priced differently) and reported no thinking tokens; the mock
+# served none then.
+OLD_SUCCESS = {"model": "claude-opus-4-8", "reasoning_tokens": 0, "cost_usd": 0.03175}
+
+
+@pytest.mark.parametrize(("folder", "changes"), [(DATA, {}), (OLD, OLD_SUCCESS)], ids=["2.1.332", "2.1.197"])
+def test_success_session_parses_to_exact_metrics(task, folder, changes):
+    harness = ClaudeCodeHarness(task, Provider(), None, None, 30)
+    run = saved_run(folder / "success")
+    metrics = harness.parse_session(run)
+
+    assert metrics == expected_success(task.solution_patch.read_text(), **changes)
     assert harness.infra_signature(run, metrics) is None
     assert not classify(run, metrics, None, 30).is_infra
     # What Claude Code reported equals what the mock served.
-    totals, tools = ledger(folder)
+    totals, tools = ledger(folder / "success")
     assert parsed_usage(metrics) == totals
     assert metrics.tool_calls_by_name == tools
 
 
-def test_api_error_session_is_an_infrastructure_failure(task):
+@pytest.mark.parametrize(
+    ("folder", "model"), [(DATA, "claude-opus-5-5"), (OLD, "claude-opus-4-8[1m]")], ids=["2.1.332", "2.1.197"]
+)
+def test_api_error_session_is_an_infrastructure_failure(task, folder, model):
     harness = ClaudeCodeHarness(task, Provider(), None, None, 30)
-    run = saved_run(DATA / "api_error").model_copy(update={"exit_code": 1})
+    run = saved_run(folder / "api_error").model_copy(update={"exit_code": 1})
     metrics = harness.parse_session(run)
 
     assert metrics.assistant_messages == 1 and metrics.tool_calls == 0
@@ -138,15 +158,16 @@ def test_api_error_session_is_an_infrastructure_failure(task):
     assert metrics.total_tokens == 0 and metrics.cost_usd == 0.0 and metrics.cost_source == "harness"
     assert metrics.final_text is None
     # No real response: the model named is the one Claude Code was started with.
-    assert metrics.model == "claude-opus-4-8[1m]"
+    assert metrics.model == model
     assert harness.infra_signature(run, metrics) == INFRA_SIGNATURE
     verdict = classify(run, metrics, harness.infra_signature(run, metrics), 30)
     assert verdict.is_infra and verdict.rule == INFRA_SIGNATURE
 
 
-def test_retried_request_counts_as_a_transport_failure_of_a_scored_run(task):
+@pytest.mark.parametrize("folder", [DATA, OLD], ids=["2.1.332", "2.1.197"])
+def test_retried_request_counts_as_a_transport_failure_of_a_scored_run(task, folder):
     harness = ClaudeCodeHarness(task, Provider(), None, None, 30)
-    run = saved_run(DATA / "retry")
+    run = saved_run(folder / "retry")
     metrics = harness.parse_session(run)
 
     assert metrics.transport_failures == 1
@@ -154,8 +175,31 @@ def test_retried_request_counts_as_a_transport_failure_of_a_scored_run(task):
     assert metrics.tool_calls_by_name == {"Read": 1}
     assert metrics.final_text == "Nothing to change."
     assert harness.infra_signature(run, metrics) is None
-    totals, tools = ledger(DATA / "retry")
+    totals, tools = ledger(folder / "retry")
     assert parsed_usage(metrics) == totals and metrics.tool_calls_by_name == tools
+
+
+def test_an_api_error_message_is_known_by_its_flag_alone(task, tmp_path):
+    """2.1.332 flags an API-error message in the stream (`is_api_error_message`): a reworded error
+    text or another model name does not hide a provider failure the conversation ended with."""
+    lines = []
+    for line in (DATA / "api_error" / "stdout.log").read_text().splitlines():
+        event = json.loads(line)
+        if event["type"] == "assistant":
+            event.pop("error")
+            event["message"]["model"] = "claude-opus-5-5"
+            event["message"]["content"] = [{"type": "text", "text": "Provider unavailable."}]
+        if event["type"] == "result":
+            event.update(subtype="error_during_execution")
+        lines.append(json.dumps(event) + "\n")
+    stdout = tmp_path / "stdout.log"
+    stdout.write_text("".join(lines))
+    harness = ClaudeCodeHarness(task, Provider(), None, None, 30)
+    run = saved_run(DATA / "api_error").model_copy(update={"stdout_path": stdout, "session_path": None})
+    metrics = harness.parse_session(run)
+
+    assert metrics.stop_reasons == ["error"] and metrics.transport_failures == 1
+    assert harness.infra_signature(run, metrics) == INFRA_SIGNATURE
 
 
 def test_an_api_error_recovered_from_is_counted_but_scored(task, tmp_path):
@@ -178,8 +222,9 @@ def test_an_api_error_recovered_from_is_counted_but_scored(task, tmp_path):
     assert not classify(run, metrics, None, 30).is_infra
 
 
-def test_either_file_alone_gives_the_same_counts(task):
-    folder = DATA / "success"
+@pytest.mark.parametrize("folder", [DATA, OLD], ids=["2.1.332", "2.1.197"])
+def test_either_file_alone_gives_the_same_counts(task, folder):
+    folder = folder / "success"
     full = parse_files(folder / "stdout.log", folder / "session.jsonl", [])
     stream_only = parse_files(folder / "stdout.log", None, [])
     transcript_only = parse_files(None, folder / "session.jsonl", [])
@@ -259,6 +304,32 @@ def test_thinking_levels_map_to_claude_options(level, args):
     assert thinking_args(level) == args
 
 
+def test_the_transcript_tells_what_thinking_was_sent():
+    # --effort medium on the default model: adaptive thinking on each of the four requests.
+    assert sent_thinking(DATA / "success" / "session.jsonl") == ["adaptive"] * 4
+    # 2.1.197 kept no record of its requests.
+    assert sent_thinking(OLD / "success" / "session.jsonl") == []
+    assert sent_thinking(None) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("model", "kept"), [(None, True), ("claude-opus-4-8", False)], ids=["default_model", "opus_4_8"]
+)
+def test_thinking_off_is_recorded_as_kept_when_the_model_rejects_it(workspace, task, tmp_path, model, kept):
+    """The default model of 2.1.332 cannot have thinking disabled: Claude Code sends adaptive thinking."""
+    harness = ClaudeCodeHarness(task, Provider(kind="mock"), model, "off", 30)
+    condition = Condition(name="test", harness_options={"mock_policy": "nothing"})
+    run = harness.run(workspace, task.spec.prompt, condition, tmp_path / "run", 120)
+
+    assert run.exit_code == 0 and harness.parse_session(run).thinking_level == "off"
+    assert sent_thinking(run.session_path) == (["adaptive"] * 2 if kept else ["disabled"] * 2)
+    assert harness.condition_mapping is not None
+    assert (
+        "thinking off not honoured: Claude Code sent thinking adaptive" in harness.condition_mapping
+    ) is kept
+
+
 def test_unknown_thinking_level_is_refused_before_running(task):
     with pytest.raises(ValueError, match="no thinking level 'turbo'"):
         ClaudeCodeHarness(task, Provider(), None, "turbo", 30)
@@ -313,10 +384,34 @@ def test_protocol_streams_a_tool_call_with_the_usage_given():
     }
     assert events[1]["content_block"] == {"type": "tool_use", "id": "toolu_r1", "name": "Read", "input": {}}
     assert json.loads(events[2]["delta"]["partial_json"]) == {"file_path": "/w/ork/README.md"}
-    assert events[4]["delta"]["stop_reason"] == "tool_use" and events[4]["usage"] == {"output_tokens": 22}
+    assert events[4]["delta"]["stop_reason"] == "tool_use"
+    assert events[4]["usage"] == {"output_tokens": 22, "output_tokens_details": {"thinking_tokens": 5}}
     assert protocol.tool_call(Step("shell", command="ls"), MAIN_REQUEST).name == "Bash"
     assert protocol.tool_call(Step("write", path="x", content="y"), MAIN_REQUEST).name == "Write"
     assert protocol.tool_call(Step("final", text="t"), MAIN_REQUEST) is None
+
+
+def test_protocol_finds_the_working_directory_in_a_system_message():
+    """Claude Code 2.1.332 states its environment in a system message, not in the system prompt."""
+    request = {
+        **MAIN_REQUEST,
+        "system": [{"type": "text", "text": "You are a Claude agent."}],
+        "messages": [
+            {"role": "user", "content": "Working directory: /from/the/user"},
+            {
+                "role": "system",
+                "content": [
+                    {"type": "text", "text": "# Environment\n - Primary working directory: /w/ork\n"}
+                ],
+            },
+        ],
+    }
+    protocol = AnthropicMessages(MOCK_TOOLS)
+    call = protocol.tool_call(Step("read", path="README.md"), request)
+    assert call is not None and call.arguments == {"file_path": "/w/ork/README.md"}
+    # Without tools, a request that states no working directory is a side request; one that does is not.
+    assert not protocol.is_side_request({**request, "tools": []})
+    assert protocol.is_side_request({**request, "tools": [], "messages": request["messages"][:1]})
 
 
 def test_protocol_answers_non_streaming_requests():
@@ -479,11 +574,11 @@ def test_provider_failures_are_infrastructure_within_seconds(
 
 @pytest.mark.slow
 def test_a_tool_that_never_returns_is_the_agents_hang(workspace, task, tmp_path):
-    """`sleep 600` in the Bash tool: silence inside a tool call, which the stream shows pending."""
-    options = {"mock_policy": "commands", "commands": ["sleep 600"]}
+    """A ten-minute sleep in the Bash tool: silence inside a tool call, which the stream shows pending."""
+    options = {"mock_policy": "commands", "commands": [HANG]}
     harness, run, metrics = run_claude(task, workspace, tmp_path / "run", options, stall_s=5, timeout=90)
 
-    assert run.stalled and metrics.bash_commands == ["sleep 600"]
+    assert run.stalled and metrics.bash_commands == [HANG]
     assert harness.tool_pending(run) is True
     assert not classify(run, metrics, harness.infra_signature(run, metrics), 5, tool_pending=True).is_infra
 
@@ -573,7 +668,10 @@ def test_condition_reaches_the_model(workspace, task, tmp_path, monkeypatch, age
         assert harness.condition_mapping.startswith("AGENTS.md imported via CLAUDE_CONFIG_DIR/CLAUDE.md")
         assert f"skills installed in CLAUDE_CONFIG_DIR/skills: {SKILL_NAME}" in harness.condition_mapping
         assert "tools: --tools=Bash,Read,Edit,Write,Skill" in harness.condition_mapping
-        assert sorted(t["name"] for t in request["tools"]) == ["Bash", "Edit", "Read", "Skill", "Write"]
+        # A deferred tool (`defer_loading`) stays out of the model's context until it searches for it;
+        # 2.1.332 always adds one, a placeholder that keeps deferred loading on.
+        offered = sorted(t["name"] for t in request["tools"] if not t.get("defer_loading"))
+        assert offered == ["Bash", "Edit", "Read", "Skill", "Write"]
         assert "Add or change a field on a taskapp model" in json.dumps(request["messages"])
         assert request["output_config"]["effort"] == "low" and metrics.thinking_level == "low"
     else:

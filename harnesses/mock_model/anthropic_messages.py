@@ -2,7 +2,8 @@
 
 A tool step becomes a `tool_use` block whose name and input come from the harness's tool map (a
 JSON object: Anthropic has no free-form tools); `final` becomes a text block. The map gets the
-working directory the system prompt states ("Primary working directory: ..."), or None.
+working directory the request states ("Primary working directory: ..."), or None: Claude Code
+2.1.197 states it in the system prompt, 2.1.332 in a `role: "system"` message of the conversation.
 
 Usage maps one to one onto Claude Code's own accounting, so its `result.usage` (summed over the
 responses) equals the sum of the `Usage` served:
@@ -13,10 +14,13 @@ responses) equals the sum of the `Usage` served:
 | cache_read   | `cache_read_input_tokens`                                     |
 | cache_write  | `cache_creation_input_tokens`                                 |
 | output       | `output_tokens` (in `message_delta`; `message_start` says 0)  |
-| reasoning    | not reported: Anthropic counts thinking inside output_tokens  |
+| reasoning    | `output_tokens_details.thinking_tokens` (in `message_delta`), |
+|              | a part of output_tokens, as Anthropic counts thinking         |
 
-Requests that are not the main conversation (no tools and no working directory in the system
-prompt: a title, summary or quota check) are side requests (`is_side_request`): the server answers
+Claude Code 2.1.332 passes `thinking_tokens` on to its transcript and `result.usage`; 2.1.197 drops it.
+
+Requests that are not the main conversation (no tools and no working directory in the request:
+a title, summary or quota check) are side requests (`is_side_request`): the server answers
 them with a plain text and zero usage and records them as such; their turn is `SIDE_TURN`.
 """
 
@@ -58,7 +62,7 @@ class AnthropicMessages:
         return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
 
     def tool_call(self, step: Step, request: dict) -> ToolCall | None:
-        """The tool map's call for a step, given the system prompt's working directory; None for final."""
+        """The tool map's call for a step, given the request's working directory; None for final."""
         return self.tools.call(step, _cwd(request))
 
     def content_type(self, request: dict) -> str:
@@ -100,7 +104,7 @@ class AnthropicMessages:
                 **message,
                 "content": [block],
                 "stop_reason": stop_reason,
-                "usage": {**start_usage, "output_tokens": usage.output},
+                "usage": {**start_usage, **_output_usage(usage)},
             }
             return [json.dumps(final).encode()]
         out = [_event("message_start", {"message": message})]
@@ -119,7 +123,7 @@ class AnthropicMessages:
                 "message_delta",
                 {
                     "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                    "usage": {"output_tokens": usage.output},
+                    "usage": _output_usage(usage),
                 },
             )
         )
@@ -134,10 +138,16 @@ class AnthropicMessages:
     def is_side_request(self, request: dict) -> bool:
         """Whether a request is outside the agent's conversation: no tools and no working directory.
 
-        Claude Code's agent loop always states its working directory in the system prompt, even
-        with every tool disabled; helper calls (titles, summaries, quota checks) do not.
+        Claude Code's agent loop always states its working directory (in the system prompt or a
+        system message), even with every tool disabled; helper calls (titles, summaries, quota
+        checks) do not.
         """
         return not request.get("tools") and _cwd(request) is None
+
+
+def _output_usage(usage: Usage) -> dict:
+    """The output part of a response's final usage: output tokens, thinking among them."""
+    return {"output_tokens": usage.output, "output_tokens_details": {"thinking_tokens": usage.reasoning}}
 
 
 def _event(kind: str, data: dict) -> bytes:
@@ -145,14 +155,24 @@ def _event(kind: str, data: dict) -> bytes:
 
 
 def _cwd(request: dict) -> str | None:
-    """The working directory the system prompt states, if any."""
-    system = request.get("system")
-    if isinstance(system, str):
-        texts = [system]
-    else:
-        texts = [str(b.get("text", "")) for b in system or [] if isinstance(b, dict)]
+    """The working directory the system prompt, or a system message of the conversation, states."""
+    texts = _texts(request.get("system"))
+    for message in request.get("messages") or []:
+        # Claude Code 2.1.332 moved its environment section out of the system prompt into a
+        # system-role message; a user message may quote anything, so only system messages count.
+        if isinstance(message, dict) and message.get("role") == "system":
+            texts += _texts(message.get("content"))
     for text in texts:
         match = _CWD_LINE.search(text)
         if match:
             return match.group(1)
     return None
+
+
+def _texts(content: object) -> list[str]:
+    """The texts of a system prompt or message content: a string, or a list of text blocks."""
+    if isinstance(content, str):
+        return [content]
+    if isinstance(content, list):
+        return [str(b.get("text", "")) for b in content if isinstance(b, dict)]
+    return []

@@ -55,6 +55,11 @@ def _path_variants(path: Path) -> list[str]:
     return variants
 
 
+def _dashed(path: str) -> str:
+    """`path` as tools spell it in a folder name: every character but letters and digits a "-"."""
+    return re.sub(r"[^A-Za-z0-9]", "-", path)
+
+
 def _build(
     paths: Iterable[tuple[str, str]], names: Iterable[tuple[str, str, bool]], as_bytes: bool
 ) -> tuple[re.Pattern[Any] | None, re.Pattern[Any]]:
@@ -68,8 +73,11 @@ def _build(
     ordered = sorted({p for p, _ in paths}, key=lambda p: (-len(p), p))
     path_re = None
     if ordered:
-        alternatives = "|".join(re.escape(p) for p in ordered)
-        path_re = re.compile(enc(f"(?:{alternatives}){_AFTER}"))
+        spelled = "|".join(re.escape(p) for p in ordered if not p.startswith("-"))
+        # A dashed path goes on with a "-" before the next name, as a path does with a "/".
+        dashed = "|".join(re.escape(p) for p in ordered if p.startswith("-"))
+        pattern = f"(?:{spelled}){_AFTER}" + (f"|(?:{dashed})(?![A-Za-z0-9_])" if dashed else "")
+        path_re = re.compile(enc(pattern))
     # Placeholders match first and are put back unchanged, so a user named "user" or "HOME" never
     # turns "<user>" into "<<user>>": this is what makes redaction idempotent.
     parts = ["(?P<keep>" + "|".join(re.escape(p) for p in PLACEHOLDERS) + ")"]
@@ -149,6 +157,10 @@ class Redactor:
         for root, placeholder in roots:
             if root is not None:
                 paths.extend((variant, placeholder) for variant in _path_variants(Path(root)))
+        # Tools name folders after a path with every other character made a "-" (Claude Code's
+        # projects/-home-alice--cache-rig-runs-...): the user name would stand there unredacted.
+        # A one-name path ("/root") dashed is too common a word to replace.
+        paths.extend((_dashed(path), placeholder) for path, placeholder in list(paths) if path.count("/") > 1)
         names: list[tuple[str, str, bool]] = [(user, "<user>", False)]
         hosts = [host]
         short = host.split(".", 1)[0]

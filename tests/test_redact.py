@@ -47,6 +47,26 @@ def test_text_redacts_everything(machine: dict[str, Path], redactor: Redactor) -
         assert secret not in out
 
 
+def test_paths_spelled_as_folder_names_are_redacted(machine: dict[str, Path], redactor: Redactor) -> None:
+    # Claude Code keeps a project's files in projects/<its path, every other character a "->/.
+    home, runs = machine["home"], machine["runs"]
+    dashed_runs = "".join(c if c.isalnum() else "-" for c in str(runs))
+    dashed_home = "".join(c if c.isalnum() else "-" for c in str(home))
+    s = (
+        f"memory at {home}/.claude/projects/{dashed_runs}-exp-t1-work/memory/\n"
+        f"projects/{dashed_home}-src-app/\n"
+        f"not the user: {dashed_home}x\n"
+    )
+    out = redactor.text(s)
+    assert out == (
+        "memory at <HOME>/.claude/projects/<RUNS>-exp-t1-work/memory/\n"
+        "projects/<HOME>-src-app/\n"
+        f"not the user: {dashed_home}x\n"
+    )
+    assert redactor.text(out) == out
+    assert redactor.data(s.encode()) == out.encode()
+
+
 def test_runs_wins_over_home(machine: dict[str, Path], redactor: Redactor) -> None:
     path = machine["runs"] / "x" / "stdout.txt"
     assert redactor.text(str(path)) == "<RUNS>/x/stdout.txt"

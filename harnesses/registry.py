@@ -31,6 +31,7 @@ BUILTIN = {
     "pi": "harnesses.pi:PiHarness",
     "claude-code": "harnesses.claude_code:ClaudeCodeHarness",
     "codex": "harnesses.codex:CodexHarness",
+    "gemini": "harnesses.gemini:GeminiHarness",
 }
 
 

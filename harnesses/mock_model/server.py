@@ -9,9 +9,15 @@ Side requests are those a harness sends besides its agent loop (a title, a summa
 check): they are answered with a short text and no usage, and the ledger records them with the
 outcome `side`, so that every reader comparing `served` entries with parsed metrics leaves them
 out. They count for no fault's `first_n` either: a fault on the first n requests hits the agent's.
+
+A protocol's `path` is matched exactly, or is a pattern whose `{name}` placeholders each stand for
+a run of characters other than `/` and `:` (an API that names the model in the path and the method
+after a colon, `/v1beta/models/{model}:{method}`); the server hands the values to the protocol in
+the request, under `PATH_PARAMS`.
 """
 
 import json
+import re
 import threading
 from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,6 +31,9 @@ Outcome = Literal["served", "side", "http_error", "silence", "never_answer", "cu
 # What a side request gets: a plain answer that calls no tool (and no usage, see NO_USAGE).
 SIDE_TEXT = "OK"
 SIDE_STEP = Step("final", text=SIDE_TEXT)
+# The request key holding a pattern path's placeholder values (see the module docstring).
+PATH_PARAMS = "_path"
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 
 @dataclass(frozen=True)
@@ -78,7 +87,7 @@ class LedgerEntry:
 
 class WireProtocol(Protocol):
     name: str
-    path: str
+    path: str  # exact, or a pattern with `{name}` placeholders (see the module docstring)
 
     def turn(self, request: dict) -> int:
         """How many model responses the conversation in `request` already contains."""
@@ -124,7 +133,8 @@ class MockModelServer:
     listen_port: int = 0
 
     def __post_init__(self) -> None:
-        self._routes = {p.path: p for p in self.protocols}
+        self._routes = {p.path: p for p in self.protocols if not _PLACEHOLDER.search(p.path)}
+        self._patterns = [(_path_pattern(p.path), p) for p in self.protocols if _PLACEHOLDER.search(p.path)]
         self._lock = threading.Lock()
         self._requests = 0
         self._side_requests = 0
@@ -190,6 +200,16 @@ class MockModelServer:
                 counts[entry.tool] = counts.get(entry.tool, 0) + 1
         return counts
 
+    def route(self, path: str) -> tuple[WireProtocol, dict[str, str]] | None:
+        """The protocol serving `path` (without its query) and its placeholder values, if any serves it."""
+        if path in self._routes:
+            return self._routes[path], {}
+        for pattern, protocol in self._patterns:
+            match = pattern.fullmatch(path)
+            if match:
+                return protocol, match.groupdict()
+        return None
+
     def is_side_request(self, protocol: WireProtocol, request: dict, text: str) -> bool:
         """Whether a request is outside the agent's conversation: the protocol says so, or a
         context-sensitive policy's task prompt is not in it (`text`, see `request_text`)."""
@@ -224,6 +244,15 @@ class MockModelServer:
             self.ledger.append(entry)
 
 
+def _path_pattern(path: str) -> re.Pattern[str]:
+    """A path pattern as a regular expression: each `{name}` a named group of characters but `/` and `:`."""
+    parts = _PLACEHOLDER.split(path)
+    # split() alternates literal text and placeholder names.
+    return re.compile(
+        "".join(re.escape(part) if i % 2 == 0 else f"(?P<{part}>[^/:]+)" for i, part in enumerate(parts))
+    )
+
+
 def request_text(request: object) -> str:
     """Every string of a parsed request body, one per line: the text a model would read, with no
     JSON escapes in the way of a search for the prompt or a context file's words."""
@@ -251,16 +280,19 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
         do_GET = do_HEAD = _not_found
 
         def do_POST(self) -> None:
-            protocol = server._routes.get(self.path.split("?", 1)[0])
+            route = server.route(self.path.split("?", 1)[0])
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
-            if protocol is None:
+            if route is None:
                 self._not_found()
                 return
+            protocol, params = route
             try:
                 request = json.loads(body or b"{}")
             except ValueError:
                 request = {}
+            if params:
+                request = {**(request if isinstance(request, dict) else {}), PATH_PARAMS: params}
             text = request_text(request)
             side = server.is_side_request(protocol, request, text)
             index = server._next_request_index(side)

@@ -1,4 +1,4 @@
-"""The base class of the real CLI adapters (pi, claude_code, codex): what every one of them shares.
+"""The base class of the adapters of npm-installed CLIs: what every one of them shares.
 
 `CliHarness` holds the settings an adapter is made with, the pinned CLI and its version, the
 provider branch (a mock model server for this run, or the real provider), the explicit environment

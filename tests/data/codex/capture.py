@@ -19,7 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from harnesses import codex
+from harnesses import cli_harness, codex
 from harnesses.mock_model.policy import Policy, Step, do_nothing, patch_command, replay_patch
 from harnesses.mock_model.server import Faults, MockModelServer, Usage, WireProtocol
 from harnesses.mock_model.session import LEDGER_FILE
@@ -117,7 +117,8 @@ def main() -> None:
             workdir = copy_fixture(FIXTURE_DIR, scratch / name / "work")
             apply_patch(workdir, task.setup_patch)
             run_dir = scratch / name / "run"
-            codex.mock_model = serving(policy, faults, down)  # type: ignore[assignment]
+            # The base class starts the mock for every adapter: the case's server replaces it there.
+            cli_harness.mock_model = serving(policy, faults, down)  # type: ignore[assignment]
             harness = RetryingHarness(task, retries)
             run = harness.run(workdir, task.spec.prompt, Condition(name=name), run_dir, 120)
             print(f"{name}: exit {run.exit_code}, {run.wall_s:.1f}s")

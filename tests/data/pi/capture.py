@@ -3,7 +3,7 @@
     .ci/isolated .venv/bin/python tests/data/pi/capture.py
 
 Each case runs PiHarness.run for t1_fix_pagination with CI=true in the parent's environment, the
-mock serving `USAGE` on every response with its own policy and faults (the adapter's mock_model is
+mock serving `USAGE` on every response with its own policy and faults (the base class's mock_model is
 swapped for one serving them), then saves session.jsonl, stdout.log, stderr.log and the mock's
 ledger, redacted (<RUNS>, <REPO>, <HOME>, <user>, <host>). The retry cases turn Pi's own retries
 on (2 retries, 50 ms base delay) to record its auto_retry events; the adapter turns them off.
@@ -23,6 +23,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import harnesses.pi as pi  # noqa: E402
+from harnesses import cli_harness  # noqa: E402
 from harnesses.mock_model.policy import Policy, Step, patch_command  # noqa: E402
 from harnesses.mock_model.server import Faults, MockModelServer, Usage, WireProtocol  # noqa: E402
 from rig.models import Condition, Provider  # noqa: E402
@@ -73,7 +74,9 @@ def capture(case: str, root: Path, redactor: Redactor) -> None:
             (run_dir / "mock-ledger.json").write_text(json.dumps(ledger, indent=2) + "\n")
 
     default_settings = pi.settings
-    pi.mock_model = serve  # type: ignore[assignment]
+    # The base class starts the mock for every adapter: the case's server replaces it there.
+    default_mock = cli_harness.mock_model
+    cli_harness.mock_model = serve  # type: ignore[assignment]
     if settings is not None:
         pi.settings = lambda _ms: settings  # type: ignore[assignment]
     try:
@@ -83,6 +86,7 @@ def capture(case: str, root: Path, redactor: Redactor) -> None:
         run = harness.run(work, TASK.spec.prompt, Condition(name=case), root / case / "run", 120)
     finally:
         pi.settings = default_settings
+        cli_harness.mock_model = default_mock
     metrics = harness.parse_session(run)
     print(case, run.exit_code, run.wall_s, harness.infra_signature(run, metrics), metrics.stop_reasons)
     out = DEST / case

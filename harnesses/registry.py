@@ -32,6 +32,7 @@ BUILTIN = {
     "claude-code": "harnesses.claude_code:ClaudeCodeHarness",
     "codex": "harnesses.codex:CodexHarness",
     "gemini": "harnesses.gemini:GeminiHarness",
+    "opencode": "harnesses.opencode:OpenCodeHarness",
 }
 
 

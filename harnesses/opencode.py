@@ -1,0 +1,553 @@
+"""The OpenCode adapter: `opencode run --format json` (opencode-ai) with its own HOME, XDG dirs and config.
+
+Isolation: every run gets `run_dir/home` (HOME), `run_dir/xdg/{config,data,cache,state}` (the XDG
+dirs, where OpenCode keeps its global config, SQLite database, log and caches) and
+`run_dir/opencode-config` (OPENCODE_CONFIG_DIR) holding only the `opencode.json` written here and
+the condition's skills; the environment is built from nothing (`cli.base_env`). OpenCode also reads
+`opencode.json` and `.opencode/` from the workspace up to its git root: the workspace is the agent's
+(the rig makes it a git repository, so the search stops there). `OPENCODE_DISABLE_PROJECT_CONFIG`
+would stop that search too, but it also stops the workspace AGENTS.md, so it stays unset.
+
+Nothing reaches the network but the provider: `share: "disabled"` (and OPENCODE_DISABLE_SHARE),
+`autoupdate: false` (and OPENCODE_DISABLE_AUTOUPDATE), no models.dev catalogue fetch for the mock
+(OPENCODE_DISABLE_MODELS_FETCH: the mock's provider and model are defined in full here), no default
+or external plugins (OPENCODE_DISABLE_DEFAULT_PLUGINS, `--pure`), no LSP servers or formatters
+(`lsp: false`, `formatter: false`, OPENCODE_DISABLE_LSP_DOWNLOAD), no Claude Code fallbacks
+(OPENCODE_DISABLE_CLAUDE_CODE: no `~/.claude/CLAUDE.md`, workspace CLAUDE.md or `~/.claude` skills)
+and no external skill scans (OPENCODE_DISABLE_EXTERNAL_SKILLS). `snapshot: false`: OpenCode's undo
+snapshots (a second git repository of the workspace, updated every step) serve no purpose here.
+`--title` names the session, which spares the model request OpenCode otherwise makes for a title.
+At start-up OpenCode also installs `@opencode-ai/plugin` from the npm registry into every config
+dir, in the background, unless the dir already has `node_modules` and a `package-lock.json` whose
+root depends on it: each config dir gets that empty stand-in (`pin_plugin_dependency`), so no run
+fetches anything (OpenCode needs the package only for the user's own plugins, and there are none).
+Every permission is `allow`, so tools run headless without asking.
+
+Provider (`opencode.json` `provider`):
+- `kind = "mock"`: a provider `mock` (`@ai-sdk/openai-compatible`, OpenAI Chat Completions) at the
+  mock's base URL + `/v1`, with one model (`model`, default `mock-model`) priced like a mid-range
+  model (`cost`, USD per million tokens) so OpenCode computes a cost.
+- `kind = "real"` with `base_url`: an OpenAI-compatible provider `provider.name` at that URL.
+  Without `base_url`: OpenCode's built-in provider `provider.name` (its models.dev catalogue is then
+  fetched). The key is `{env:<api_key_env>}` in the provider's options: it never appears on the
+  command line or in a file. The model is `provider.name/model`.
+Each provider request waits at most `provider_timeout_ms` (harness_options, default 30 s) for
+response headers and between stream chunks. OpenCode 1.18.33 has no setting for its own retries:
+it retries a failed request (HTTP 5xx, 429, connection errors, timeouts) 5 times, 2 s to 30 s apart,
+so a dead or erroring provider ends the run after about 60-75 s with an `error` event, or the rig's
+silence watchdog ends it first.
+
+Conditions: AGENTS.md is a workspace overlay OpenCode reads natively (from the cwd up to the git
+root; the config dir holds none). Each skill of `condition.skills` is copied into
+`opencode-config/skills/<name>`, which OpenCode's `skill` tool lists. `condition.tools` (OpenCode's
+tool names) becomes permission `deny` for every other known tool, which leaves it out of requests.
+The thinking level becomes `--variant` (OpenCode's reasoning-effort variants; the model is declared
+as reasoning).
+
+Logs: stdout.log is the `--format json` event stream (step_start, tool_use, text, step_finish,
+error). OpenCode keeps the session in a SQLite database (`$XDG_DATA_HOME/opencode/opencode.db`);
+after the run its session, messages and parts are exported to `run_dir/session.json` (the shape of
+`opencode export`), its log is copied to `run_dir/opencode.log` (one `stream error` line per failed
+request) and the data dir is removed. `parse_session` reads those files and stdout.log only.
+"""
+
+import json
+import shutil
+import sqlite3
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from harnesses.cli_harness import CliHarness, install_skill, round_cost
+from harnesses.logs import ToolLog, as_int, derive_behaviour, read_jsonl
+from harnesses.mock_model.openai_chat import OpenAIChat
+from harnesses.mock_model.tools import ToolCall, ToolMap
+from rig.models import AgentRun, Condition, Metrics
+
+BIN_ENV = "RIG_OPENCODE_BIN"
+SESSION_FILE = "session.json"
+LOG_FILE = "opencode.log"
+HOME_DIR = "home"
+XDG_DIR = "xdg"
+CONFIG_DIR = "opencode-config"
+MOCK_PROVIDER = "mock"
+MOCK_MODEL = "mock-model"
+MOCK_KEY_ENV = "RIG_MOCK_API_KEY"
+SESSION_TITLE = "rig run"
+# USD per million tokens: OpenCode multiplies usage by these to report a cost, as for a real model.
+MOCK_COST = {"input": 3, "output": 15, "cache_read": 0.3, "cache_write": 3.75}
+DEFAULT_PROVIDER_TIMEOUT_MS = 30_000
+# The reasoning-effort variants OpenCode 1.18.33 offers for an OpenAI-compatible reasoning model.
+VARIANTS = ("low", "medium", "high")
+# OpenCode 1.18.33's tools in a default `build` session (from a captured request).
+KNOWN_TOOLS = frozenset(
+    {"bash", "edit", "glob", "grep", "read", "skill", "task", "todowrite", "webfetch", "write"}
+)
+INFRA_SIGNATURE = "opencode_provider_error"
+TRUNCATED_SIGNATURE = "opencode_truncated_stream"
+# The package OpenCode installs into every config dir at start-up (see `pin_plugin_dependency`).
+PLUGIN_PACKAGE = "@opencode-ai/plugin"
+COST_SOURCE = "harness"
+# The environment switches that keep OpenCode off the network and away from the user's files.
+OFFLINE_ENV = {
+    "OPENCODE_DISABLE_AUTOUPDATE": "1",
+    "OPENCODE_DISABLE_SHARE": "1",
+    "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+    "OPENCODE_PURE": "1",
+    "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+    "OPENCODE_DISABLE_CLAUDE_CODE": "1",
+    "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
+}
+# A log line of a failed provider request (each attempt, retried or not).
+_STREAM_ERROR = 'message="stream error"'
+_LOG_SLACK_MS = 1000
+# The mock model's steps as OpenCode's built-in tools (it resolves a relative path in its directory).
+MOCK_TOOLS = ToolMap(
+    shell=lambda command, cwd: ToolCall("bash", {"command": command}),
+    read=lambda path, cwd: ToolCall("read", {"filePath": path}),
+    write=lambda path, content, cwd: ToolCall("write", {"filePath": path, "content": content}),
+)
+
+
+class OpenCodeHarness(CliHarness):
+    """A HarnessAdapter for OpenCode (`opencode run`), version-pinned in harnesses/node.
+
+    `condition_mapping` says how skills, tools and thinking were realised.
+    """
+
+    name = "opencode"
+    package = "opencode-ai"
+    binary = "opencode"
+    bin_env = BIN_ENV
+    mock_protocol = OpenAIChat(MOCK_TOOLS)
+    mock_key_env = MOCK_KEY_ENV
+    mock_url_suffix = "/v1"
+
+    def check_settings(self) -> None:
+        """A real provider needs a name, a model and a key variable (OpenCode's model is `provider/model`)."""
+        if self.provider.kind == "real" and not (
+            self.provider.name and self.model and self.provider.api_key_env
+        ):
+            raise ValueError(
+                "a real provider for opencode needs provider.name, a model and provider.api_key_env"
+            )
+
+    def variant(self, condition: Condition) -> str | None:
+        """The `--variant` of a run: the condition's thinking level, else the experiment's."""
+        level = self.thinking_level(condition)
+        if level is not None and level not in VARIANTS:
+            raise ValueError(
+                f"thinking {level!r} is no reasoning variant opencode offers; use one of {VARIANTS}"
+            )
+        return level
+
+    def command(self, workdir: Path, prompt: str, variant: str | None) -> list[str]:
+        """The `opencode run` command line for one run (`--` then the prompt last)."""
+        command = [
+            str(self.cli()),
+            "run",
+            "--format",
+            "json",
+            "--pure",
+            "--dir",
+            str(workdir),
+            "--title",
+            SESSION_TITLE,
+            "--model",
+            f"{self._provider_id()}/{self._model_id()}",
+        ]
+        if variant is not None:
+            command += ["--variant", variant]
+        # `--` keeps a prompt that starts with "-" from being read as an option.
+        return [*command, "--", prompt]
+
+    def config(self, base_url: str | None, tools: list[str] | None, timeout_ms: int) -> dict[str, Any]:
+        """The content of opencode.json for a provider at `base_url` (see the module docstring)."""
+        config: dict[str, Any] = {
+            "$schema": "https://opencode.ai/config.json",
+            "model": f"{self._provider_id()}/{self._model_id()}",
+            "share": "disabled",
+            "autoupdate": False,
+            "snapshot": False,
+            "lsp": False,
+            "formatter": False,
+            # Later keys win: everything is allowed but the tools the condition leaves out.
+            "permission": {"*": "allow", **tool_switches(tools)},
+            "provider": {self._provider_id(): self._provider_entry(base_url, timeout_ms)},
+        }
+        return config
+
+    def run(self, workdir: Path, prompt: str, condition: Condition, run_dir: Path, timeout: int) -> AgentRun:
+        """Run OpenCode in `workdir`; streams, session export and OpenCode's dirs go to `run_dir`."""
+        variant = self.variant(condition)
+        tool_switches(condition.tools)  # refuse a tool list OpenCode cannot realise before starting
+        run_dir.mkdir(parents=True, exist_ok=True)
+        home, xdg, config_dir = run_dir / HOME_DIR, run_dir / XDG_DIR, run_dir / CONFIG_DIR
+        for folder in (home, xdg, config_dir):
+            # A session left by an earlier run in the same folder must not be taken for this one's.
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+        skills = [install_skill(skill, config_dir / "skills") for skill in condition.skills]
+        self.condition_mapping = mapping(skills, condition.tools, variant)
+        extra = {
+            "OPENCODE_CONFIG_DIR": str(config_dir),
+            **{f"XDG_{kind.upper()}_HOME": str(xdg / kind) for kind in ("config", "data", "cache", "state")},
+            **OFFLINE_ENV,
+        }
+        if self.provider.kind == "mock":
+            # The mock's provider and model are defined in full; a real built-in provider needs the catalogue.
+            extra["OPENCODE_DISABLE_MODELS_FETCH"] = "1"
+        env = self.environment(home, extra)
+        timeout_ms = int(condition.harness_options.get("provider_timeout_ms", DEFAULT_PROVIDER_TIMEOUT_MS))
+        data_dir = xdg / "data" / "opencode"
+        data_dir.mkdir(parents=True)
+        for folder in (config_dir, xdg / "config" / "opencode"):
+            pin_plugin_dependency(folder)
+
+        def connect(base_url: str | None) -> dict[str, str]:
+            config = self.config(base_url, condition.tools, timeout_ms)
+            (config_dir / "opencode.json").write_text(json.dumps(config, indent=2) + "\n")
+            return env
+
+        command = self.command(workdir, prompt, variant)
+        run = self.run_process(command, workdir, condition, run_dir, timeout, data_dir, connect)
+        session = save_session(data_dir, run_dir)
+        shutil.rmtree(xdg / "data", ignore_errors=True)
+        return run.model_copy(update={"session_path": session})
+
+    def parse_session(self, run: AgentRun) -> Metrics:
+        """Metrics from the exported session, OpenCode's log and the event stream alone."""
+        return parse_files(run.session_path, run.stdout_path)
+
+    def infra_signature(self, run: AgentRun, metrics: Metrics) -> str | None:
+        """The provider failure this run shows, if any.
+
+        `opencode_provider_error`: the run's last model request failed (after OpenCode's retries)
+        and nothing answered it. `opencode_truncated_stream`: a response ended without usage, i.e.
+        its stream was cut before its end; OpenCode accepts it as complete (and runs its possibly
+        partial tool call), so the run's tokens and behaviour cannot be trusted.
+        """
+        export, stream = _export(run.session_path), read_jsonl(run.stdout_path)
+        if ends_in_provider_error(export, stream):
+            return INFRA_SIGNATURE
+        if any(truncated(p) for p in _parts(export, stream)):
+            return TRUNCATED_SIGNATURE
+        return None
+
+    def tool_pending(self, run: AgentRun) -> bool:
+        """Whether a tool part of the last assistant message was still pending or running.
+
+        OpenCode stores a tool part when the model calls the tool and updates its state to
+        `completed` or `error` when the tool returns; the event stream shows finished tools only,
+        so it stands in only when there is no exported session.
+        """
+        tools = ToolLog()
+        for part in _parts(_export(run.session_path), read_jsonl(run.stdout_path)):
+            _fold_tool(Metrics(), part, tools)
+        return tools.pending
+
+    def _provider_id(self) -> str:
+        return MOCK_PROVIDER if self.provider.kind == "mock" else str(self.provider.name)
+
+    def _model_id(self) -> str:
+        if self.provider.kind == "mock":
+            return self.model or MOCK_MODEL
+        return str(self.model)
+
+    def _provider_entry(self, base_url: str | None, timeout_ms: int) -> dict[str, Any]:
+        mock = self.provider.kind == "mock"
+        key_env = MOCK_KEY_ENV if mock else str(self.provider.api_key_env)
+        options: dict[str, Any] = {
+            "apiKey": f"{{env:{key_env}}}",
+            "headerTimeout": timeout_ms,
+            "chunkTimeout": timeout_ms,
+        }
+        entry: dict[str, Any] = {"options": options}
+        if base_url:
+            options["baseURL"] = base_url
+            entry |= {"npm": "@ai-sdk/openai-compatible", "name": self._provider_id()}
+        model: dict[str, Any] = {"name": self._model_id(), "tool_call": True, "reasoning": True}
+        if mock:
+            model |= {"cost": MOCK_COST, "limit": {"context": 128000, "output": 16384}}
+        if mock or base_url:
+            entry["models"] = {self._model_id(): model}
+        return entry
+
+
+# The errors OpenCode records for a failed provider request (the AI SDK's, as OpenCode names them).
+PROVIDER_ERRORS = frozenset({"APIError", "ProviderAuthError", "UnknownError"})
+
+
+def pin_plugin_dependency(folder: Path) -> None:
+    """Make `folder` look as if OpenCode had installed its plugin package there already.
+
+    OpenCode 1.18.33 (`Npm.install`) runs an npm install into each config dir whose `node_modules`
+    is missing, or whose `package-lock.json` root lacks a dependency of its `package.json` or
+    `@opencode-ai/plugin`; an empty `node_modules` and this lock satisfy it without a download.
+    """
+    (folder / "node_modules").mkdir(parents=True, exist_ok=True)
+    lock = {"lockfileVersion": 3, "packages": {"": {"dependencies": {PLUGIN_PACKAGE: "*"}}}}
+    (folder / "package-lock.json").write_text(json.dumps(lock, indent=2) + "\n")
+
+
+def tool_switches(tools: list[str] | None) -> dict[str, str]:
+    """The permissions that leave OpenCode with `tools` (None: its default set, no switches).
+
+    A tool whose permission is `deny` is left out of the requests; OpenCode 1.18.33 ignores the
+    older `tools: {name: false}` there (it still sends the tool).
+    """
+    if tools is None:
+        return {}
+    unknown = sorted(set(tools) - KNOWN_TOOLS)
+    if unknown:
+        raise ValueError(f"opencode has no tools {unknown}; its tools are {sorted(KNOWN_TOOLS)}")
+    return {name: "deny" for name in sorted(KNOWN_TOOLS - set(tools))}
+
+
+def mapping(skills: list[Path], tools: list[str] | None, variant: str | None) -> str | None:
+    """What the record says about how skills, tools and thinking were realised; None when nothing was."""
+    parts = []
+    if skills:
+        parts.append(f"skills copied to opencode-config/skills/ ({', '.join(s.name for s in skills)})")
+    if tools is not None:
+        off = sorted(tool_switches(tools))
+        parts.append(f"tools: permission deny for {off}" if off else "tools: all of opencode's")
+    if variant is not None:
+        parts.append(f"thinking: --variant {variant} (reasoning_effort)")
+    return "; ".join(parts) or None
+
+
+def save_session(data_dir: Path, run_dir: Path) -> Path | None:
+    """Export the session from OpenCode's database to `run_dir/session.json`; copy its log.
+
+    The export has the shape of `opencode export`: `{"info": session, "messages": [{"info":
+    message, "parts": [part, ...]}, ...]}`, each object its row's JSON `data` with its ids.
+    None when no database or session exists (OpenCode failed before creating one).
+    """
+    logs = sorted((data_dir / "log").glob("*.log"))
+    if logs:
+        shutil.copyfile(logs[-1], run_dir / LOG_FILE)
+    database = data_dir / "opencode.db"
+    if not database.is_file():
+        return None
+    connection = sqlite3.connect(database)
+    try:
+        connection.row_factory = sqlite3.Row
+        session = connection.execute("SELECT * FROM session ORDER BY time_created DESC LIMIT 1").fetchone()
+        if session is None:
+            return None
+        messages = []
+        for row in connection.execute(
+            "SELECT id, data FROM message WHERE session_id = ? ORDER BY time_created, id", (session["id"],)
+        ):
+            parts = [
+                {"id": part["id"], "messageID": row["id"], **json.loads(part["data"])}
+                for part in connection.execute(
+                    "SELECT id, data FROM part WHERE message_id = ? ORDER BY time_created, id", (row["id"],)
+                )
+            ]
+            messages.append({"info": {"id": row["id"], **json.loads(row["data"])}, "parts": parts})
+        info = {key: session[key] for key in session.keys()}
+    except sqlite3.Error:
+        return None
+    finally:
+        connection.close()
+    target = run_dir / SESSION_FILE
+    target.write_text(json.dumps({"info": info, "messages": messages}, indent=1) + "\n")
+    return target
+
+
+def _export(path: Path | None) -> dict[str, Any]:
+    if path is None or not path.is_file():
+        return {}
+    try:
+        export = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return {}
+    return export if isinstance(export, dict) else {}
+
+
+def _messages(export: dict[str, Any]) -> list[dict[str, Any]]:
+    messages = export.get("messages")
+    return [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
+
+
+def _parts(export: dict[str, Any], stream: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every part in order: the exported session's, else the event stream's."""
+    if export:
+        parts = [p for m in _messages(export) for p in (m.get("parts") or [])]
+    else:
+        parts = [e.get("part") for e in stream]
+    return [p for p in parts if isinstance(p, dict)]
+
+
+def _fold_tool(metrics: Metrics, part: dict[str, Any], tools: ToolLog) -> None:
+    """One part into the tool log: a step start begins a model response, a tool part is a call
+    (with its result once its state is completed or error)."""
+    if part.get("type") == "step-start":
+        tools.response()
+        return
+    if part.get("type") != "tool":
+        return
+    name = str(part.get("tool"))
+    call_id = part.get("callID") if isinstance(part.get("callID"), str) else None
+    state = part.get("state") if isinstance(part.get("state"), dict) else {}
+    arguments = state.get("input") if isinstance(state.get("input"), dict) else {}
+    metrics.tool_calls += 1
+    metrics.tool_calls_by_name[name] = metrics.tool_calls_by_name.get(name, 0) + 1
+    if name == "bash" and isinstance(arguments.get("command"), str):
+        metrics.bash_commands.append(arguments["command"])
+        workdir = arguments.get("workdir") if isinstance(arguments.get("workdir"), str) else None
+        tools.shell(call_id, arguments["command"], workdir)
+    elif name == "read" and isinstance(arguments.get("filePath"), str):
+        tools.read(call_id, arguments["filePath"])
+    else:
+        tools.call(call_id)
+    status = state.get("status")
+    if status in ("completed", "error"):
+        failed = status == "error"
+        metrics.tool_errors += failed
+        text = state.get("error") if failed else state.get("output")
+        tools.result(call_id, str(text or ""), failed)
+
+
+def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
+    """Metrics of one OpenCode run from its exported session, log and `--format json` event stream.
+
+    Each `step-finish` part is one model response, with its tokens and cost: OpenCode's `output`
+    leaves out the reasoning tokens it counts apart, so the rig's output is their sum (as OpenAI
+    counts it). Tool parts give the calls, their errors and what was read; errors come from the
+    assistant messages (or the stream's `error` events), failed attempts from the log.
+    """
+    export, stream = _export(session_path), read_jsonl(stdout_path)
+    metrics = Metrics()
+    info = export.get("info") if isinstance(export.get("info"), dict) else {}
+    cwd = info.get("directory") if isinstance(info.get("directory"), str) else None
+    costs: list[float] = []
+    tools = ToolLog()
+    last_text: str | None = None
+    for part in _parts(export, stream):
+        _fold_tool(metrics, part, tools)
+        if part.get("type") == "text" and not part.get("synthetic"):
+            last_text = str(part.get("text", ""))
+        elif part.get("type") == "step-start":
+            last_text = None
+        elif part.get("type") == "step-finish":
+            metrics.assistant_messages += 1
+            metrics.stop_reasons.append(str(part.get("reason")))
+            _add_tokens(metrics, part.get("tokens"))
+            if isinstance(part.get("cost"), int | float):
+                costs.append(float(part["cost"]))
+            if part.get("reason") == "stop":
+                metrics.final_text = last_text
+    _fold_messages(metrics, _messages(export), stream)
+    metrics.transport_failures = _failed_attempts(session_path, stdout_path, metrics, _error_end(export))
+    metrics.transport_failures += sum(truncated(p) for p in _parts(export, stream))
+    if costs:
+        metrics.cost_usd = round_cost(sum(costs))
+        metrics.cost_source = COST_SOURCE
+    derive_behaviour(metrics, tools.read_paths(), cwd, attempted=tools.read_attempts())
+    return metrics
+
+
+def _add_tokens(metrics: Metrics, tokens: Any) -> None:
+    """Add one step's OpenCode token counts (`input` excludes the cached tokens)."""
+    if not isinstance(tokens, dict):
+        return
+    cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
+    reasoning = as_int(tokens.get("reasoning"))
+    metrics.input_tokens += as_int(tokens.get("input"))
+    metrics.output_tokens += as_int(tokens.get("output")) + reasoning
+    metrics.reasoning_tokens += reasoning
+    metrics.cache_read_tokens += as_int(cache.get("read"))
+    metrics.cache_write_tokens += as_int(cache.get("write"))
+    metrics.total_tokens += as_int(tokens.get("total"))
+
+
+def _fold_messages(metrics: Metrics, messages: list[dict[str, Any]], stream: list[dict[str, Any]]) -> None:
+    """Model, thinking variant and errors from the assistant messages, else the stream's errors."""
+    for message in messages:
+        info = message.get("info") if isinstance(message.get("info"), dict) else {}
+        if info.get("role") == "user" and isinstance(info.get("model"), dict):
+            variant = info["model"].get("variant")
+            metrics.thinking_level = variant if isinstance(variant, str) else metrics.thinking_level
+        if info.get("role") != "assistant":
+            continue
+        if info.get("providerID") and info.get("modelID"):
+            metrics.model = f"{info['providerID']}/{info['modelID']}"
+        error = info.get("error") if isinstance(info.get("error"), dict) else None
+        if error:
+            metrics.stop_reasons.append("error")
+            metrics.error_messages.append(_error_text(error))
+    if messages:
+        return
+    for event in stream:
+        if event.get("type") == "error" and isinstance(event.get("error"), dict):
+            metrics.stop_reasons.append("error")
+            metrics.error_messages.append(_error_text(event["error"]))
+
+
+def _error_end(export: dict[str, Any]) -> int | None:
+    """When the session's last assistant message ended in an error (ms since the epoch), if it did."""
+    for message in reversed(_messages(export)):
+        info = message.get("info") if isinstance(message.get("info"), dict) else {}
+        if info.get("role") == "assistant":
+            time = info.get("time") if isinstance(info.get("time"), dict) else {}
+            return as_int(time.get("completed")) or None if isinstance(info.get("error"), dict) else None
+    return None
+
+
+def ends_in_provider_error(export: dict[str, Any], stream: list[dict[str, Any]]) -> bool:
+    """Whether the session's last assistant message carries a provider error (an abort or a tool's
+    error is none); without a session, whether the event stream's last event is such an error."""
+    for message in reversed(_messages(export)):
+        info = message.get("info") if isinstance(message.get("info"), dict) else {}
+        if info.get("role") == "assistant":
+            error = info.get("error") if isinstance(info.get("error"), dict) else {}
+            return error.get("name") in PROVIDER_ERRORS
+    last = stream[-1] if stream else {}
+    error = last.get("error") if isinstance(last.get("error"), dict) else {}
+    return last.get("type") == "error" and error.get("name") in PROVIDER_ERRORS
+
+
+def truncated(part: dict[str, Any]) -> bool:
+    """A model response that ended without usage: its stream was cut before the finish reason and
+    usage chunk. OpenCode takes such a response as complete (reason `unknown`, zero tokens) and
+    runs its tool call; a provider reports usage at the end of every complete response."""
+    if part.get("type") != "step-finish":
+        return False
+    tokens = part.get("tokens") if isinstance(part.get("tokens"), dict) else {}
+    return as_int(tokens.get("input")) + as_int(tokens.get("output")) == 0
+
+
+def _error_text(error: dict[str, Any]) -> str:
+    data = error.get("data") if isinstance(error.get("data"), dict) else {}
+    return str(data.get("message") or error.get("name") or "unknown error")
+
+
+def _failed_attempts(
+    session_path: Path | None, stdout_path: Path | None, metrics: Metrics, ended: int | None
+) -> int:
+    """Failed provider requests: OpenCode logs each failed attempt (retried or not) as a `stream
+    error` line next to the session, but a process that exits right after its last attempt loses
+    that line (the log is buffered): a session ending on an error at `ended` (ms since the epoch)
+    more than a second after the last logged failure adds one. Without the log, the errors the
+    session recorded."""
+    folder = (session_path or stdout_path or Path("/nonexistent")).parent
+    log = folder / LOG_FILE
+    if not log.is_file():
+        return len(metrics.error_messages)
+    failures = [line for line in log.read_text(errors="replace").splitlines() if _STREAM_ERROR in line]
+    last = _log_time(failures[-1]) if failures else None
+    # A logged last failure precedes the message's end by milliseconds; retries are 2 s apart.
+    unlogged = ended is not None and (last is None or ended - last > _LOG_SLACK_MS)
+    return len(failures) + unlogged
+
+
+def _log_time(line: str) -> int | None:
+    """The time of an OpenCode log line (`timestamp=2026-01-01T00:00:00.000Z ...`), ms since the epoch."""
+    stamp = line.split(" ", 1)[0].removeprefix("timestamp=")
+    try:
+        return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return None

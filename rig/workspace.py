@@ -62,7 +62,8 @@ def tree_digest(root: Path, *, skip_caches: bool = True) -> str:
 
 # --- run workspaces -------------------------------------------------------------------------
 
-CONTEXT_FILES = ("AGENTS.md", "CLAUDE.md")
+# Context files harnesses read from every ancestor of their working directory.
+CONTEXT_FILES = ("AGENTS.md", "CLAUDE.md", "GEMINI.md")
 RIG_GIT_DIR = "rig.git"
 # Fixed identity and dates: the baseline commit's hash depends on the workspace content only.
 GIT_ENV = {
@@ -95,7 +96,7 @@ def default_runs_root() -> Path:
 
 def check_agent_root(folder: Path, var: str = "RIG_RUNS_ROOT") -> None:
     """Refuse a folder agents work in or read from (the runs root, the verification copies) inside
-    a git repository or below an AGENTS.md/CLAUDE.md.
+    a git repository or below a context file (CONTEXT_FILES).
 
     Harnesses read context files from every ancestor directory (Pi up to `/`) and stop their
     search at a git root: either would leak another project's instructions into the run. `var`

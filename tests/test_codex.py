@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_check_json
+from mock_ledger import TOKENS, ledger, parsed_tokens
 
 from harnesses.cli import NODE_BIN, find_cli
 from harnesses.cli_harness import install_skill
@@ -29,12 +30,13 @@ from harnesses.codex import (
 from harnesses.mock_model.openai_responses import OpenAIResponses, usage_body
 from harnesses.mock_model.policy import Policy, Step, patch_command
 from harnesses.mock_model.server import MockModelServer, Usage
-from harnesses.mock_model.session import LEDGER_FILE
 from rig.classify import classify
 from rig.models import AgentRun, Condition, Metrics, Provider, Task
 from rig.paths import REPO_ROOT
 from rig.workspace import tree_digest
 
+# The mock reports reasoning tokens, which this harness records.
+KEYS = (*TOKENS, "reasoning")
 DATA = Path(__file__).parent / "data" / "codex"
 SKILL = "tasks/t5_migration/skill"
 SKILL_NAME = "taskapp-migration"
@@ -64,33 +66,6 @@ def captured(case: str, exit_code: int = 0) -> AgentRun:
         stdout_path=folder / "stdout.log",
         stderr_path=folder / "stderr.log",
     )
-
-
-def ledger(folder: Path) -> tuple[dict[str, int], dict[str, int]]:
-    """Token totals, response count and tool calls by name of what the mock served in full (side
-    requests, recorded as "side", are not the agent's)."""
-    entries = [
-        e for e in json.loads((folder / LEDGER_FILE).read_text())["ledger"] if e["outcome"] == "served"
-    ]
-    keys = ("input", "output", "cache_read", "cache_write", "reasoning")
-    totals = {key: sum(e["usage"][key] for e in entries) for key in keys}
-    totals["responses"] = len(entries)
-    tools: dict[str, int] = {}
-    for entry in entries:
-        if entry["tool"]:
-            tools[entry["tool"]] = tools.get(entry["tool"], 0) + 1
-    return totals, tools
-
-
-def parsed_tokens(metrics: Metrics) -> dict[str, int]:
-    return {
-        "input": metrics.input_tokens,
-        "output": metrics.output_tokens,
-        "cache_read": metrics.cache_read_tokens,
-        "cache_write": metrics.cache_write_tokens,
-        "reasoning": metrics.reasoning_tokens,
-        "responses": metrics.assistant_messages,
-    }
 
 
 def gpt55_cost(usage: Usage, responses: int) -> float:
@@ -176,8 +151,8 @@ def test_captured_success_parses_exactly(task):
     assert codex.infra_signature(run, metrics) is None
     assert not classify(run, metrics, None, STALL_S).is_infra
     # The parsed tokens and tool calls equal what the mock served.
-    totals, tools = ledger(DATA / "success")
-    assert parsed_tokens(metrics) == totals
+    totals, tools = ledger(DATA / "success", KEYS)
+    assert parsed_tokens(metrics, KEYS) == totals
     assert metrics.tool_calls_by_name == tools
     # The gate passed inside the agent's shell (the rig's python), and the parent's CI=true did
     # not reach the agent.
@@ -304,8 +279,8 @@ def test_captured_recovered_stream_retry_counts_the_failure_but_is_scored(task):
     assert metrics.stop_reasons == ["completed"] and metrics.final_text == "Nothing to change."
     assert codex.infra_signature(run, metrics) is None
     assert not classify(run, metrics, None, STALL_S).is_infra
-    totals, tools = ledger(DATA / "stream_retry_recovered")
-    assert parsed_tokens(metrics) == totals
+    totals, tools = ledger(DATA / "stream_retry_recovered", KEYS)
+    assert parsed_tokens(metrics, KEYS) == totals
     # The cut response's tool call ran and stayed in the history: the ledger, which counts only
     # responses served in full, does not have it.
     assert tools == {} and metrics.tool_calls_by_name == {"exec_command": 1}
@@ -497,9 +472,9 @@ def test_solution_succeeds_and_metrics_equal_the_ledger(workspace, task, tmp_pat
     assert run.session_path == run_dir / "session.jsonl"
     assert read_jsonl(run.session_path)[0]["type"] == "session_meta"
     assert sorted(p.name for p in (run_dir / "codex-home").iterdir()) == ["config.toml", "skills"]
-    totals, tools = ledger(run_dir)
+    totals, tools = ledger(run_dir, KEYS)
     assert totals["responses"] == 4
-    assert parsed_tokens(metrics) == totals
+    assert parsed_tokens(metrics, KEYS) == totals
     assert metrics.tool_calls_by_name == tools == {"exec_command": 3}
     assert metrics.total_tokens == 4 * (1111 + 333 + 44 + 222)
     assert metrics.cost_usd == pytest.approx(gpt55_cost(Usage(**usage), 4), abs=1e-9)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_check_json
+from mock_ledger import TOKENS, ledger, parsed_tokens
 
 from harnesses.cli import NODE_BIN, find_cli
 from harnesses.gemini import (
@@ -35,6 +36,8 @@ from rig.classify import classify
 from rig.models import AgentRun, Condition, Metrics, Provider, Task
 from rig.workspace import tree_digest
 
+# The mock reports reasoning tokens, which this harness records.
+KEYS = (*TOKENS, "reasoning")
 DATA = Path(__file__).parent / "data" / "gemini"
 SKILL = "tasks/t5_migration/skill"
 SKILL_NAME = "taskapp-migration"
@@ -61,32 +64,6 @@ def captured(case: str, exit_code: int = 0, folder: Path | None = None) -> Agent
         stdout_path=folder / "stdout.log",
         stderr_path=folder / "stderr.log",
     )
-
-
-def ledger(folder: Path) -> tuple[dict[str, int], dict[str, int]]:
-    """Token totals, response count and tool calls by name of what the mock served in full."""
-    entries = [
-        e for e in json.loads((folder / LEDGER_FILE).read_text())["ledger"] if e["outcome"] == "served"
-    ]
-    keys = ("input", "output", "cache_read", "cache_write", "reasoning")
-    totals = {key: sum(e["usage"][key] for e in entries) for key in keys}
-    totals["responses"] = len(entries)
-    tools: dict[str, int] = {}
-    for entry in entries:
-        if entry["tool"]:
-            tools[entry["tool"]] = tools.get(entry["tool"], 0) + 1
-    return totals, tools
-
-
-def parsed_tokens(metrics: Metrics) -> dict[str, int]:
-    return {
-        "input": metrics.input_tokens,
-        "output": metrics.output_tokens,
-        "cache_read": metrics.cache_read_tokens,
-        "cache_write": metrics.cache_write_tokens,
-        "reasoning": metrics.reasoning_tokens,
-        "responses": metrics.assistant_messages,
-    }
 
 
 def mock_cost(usage: Usage, responses: int) -> float:
@@ -172,8 +149,8 @@ def test_captured_success_parses_exactly(task):
     assert gemini.infra_signature(run, metrics) is None
     assert not classify(run, metrics, None, STALL_S).is_infra
     # The parsed tokens and tool calls equal what the mock served.
-    totals, tools = ledger(DATA / "success")
-    assert parsed_tokens(metrics) == totals
+    totals, tools = ledger(DATA / "success", KEYS)
+    assert parsed_tokens(metrics, KEYS) == totals
     assert metrics.tool_calls_by_name == tools
     # The gate passed in the agent's shell, and the parent's CI=true did not reach the agent.
     outputs = tool_outputs(DATA / "success" / "session.jsonl")
@@ -260,7 +237,7 @@ def test_captured_cut_stream_is_taken_as_complete_and_is_infrastructure(task):
     assert metrics.tool_calls_by_name == {"read_file": 1, "run_shell_command": 2}
     assert metrics.assistant_messages == 4 and metrics.stop_reasons == ["completed"]
     assert metrics.transport_failures == 1
-    totals, tools = ledger(DATA / "cut_stream")
+    totals, tools = ledger(DATA / "cut_stream", KEYS)
     assert totals["responses"] == 3 and tools == {"run_shell_command": 2}
     assert metrics.input_tokens == totals["input"] and metrics.output_tokens == totals["output"]
     assert gemini.infra_signature(run, metrics) == TRUNCATED_SIGNATURE
@@ -491,9 +468,9 @@ def test_solution_succeeds_and_metrics_equal_the_ledger(workspace, task, tmp_pat
     assert code == 0 and report["ok"], report
     assert run.session_path == run_dir / "session.jsonl"
     assert read_jsonl(run.session_path)[0]["kind"] == "main"
-    totals, tools = ledger(run_dir)
+    totals, tools = ledger(run_dir, KEYS)
     assert totals["responses"] == 4
-    assert parsed_tokens(metrics) == totals
+    assert parsed_tokens(metrics, KEYS) == totals
     assert metrics.tool_calls_by_name == tools == {"read_file": 1, "run_shell_command": 2}
     assert metrics.total_tokens == 4 * (1111 + 333 + 222)
     assert metrics.cost_usd == pytest.approx(mock_cost(Usage(**usage), 4), abs=1e-12)

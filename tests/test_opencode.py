@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_check_json
+from mock_ledger import ledger, parsed_tokens
 
 from harnesses.cli import NODE_BIN
 from harnesses.mock_model.openai_chat import OpenAIChat
@@ -58,31 +59,6 @@ def captured(case: str, exit_code: int = 0) -> AgentRun:
         stdout_path=folder / "stdout.log",
         stderr_path=folder / "stderr.log",
     )
-
-
-def ledger(folder: Path) -> tuple[dict[str, int], dict[str, int]]:
-    """Token totals and tool calls by name of the responses the mock served in full."""
-    entries = [
-        e for e in json.loads((folder / LEDGER_FILE).read_text())["ledger"] if e["outcome"] == "served"
-    ]
-    totals = {key: sum(e["usage"][key] for e in entries) for key in ("input", "output", "cache_read")}
-    totals["cache_write"] = sum(e["usage"]["cache_write"] for e in entries)
-    totals["responses"] = len(entries)
-    tools: dict[str, int] = {}
-    for entry in entries:
-        if entry["tool"]:
-            tools[entry["tool"]] = tools.get(entry["tool"], 0) + 1
-    return totals, tools
-
-
-def parsed_tokens(metrics: Metrics) -> dict[str, int]:
-    return {
-        "input": metrics.input_tokens,
-        "output": metrics.output_tokens,
-        "cache_read": metrics.cache_read_tokens,
-        "cache_write": metrics.cache_write_tokens,
-        "responses": metrics.assistant_messages,
-    }
 
 
 def mock_cost(usage: Usage, responses: int) -> float:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_check_json
+from mock_ledger import ledger, parsed_tokens
 
 from harnesses.cli import NODE_BIN, find_cli
 from harnesses.cli_harness import install_skill, skill_name
@@ -16,7 +17,6 @@ from harnesses.logs import pi_failed_attempts
 from harnesses.mock_model.openai_chat import OpenAIChat
 from harnesses.mock_model.policy import Policy, Step, patch_command
 from harnesses.mock_model.server import MockModelServer, Usage
-from harnesses.mock_model.session import LEDGER_FILE
 from harnesses.pi import (
     BUILTIN_PROVIDERS,
     INFRA_SIGNATURE,
@@ -59,30 +59,9 @@ def captured(case: str) -> AgentRun:
     )
 
 
-def ledger(folder: Path) -> tuple[dict[str, int], dict[str, int]]:
-    """Token totals and tool calls by name of the responses the mock served in full (side requests,
-    recorded as "side", are not the agent's)."""
-    entries = [
-        e for e in json.loads((folder / LEDGER_FILE).read_text())["ledger"] if e["outcome"] == "served"
-    ]
-    totals = {key: sum(e["usage"][key] for e in entries) for key in ("input", "output", "cache_read")}
-    totals["cache_write"] = sum(e["usage"]["cache_write"] for e in entries)
-    totals["responses"] = len(entries)
-    tools: dict[str, int] = {}
-    for entry in entries:
-        if entry["tool"]:
-            tools[entry["tool"]] = tools.get(entry["tool"], 0) + 1
-    return totals, tools
-
-
-def parsed_tokens(metrics: Metrics) -> dict[str, int]:
-    return {
-        "input": metrics.input_tokens,
-        "output": metrics.output_tokens,
-        "cache_read": metrics.cache_read_tokens,
-        "cache_write": metrics.cache_write_tokens,
-        "responses": metrics.assistant_messages - metrics.stop_reasons.count("error"),
-    }
+def pi_tokens(metrics: Metrics) -> dict[str, int]:
+    # An errored attempt is an assistant message in Pi's session, but the mock served no response.
+    return parsed_tokens(metrics, responses=metrics.assistant_messages - metrics.stop_reasons.count("error"))
 
 
 def harness(task: Task, provider: Provider | None = None, model: str | None = None, **kw: float) -> PiHarness:
@@ -156,7 +135,7 @@ def test_captured_success_parses_exactly(task):
     assert not classify(run, metrics, None, STALL_S).is_infra
     # The parsed tokens and tool calls equal what the mock served.
     totals, tools = ledger(DATA / "success")
-    assert parsed_tokens(metrics) == totals
+    assert pi_tokens(metrics) == totals
     assert metrics.tool_calls_by_name == tools
 
 
@@ -241,7 +220,7 @@ def test_captured_recovered_retry_counts_the_failure_but_is_scored(task):
     assert pi.infra_signature(run, metrics) is None
     assert not classify(run, metrics, None, STALL_S).is_infra
     totals, tools = ledger(DATA / "retry_recovered")
-    assert parsed_tokens(metrics) == totals and metrics.tool_calls_by_name == tools
+    assert pi_tokens(metrics) == totals and metrics.tool_calls_by_name == tools
     # The run's environment was Pi's own, not the test runner's (CI=true was set when captured).
     assert tool_results(DATA / "retry_recovered" / "session.jsonl") == ["CI=\n"]
 
@@ -446,7 +425,7 @@ def test_solution_succeeds_and_metrics_equal_the_ledger(workspace, task, tmp_pat
     assert run.session_path.read_bytes() == original.read_bytes()
     totals, tools = ledger(run_dir)
     assert totals["responses"] == 4
-    assert parsed_tokens(metrics) == totals
+    assert pi_tokens(metrics) == totals
     assert metrics.tool_calls_by_name == tools == {"read": 1, "bash": 2}
     assert metrics.total_tokens == 4 * (1111 + 222 + 333 + 44)
     assert metrics.cost_usd == pytest.approx(4 * (1111 * 3 + 222 * 15 + 333 * 0.3 + 44 * 3.75) / 1e6)

@@ -78,11 +78,18 @@ def calibrated_names() -> tuple[str, ...]:
     return tuple(name for name in harness_names() if getattr(adapter_class(name), "calibrated", False))
 
 
-def mock_protocols() -> list[WireProtocol]:
-    """The mock's protocol of every calibrated harness, one per path: the first harness registered
-    that speaks it (the built-in ones come first), as `rig mock-model serve` serves them."""
+def mock_protocols(names: tuple[str, ...] | None = None) -> list[WireProtocol]:
+    """The mock's protocol of every calibrated harness of `names` (default: all of them), one per
+    path: the first harness named that speaks it (the built-in ones come first), as `rig mock-model
+    serve` serves them. Raises HarnessUnavailable for a name that is not a calibrated harness."""
+    known = calibrated_names()
+    for name in names or ():
+        if name not in known:
+            raise HarnessUnavailable(
+                f"harness {name!r} is not driven by the mock; use one of {', '.join(known)}"
+            )
     by_path: dict[str, WireProtocol] = {}
-    for name in calibrated_names():
+    for name in names or known:
         protocol: WireProtocol = adapter_class(name).mock_protocol  # type: ignore[attr-defined]
         by_path.setdefault(protocol.path, protocol)
     return list(by_path.values())

@@ -453,6 +453,13 @@ def mock_serve(
     status: Annotated[int, typer.Option(help="HTTP status for --fault http_error.")] = 500,
     first_n: Annotated[int | None, typer.Option(help="Misbehave on the first N requests only.")] = None,
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free port).")] = 0,
+    harness: Annotated[
+        str | None,
+        typer.Option(
+            help="Serve this harness's protocol with its tool names (default: every harness's; where "
+            "two share a path, the first registered)."
+        ),
+    ] = None,
 ) -> None:
     """Serve the mock model on 127.0.0.1 until interrupted, then print its ledger."""
     import json
@@ -461,7 +468,7 @@ def mock_serve(
 
     from harnesses.mock_model.server import Faults, MockModelServer
     from harnesses.mock_model.session import policy_for
-    from harnesses.registry import mock_protocols
+    from harnesses.registry import HarnessUnavailable, mock_protocols
     from rig.tasks import TaskError, load_tasks
 
     if fault not in ("none", "http_error", "silence", "never_answer", "cut_stream"):
@@ -469,10 +476,11 @@ def mock_serve(
     try:
         (loaded,) = load_tasks(only=[task])
         chosen = policy_for(loaded, {"mock_policy": policy, "decoy": decoy})
-    except (TaskError, ValueError) as exc:
+        protocols = mock_protocols((harness,) if harness else None)
+    except (TaskError, ValueError, HarnessUnavailable) as exc:
         raise _fail(str(exc)) from exc
     faults = Faults(mode=fault, status=status, first_n=first_n)  # type: ignore[arg-type]
-    server = MockModelServer(chosen, mock_protocols(), faults=faults, listen_port=port).start()
+    server = MockModelServer(chosen, protocols, faults=faults, listen_port=port).start()
     typer.echo(f"mock model ({chosen.name}) on {server.base_url}  (Ctrl-C to stop)")
     try:
         threading.Event().wait()

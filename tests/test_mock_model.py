@@ -114,6 +114,36 @@ def test_serve_command_prints_its_url_and_ledger():
     assert [(e["protocol"], e["outcome"], e["tool"]) for e in ledger] == [("openai-chat", "served", "read")]
 
 
+def test_serve_command_speaks_the_tool_names_of_the_harness_asked_for():
+    # Pi and OpenCode share the Chat Completions path; each harness's read tool takes its own argument.
+    rig = str(Path(sys.executable).with_name("rig"))
+    bodies = {}
+    for harness in ("pi", "opencode"):
+        proc = subprocess.Popen(
+            [rig, "mock-model", "serve", "--policy", "nothing", "--harness", harness],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            url = proc.stdout.readline().split(" on ")[1].split()[0]
+            status, bodies[harness] = post(url + CHAT, chat(0))
+            assert status == 200
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=30)
+    assert '\\"path\\": \\"README.md\\"' in bodies["pi"]
+    assert '\\"filePath\\": \\"README.md\\"' in bodies["opencode"]
+
+    refused = subprocess.run(
+        [rig, "mock-model", "serve", "--harness", "scripted"], capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode == 2
+    assert refused.stderr.strip().startswith(
+        "error: harness 'scripted' is not driven by the mock; use one of pi,"
+    )
+
+
 def test_context_sensitive_policy_depends_on_what_reached_the_model():
     from harnesses.mock_model.policy import AGENTS_MD_MARKER, ContextSensitivePolicy
 

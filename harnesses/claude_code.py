@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from harnesses.cli_harness import CliHarness, install_skill, round_cost
-from harnesses.logs import ToolLog, as_int, derive_behaviour, read_jsonl, result_text
+from harnesses.logs import ToolLog, as_int, as_str, derive_behaviour, read_jsonl, result_text
 from harnesses.mock_model.anthropic_messages import AnthropicMessages
 from harnesses.mock_model.tools import ToolCall, ToolMap
 from rig.models import AgentRun, Condition, Metrics
@@ -233,7 +233,7 @@ def sent_thinking(transcript: Path | None) -> list[str]:
         if record.get("type") != "api-request" or not isinstance(record.get("params"), dict):
             continue
         thinking = record["params"].get("thinking")
-        kinds.append((_str(thinking.get("type")) or "none") if isinstance(thinking, dict) else "none")
+        kinds.append((as_str(thinking.get("type")) or "none") if isinstance(thinking, dict) else "none")
     return kinds
 
 
@@ -307,8 +307,8 @@ def load_session(stdout_path: Path | None, transcript_path: Path | None) -> Sess
     for event in read_jsonl(stdout_path):
         kind = event.get("type")
         if kind == "system" and event.get("subtype") == "init":
-            session.cwd = _str(event.get("cwd")) or session.cwd
-            session.init_model = _str(event.get("model")) or session.init_model
+            session.cwd = as_str(event.get("cwd")) or session.cwd
+            session.init_model = as_str(event.get("model")) or session.init_model
         elif kind == "system" and event.get("subtype") == "api_retry":
             session.retries.append(event)
         elif kind == "result":
@@ -340,11 +340,11 @@ def _add_block(
     message = event.get("message")
     if not isinstance(message, dict):
         return None
-    message_id = _str(message.get("id")) or _str(event.get("uuid"))
+    message_id = as_str(message.get("id")) or as_str(event.get("uuid"))
     if message_id is None:
         return None
     entry = messages.setdefault(message_id, _Message(message_id))
-    entry.model = entry.model or _str(message.get("model"))
+    entry.model = entry.model or as_str(message.get("model"))
     content = message.get("content") if isinstance(message.get("content"), list) else []
     if blocks:
         entry.blocks.extend(b for b in content if isinstance(b, dict))
@@ -398,15 +398,15 @@ def pending_tool_use(events: list[dict[str, Any]]) -> bool:
         if event.get("parent_tool_use_id") or event.get("isSidechain") is True:
             continue
         if event.get("type") == "assistant" and isinstance(event.get("message"), dict):
-            message_id = _str(event["message"].get("id")) or _str(event.get("uuid"))
+            message_id = as_str(event["message"].get("id")) or as_str(event.get("uuid"))
             if message_id != current:
                 tools.response()
                 current = message_id
             for block in _blocks(event, "tool_use"):
-                tools.call(_str(block.get("id")))
+                tools.call(as_str(block.get("id")))
         elif event.get("type") == "user":
             for block in _blocks(event, "tool_result"):
-                tools.result(_str(block.get("tool_use_id")), "", block.get("is_error") is True)
+                tools.result(as_str(block.get("tool_use_id")), "", block.get("is_error") is True)
     return tools.pending
 
 
@@ -433,7 +433,7 @@ def parse_files(stdout_path: Path | None, transcript_path: Path | None, command:
                 tool_input = block.get("input") if isinstance(block.get("input"), dict) else {}
                 metrics.tool_calls += 1
                 metrics.tool_calls_by_name[name] = metrics.tool_calls_by_name.get(name, 0) + 1
-                call_id = _str(block.get("id"))
+                call_id = as_str(block.get("id"))
                 if name == "Bash" and isinstance(tool_input.get("command"), str):
                     metrics.bash_commands.append(tool_input["command"])
                     tools.shell(call_id, tool_input["command"])
@@ -529,7 +529,3 @@ def _thinking_level(command: list[str]) -> str | None:
         if arg == f"--settings={THINKING_OFF_SETTINGS}":
             return "off"
     return None
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None

@@ -49,14 +49,13 @@ import posixpath
 import re
 import shlex
 import shutil
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import genai_prices
 
 from harnesses.cli_harness import CliHarness, install_skill, round_cost
-from harnesses.logs import ToolLog, as_int, derive_behaviour, read_jsonl
+from harnesses.logs import ToolLog, as_int, as_time, derive_behaviour, read_jsonl
 from harnesses.mock_model.openai_responses import OpenAIResponses
 from harnesses.mock_model.tools import ToolCall, ToolMap
 from rig.models import AgentRun, Condition, Metrics
@@ -599,7 +598,7 @@ def price(responses: list[tuple[str | None, str | None, dict[str, Any]]]) -> tup
                 ),
                 model,
                 provider_id=PRICE_PROVIDER,
-                genai_request_timestamp=_timestamp(timestamp),
+                genai_request_timestamp=as_time(timestamp),
             )
         except LookupError:
             return None, f"{COST_SOURCE}: model {model!r} not priced"
@@ -678,15 +677,6 @@ def _unwrap_login_shell(command: str) -> str:
 def _payload(entry: dict[str, Any]) -> dict[str, Any]:
     payload = entry.get("payload")
     return payload if isinstance(payload, dict) else {}
-
-
-def _timestamp(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def _output_text(output: Any) -> str:

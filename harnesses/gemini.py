@@ -53,14 +53,13 @@ run with `genai-prices` per model response, as provider `google`.
 import json
 import re
 import shutil
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import genai_prices
 
 from harnesses.cli_harness import CliHarness, install_skill, round_cost
-from harnesses.logs import ToolLog, as_int, derive_behaviour, read_jsonl
+from harnesses.logs import ToolLog, as_int, as_str, as_time, derive_behaviour, read_jsonl
 from harnesses.mock_model.gemini import Gemini
 from harnesses.mock_model.tools import ToolCall, ToolMap
 from rig.models import AgentRun, Condition, Metrics
@@ -277,8 +276,8 @@ class GeminiHarness(CliHarness):
         if not open_calls or not responses or responses[-1].get("toolCalls"):
             return False
         recorded, called = (
-            _timestamp(responses[-1].get("timestamp")),
-            _timestamp(open_calls[0].get("timestamp")),
+            as_time(responses[-1].get("timestamp")),
+            as_time(open_calls[0].get("timestamp")),
         )
         return recorded is not None and called is not None and recorded >= called
 
@@ -442,10 +441,10 @@ def _fold_message(metrics: Metrics, message: dict[str, Any], tools: ToolLog) -> 
     for call in calls:
         name = str(call.get("name"))
         arguments = call.get("args") if isinstance(call.get("args"), dict) else {}
-        _tool_call(metrics, tools, name, _str(call.get("id")), arguments)
+        _tool_call(metrics, tools, name, as_str(call.get("id")), arguments)
         failed = call.get("status") == "error"
         metrics.tool_errors += failed
-        tools.result(_str(call.get("id")), _call_output(call), failed)
+        tools.result(as_str(call.get("id")), _call_output(call), failed)
     if not calls and isinstance(message.get("content"), str) and message["content"]:
         metrics.final_text = message["content"]
 
@@ -460,12 +459,12 @@ def _fold_stream(metrics: Metrics, stream: list[dict[str, Any]], tools: ToolLog)
         elif kind == "tool_use":
             name = str(event.get("tool_name"))
             arguments = event.get("parameters") if isinstance(event.get("parameters"), dict) else {}
-            _tool_call(metrics, tools, name, _str(event.get("tool_id")), arguments)
+            _tool_call(metrics, tools, name, as_str(event.get("tool_id")), arguments)
             texts = []
         elif kind == "tool_result":
             failed = event.get("status") == "error"
             metrics.tool_errors += failed
-            tools.result(_str(event.get("tool_id")), str(event.get("output") or ""), failed)
+            tools.result(as_str(event.get("tool_id")), str(event.get("output") or ""), failed)
         elif kind == "message" and event.get("role") == "assistant":
             texts.append(str(event.get("content", "")))
     if texts:
@@ -544,7 +543,7 @@ def price(messages: list[dict[str, Any]], mock: bool) -> tuple[float | None, str
                 genai_prices.Usage(input_tokens=prompt, cache_read_tokens=cached, output_tokens=output),
                 model,
                 provider_id=PRICE_PROVIDER,
-                genai_request_timestamp=_timestamp(message.get("timestamp")),
+                genai_request_timestamp=as_time(message.get("timestamp")),
             )
         except LookupError:
             return None, f"{COST_SOURCE}: model {model!r} not priced"
@@ -569,16 +568,3 @@ def _thinking_setting(settings_path: Path) -> str | None:
             levels = {tokens: name for name, tokens in GEMINI_2_BUDGETS.items()}
             return levels.get(budget, str(budget)) if budget is not None else None
     return None
-
-
-def _timestamp(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None

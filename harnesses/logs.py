@@ -3,6 +3,7 @@ behaviour derived from reads and commands."""
 
 import json
 import posixpath
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +143,7 @@ def fold_pi_message(metrics: Metrics, message: dict[str, Any], tools: ToolLog) -
     if role == "toolResult":
         is_error = message.get("isError") is True
         metrics.tool_errors += is_error
-        tools.result(_str(message.get("toolCallId")), result_text(message.get("content")), is_error)
+        tools.result(as_str(message.get("toolCallId")), result_text(message.get("content")), is_error)
         return None
     if role != "assistant":
         return None
@@ -166,7 +167,7 @@ def fold_pi_message(metrics: Metrics, message: dict[str, Any], tools: ToolLog) -
             arguments = item.get("arguments") if isinstance(item.get("arguments"), dict) else {}
             metrics.tool_calls += 1
             metrics.tool_calls_by_name[name] = metrics.tool_calls_by_name.get(name, 0) + 1
-            call_id = _str(item.get("id"))
+            call_id = as_str(item.get("id"))
             if name == "bash" and isinstance(arguments.get("command"), str):
                 metrics.bash_commands.append(arguments["command"])
                 tools.shell(call_id, arguments["command"])
@@ -211,8 +212,19 @@ def _fallback(diagnostic: dict[str, Any]) -> bool:
     return bool(diagnostic.get("fallbackTransport") or details.get("fallbackTransport"))
 
 
-def _str(value: Any) -> str | None:
+def as_str(value: Any) -> str | None:
+    """`value` if it is a non-empty string (a field of a session file may be anything), else None."""
     return value if isinstance(value, str) and value else None
+
+
+def as_time(value: Any) -> datetime | None:
+    """An ISO 8601 timestamp of a session file (`Z` for UTC allowed), else None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def derive_behaviour(

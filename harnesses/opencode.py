@@ -54,12 +54,11 @@ request) and the data dir is removed. `parse_session` reads those files and stdo
 import json
 import shutil
 import sqlite3
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from harnesses.cli_harness import CliHarness, install_skill, round_cost
-from harnesses.logs import ToolLog, as_int, derive_behaviour, read_jsonl
+from harnesses.logs import ToolLog, as_int, as_time, derive_behaviour, read_jsonl
 from harnesses.mock_model.openai_chat import OpenAIChat
 from harnesses.mock_model.tools import ToolCall, ToolMap
 from rig.models import AgentRun, Condition, Metrics
@@ -546,8 +545,5 @@ def _failed_attempts(
 
 def _log_time(line: str) -> int | None:
     """The time of an OpenCode log line (`timestamp=2026-01-01T00:00:00.000Z ...`), ms since the epoch."""
-    stamp = line.split(" ", 1)[0].removeprefix("timestamp=")
-    try:
-        return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)
-    except ValueError:
-        return None
+    stamp = as_time(line.split(" ", 1)[0].removeprefix("timestamp="))
+    return None if stamp is None else int(stamp.timestamp() * 1000)

@@ -1,8 +1,9 @@
-"""`rig calibrate`: the rig proves its oracle before any agent runs.
+"""`rig calibrate`: the rig proves a pack's oracle before any agent runs.
 
-(a) the clean fixture passes check.py; (b) every task's baseline fails where task.toml says;
-(c) every reference solution passes check.py and the hidden tests; (d) every decoy fails where
-task.toml says. Each item runs in its own fresh copy of the fixture.
+(a) the clean fixture passes the gate; (b) every task's baseline fails where task.toml says;
+(c) every reference solution passes the gate and the hidden tests; (d) every decoy fails where
+task.toml says; (e) the pack's fixture, tasks and hidden tests are byte-identical before and
+after. Each item runs in its own fresh copy of the fixture.
 """
 
 import shutil
@@ -12,9 +13,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from rig.models import CalibrationReport, Expectation, Item, ItemResult, Task, Verification
+from rig.models import CalibrationReport, Expectation, Item, ItemResult, Pack, Task, Verification
+from rig.packs import pack_digest
 from rig.verify import default_pycache, forget_bytecode, run_check, run_hidden
-from rig.workspace import PatchError, apply_patch, copy_fixture, tree_digest
+from rig.workspace import PatchError, apply_patch, copy_fixture
 
 
 def plan(tasks: list[Task]) -> list[Item]:
@@ -82,11 +84,11 @@ def judge(item: Item, v: Verification) -> tuple[bool, str]:
     """Turn one verification into a calibration verdict and its reason."""
     if item.kind == "clean":
         if v.check.ok:
-            return True, "clean fixture passes scripts/check.py"
-        return False, f"clean fixture fails check.py: {_describe(v)}"
+            return True, "clean fixture passes the gate"
+        return False, f"clean fixture fails the gate: {_describe(v)}"
     if item.kind == "solution":
         if v.success:
-            return True, f"reference solution passes check.py and {v.hidden.collected} hidden tests"
+            return True, f"reference solution passes the gate and {v.hidden.collected} hidden tests"
         return False, f"reference solution fails: {_describe(v)}"
     if v.success:
         return False, f"{item.kind} PASSES verification: the oracle has no teeth for it"
@@ -99,7 +101,7 @@ def judge(item: Item, v: Verification) -> tuple[bool, str]:
     return True, f"fails as expected: {_describe(v)}"
 
 
-def run_item(item: Item, fixture: Path, scratch: Path) -> ItemResult:
+def run_item(item: Item, pack: Pack, scratch: Path) -> ItemResult:
     """Build the item's workspace in `scratch`, verify it and judge the outcome.
 
     Verification bytecode goes to the shared prefix (rig.verify.default_pycache); the item's own
@@ -122,17 +124,18 @@ def run_item(item: Item, fixture: Path, scratch: Path) -> ItemResult:
 
     home = scratch / "home"
     home.mkdir(parents=True)
-    work = copy_fixture(fixture, scratch / "work")
+    work = copy_fixture(pack.fixture_dir, scratch / "work")
     try:
         for patch in item.patches:
             apply_patch(work, patch)
     except PatchError as exc:
         return result(False, str(exc))
     pycache = default_pycache()
-    check = run_check(work, home, pycache=pycache)
+    check = run_check(work, home, pack.spec.gate, pycache=pycache)
     hidden = None
     if item.task is not None:
-        hidden = run_hidden(work, item.task.hidden_dir, scratch / "hidden-junit.xml", home, pycache=pycache)
+        junit = scratch / "hidden-junit.xml"
+        hidden = run_hidden(work, item.task.hidden_dir, junit, home, pack.spec.runner, pycache=pycache)
     forget_bytecode(pycache, work)
     verification = Verification(check=check, hidden=hidden)
     passed, reason = judge(item, verification)
@@ -140,22 +143,20 @@ def run_item(item: Item, fixture: Path, scratch: Path) -> ItemResult:
 
 
 def calibrate(
+    pack: Pack,
     tasks: list[Task],
-    fixture: Path,
     workers: int,
     on_result: Callable[[ItemResult], None] | None = None,
     keep: Path | None = None,
 ) -> CalibrationReport:
-    """Run every item in parallel; report results in plan order, the fixture check last."""
+    """Run every item of `pack`'s `tasks` in parallel; report results in plan order, the pack check last."""
     items = plan(tasks)
-    before = tree_digest(fixture, skip_caches=False)
+    before = pack_digest(pack, skip_caches=False)
     root = Path(tempfile.mkdtemp(prefix="rig-calibrate-", dir=keep))
     results: list[ItemResult] = []
     try:
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            futures = [
-                pool.submit(run_item, item, fixture, root / f"{i:03d}") for i, item in enumerate(items)
-            ]
+            futures = [pool.submit(run_item, item, pack, root / f"{i:03d}") for i, item in enumerate(items)]
             # Waiting in plan order keeps the output stable while items finish in any order.
             for future in futures:
                 results.append(future.result())
@@ -164,15 +165,15 @@ def calibrate(
     finally:
         if keep is None:
             shutil.rmtree(root, ignore_errors=True)
-    unchanged = tree_digest(fixture, skip_caches=False) == before
+    unchanged = pack_digest(pack, skip_caches=False) == before
     fixture_result = ItemResult(
-        name="fixture unchanged",
+        name="pack unchanged",
         kind="fixture",
         task=None,
         passed=unchanged,
-        reason="fixture directory is byte-identical before and after"
+        reason="the pack's manifest, fixture, tasks and hidden tests are byte-identical before and after"
         if unchanged
-        else "fixture directory CHANGED during calibration",
+        else "the pack's files CHANGED during calibration",
     )
     if on_result:
         on_result(fixture_result)

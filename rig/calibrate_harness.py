@@ -94,7 +94,6 @@ def judge(name: str, record: dict, folder: Path) -> tuple[bool, str]:
 def calibrate_harness(
     harness: str,
     tasks: list[Task],
-    fixture: Path,
     repo_root: Path,
     workers: int,
     on_result: Callable[[HarnessCheck], None] | None = None,
@@ -114,7 +113,7 @@ def calibrate_harness(
     )
     scratch = Path(tempfile.mkdtemp(prefix=f"rig-calibrate-{harness}-"))
     try:
-        ctx = make_context(experiment, tasks, fixture, scratch / "results", scratch / "runs", repo_root)
+        ctx = make_context(experiment, tasks, scratch / "results", scratch / "runs", repo_root)
 
         def one(check: tuple[str, str, dict[str, Any]]) -> HarnessCheck:
             name, task_id, _options = check

@@ -44,35 +44,34 @@ def calibrate(
         int, typer.Option("--workers", "-w", min=1, help="Items verified in parallel.")
     ] = os.cpu_count() or 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON report instead.")] = False,
-    tasks_dir: Annotated[Path | None, typer.Option(help="Tasks root (default: tasks/).")] = None,
-    hidden_dir: Annotated[
-        Path | None, typer.Option(help="Hidden tests root (default: hidden_tests/).")
+    pack: Annotated[
+        Path | None, typer.Option(help="The task pack: a folder with pack.toml (default: the built-in pack).")
     ] = None,
-    fixture_dir: Annotated[Path | None, typer.Option(help="Fixture (default: fixtures/taskapp/).")] = None,
+    tasks_dir: Annotated[Path | None, typer.Option(help="Tasks root instead of the pack's.")] = None,
+    hidden_dir: Annotated[Path | None, typer.Option(help="Hidden tests root instead of the pack's.")] = None,
     harness: Annotated[
         str | None,
         typer.Option(help="Prove a real CLI against the mock model instead: a harness name, or all."),
     ] = None,
 ) -> None:
-    """Prove the oracle (clean fixture passes, baselines and decoys fail, solutions pass), or a harness."""
+    """Prove a pack's oracle (the clean fixture passes, baselines and decoys fail, solutions pass), or a
+    harness."""
     import time
 
-    from rig import paths
     from rig.calibrate import calibrate
     from rig.models import ItemResult
+    from rig.packs import PackError, load_pack
     from rig.tasks import TaskError, load_tasks
 
-    fixture = fixture_dir or paths.FIXTURE_DIR
-    if not (fixture / "scripts" / "check.py").is_file():
-        raise typer.BadParameter(f"{fixture} has no scripts/check.py; pass the taskapp fixture")
     try:
-        tasks = load_tasks(tasks_dir or paths.TASKS_DIR, hidden_dir or paths.HIDDEN_TESTS_DIR, task)
-    except TaskError as exc:
+        loaded = load_pack(pack.resolve() if pack else None)
+        tasks = load_tasks(loaded, task, tasks_dir, hidden_dir)
+    except (PackError, TaskError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
 
     if harness is not None:
-        _calibrate_harnesses(harness, tasks, fixture, workers, as_json)
+        _calibrate_harnesses(harness, tasks, workers, as_json)
         return
 
     def show(result: ItemResult) -> None:
@@ -81,14 +80,14 @@ def calibrate(
         typer.echo(typer.style(f"[{mark}]", fg=color) + f" {result.name}: {result.reason}")
 
     start = time.monotonic()
-    report = calibrate(tasks, fixture, workers, on_result=None if as_json else show)
+    report = calibrate(loaded, tasks, workers, on_result=None if as_json else show)
     if as_json:
         typer.echo(report.model_dump_json())
     else:
         total = report.passed + report.failed
         verdict = "all PASS" if report.ok else f"{report.failed} FAIL"
         typer.echo(
-            f"calibrate: {report.passed}/{total} passed, {verdict} "
+            f"calibrate {loaded.name}: {report.passed}/{total} passed, {verdict} "
             f"({len(tasks)} tasks, {workers} workers, {time.monotonic() - start:.1f}s)"
         )
     raise typer.Exit(0 if report.ok else 1)
@@ -120,6 +119,7 @@ def _load_context(
     from harnesses.registry import HarnessUnavailable
     from rig import paths
     from rig.experiment import ExperimentError, load_experiment
+    from rig.packs import PackError, load_pack
     from rig.runner import make_context
     from rig.sandbox import SandboxError
     from rig.store import StoreError
@@ -129,11 +129,10 @@ def _load_context(
     try:
         experiment = load_experiment(experiment_path)
         only = None if experiment.tasks == "all" else list(experiment.tasks)
-        tasks = load_tasks(paths.TASKS_DIR, paths.HIDDEN_TESTS_DIR, only)
+        tasks = load_tasks(load_pack(experiment.pack), only)
         return make_context(
             experiment,
             tasks,
-            paths.FIXTURE_DIR,
             results_root or paths.RESULTS_DIR,
             default_runs_root(),
             paths.REPO_ROOT,
@@ -143,6 +142,7 @@ def _load_context(
         )
     except (
         ExperimentError,
+        PackError,
         TaskError,
         WorkspaceError,
         StoreError,
@@ -177,6 +177,7 @@ def _read_only_context(experiment_path: Path, results_root: Path | None) -> Read
     from rig import paths
     from rig.experiment import ExperimentError, load_experiment
     from rig.migrate import design_digest
+    from rig.packs import PackError, load_pack
     from rig.schedule import plan
     from rig.store import ResultsStore
     from rig.tasks import TaskError, load_tasks
@@ -184,8 +185,8 @@ def _read_only_context(experiment_path: Path, results_root: Path | None) -> Read
     try:
         experiment = load_experiment(experiment_path)
         only = None if experiment.tasks == "all" else list(experiment.tasks)
-        tasks = load_tasks(paths.TASKS_DIR, paths.HIDDEN_TESTS_DIR, only)
-    except (ExperimentError, TaskError) as exc:
+        tasks = load_tasks(load_pack(experiment.pack), only)
+    except (ExperimentError, PackError, TaskError) as exc:
         raise _fail(str(exc)) from exc
     store = ResultsStore((results_root or paths.RESULTS_DIR) / experiment.name)
     design = store.root / "experiment.json"
@@ -397,7 +398,7 @@ def reclassify(
         typer.echo(f"{len(changes)} records changed; run `rig run {experiment}` to rerun new quarantines")
 
 
-def _calibrate_harnesses(choice: str, tasks, fixture: Path, workers: int, as_json: bool) -> None:
+def _calibrate_harnesses(choice: str, tasks, workers: int, as_json: bool) -> None:
     import json
     import time
 
@@ -422,7 +423,7 @@ def _calibrate_harnesses(choice: str, tasks, fixture: Path, workers: int, as_jso
     for name in names:
         try:
             results += calibrate_harness(
-                name, tasks, fixture, paths.REPO_ROOT, workers, on_result=None if as_json else show
+                name, tasks, paths.REPO_ROOT, workers, on_result=None if as_json else show
             )
         except CliNotFound as exc:
             raise _fail(str(exc)) from exc
@@ -460,6 +461,9 @@ def mock_serve(
             "two share a path, the first registered)."
         ),
     ] = None,
+    pack: Annotated[
+        Path | None, typer.Option(help="The task pack of --task (default: the built-in pack).")
+    ] = None,
 ) -> None:
     """Serve the mock model on 127.0.0.1 until interrupted, then print its ledger."""
     import json
@@ -469,15 +473,16 @@ def mock_serve(
     from harnesses.mock_model.server import Faults, MockModelServer
     from harnesses.mock_model.session import policy_for
     from harnesses.registry import HarnessUnavailable, mock_protocols
+    from rig.packs import PackError, load_pack
     from rig.tasks import TaskError, load_tasks
 
     if fault not in ("none", "http_error", "silence", "never_answer", "cut_stream"):
         raise _fail(f"unknown fault {fault!r}; use none, http_error, silence, never_answer or cut_stream")
     try:
-        (loaded,) = load_tasks(only=[task])
+        (loaded,) = load_tasks(load_pack(pack.resolve() if pack else None), [task])
         chosen = policy_for(loaded, {"mock_policy": policy, "decoy": decoy})
         protocols = mock_protocols((harness,) if harness else None)
-    except (TaskError, ValueError, HarnessUnavailable) as exc:
+    except (PackError, TaskError, ValueError, HarnessUnavailable) as exc:
         raise _fail(str(exc)) from exc
     faults = Faults(mode=fault, status=status, first_n=first_n)  # type: ignore[arg-type]
     server = MockModelServer(chosen, protocols, faults=faults, listen_port=port).start()

@@ -49,7 +49,20 @@ def _v1_to_v2(record: Record) -> Record:
     return record
 
 
-MIGRATIONS: dict[int, Callable[[Record], Record]] = {1: _v1_to_v2}
+def _v2_to_v3(record: Record) -> Record:
+    # Schema 3 added task packs: which pack a run measured, and whether the agent ran the pack's
+    # tests with any runner. Before packs every run was on the built-in pack, whose runner is pytest.
+    pins = record.get("pins")
+    if isinstance(pins, dict):
+        pins.setdefault("pack", None)
+        pins.setdefault("pack_hash", None)
+    metrics = record.get("metrics")
+    if isinstance(metrics, dict):
+        metrics.setdefault("ran_tests", bool(metrics.get("ran_pytest")))
+    return record
+
+
+MIGRATIONS: dict[int, Callable[[Record], Record]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def schema_of(record: Record) -> int:

@@ -31,11 +31,137 @@ MAX_TAIL_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_ENTRIES = 100_000
 DEFAULT_MAX_DEPTH = 64
 
+# --- Packs: a project with its tasks, described by pack.toml (loaded by rig.packs) ----------------
+
+PACK_NAME = r"^[a-z0-9][a-z0-9_.-]*$"
+
+
+class GateSpec(BaseModel):
+    """The project's gate: a command run in the workspace whose exit code decides.
+
+    `run` is what the rig runs; `{python}` is the rig's interpreter (pinned pytest and ruff), `{node}`
+    the node that runs the harnesses. With `report = "json"` the last line of its stdout is
+    `{"ok": bool, "failed": [stage, ...], "results": {stage: [problem, ...]}}`, cross-checked against
+    the exit code; with `"exit-code"` only the exit code counts and a failure is stage `gate`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    command: list[str] = Field(
+        min_length=1, description="the gate as the project's docs tell a person to run it, e.g. npm run check"
+    )
+    run: list[str] = Field(min_length=1, description="what the rig runs to decide")
+    report: Literal["json", "exit-code"] = "json"
+    stages: list[str] = Field(default_factory=list, description="the JSON report's stages, in fixing order")
+    scripts: list[str] = Field(
+        default_factory=list,
+        description="gate script files: running one by path or interpreter runs the gate",
+    )
+    timeout_s: float | None = Field(
+        default=None, gt=0, description="default: the experiment's timeouts.check_s"
+    )
+
+
+RunnerKind = Literal["pytest", "node-test", "command"]
+
+
+class RunnerSpec(BaseModel):
+    """How the hidden tests run: a built-in runner, or a command that writes junit XML.
+
+    pytest: the rig's interpreter, the workspace's configuration ignored, `plugins` loaded with -p.
+    node-test: `node --test` with its junit reporter; each hidden file wraps its tests in one
+    top-level describe() named after the file's stem, so a test's id is `<stem>::<test>`.
+    command: `command` with `{junit}` (where to write the report) and `{tests}` (the copied hidden
+    tests folder) filled in; a test's id is `<classname>::<name>`. No canaries: the pack's own runner
+    must be trusted.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    kind: RunnerKind
+    plugins: list[str] = Field(default_factory=list, description="pytest plugins (modules) loaded with -p")
+    command: list[str] | None = None
+    test_commands: list[list[str]] = Field(
+        default_factory=list,
+        description="more commands that count as running the tests in an agent's shell (e.g. npm test)",
+    )
+
+    @model_validator(mode="after")
+    def _command_for_command(self) -> "RunnerSpec":
+        if self.kind == "command" and not self.command:
+            raise ValueError('runner kind "command" needs command = [...] with {junit} in it')
+        if self.kind != "command" and self.command:
+            raise ValueError(f'runner kind {self.kind!r} takes no command; remove it or use kind = "command"')
+        if self.plugins and self.kind != "pytest":
+            raise ValueError('plugins are pytest plugins; remove them or use kind = "pytest"')
+        return self
+
+
+class ProtectSpec(BaseModel):
+    """Paths an agent may not change, on top of what the runner kind protects by itself.
+
+    files: exact workspace-relative paths. dirs: everything below these top-level folders.
+    names: glob patterns matched against every component of a path (`node_modules`, `.npmrc`,
+    `*.config.js`). shadow_roots (Python packs): folders put first on sys.path by the gate, where a
+    module named like a stdlib or installed one would replace it ("" is the workspace root).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    files: list[str] = Field(default_factory=list)
+    dirs: list[str] = Field(default_factory=list)
+    names: list[str] = Field(default_factory=list)
+    shadow_roots: list[str] = Field(default_factory=list)
+
+
+class PackSpec(BaseModel):
+    """A task pack's manifest: pack.toml. Folders are relative to the file."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=PACK_NAME)
+    description: str = ""
+    language: str = ""
+    fixture: str = "fixture"
+    tasks: str = "tasks"
+    hidden_tests: str = "hidden_tests"
+    gate: GateSpec
+    runner: RunnerSpec
+    protect: ProtectSpec = Field(default_factory=ProtectSpec)
+    docs: list[str] = Field(
+        default_factory=lambda: ["README.md", "CONTRIBUTING.md", "AGENTS.md", "CLAUDE.md", "docs/*"],
+        description="glob patterns of documentation (a `*` crosses folders): reading one is reading docs",
+    )
+    context_files: list[str] = Field(
+        default_factory=lambda: ["AGENTS.md", "CLAUDE.md", "GEMINI.md"],
+        description="the agent-instruction files a condition commonly removes",
+    )
+
+
+class Pack(BaseModel):
+    """A loaded pack: its manifest and the folder it lives in."""
+
+    spec: PackSpec
+    root: Path
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def fixture_dir(self) -> Path:
+        return self.root / self.spec.fixture
+
+    @property
+    def tasks_dir(self) -> Path:
+        return self.root / self.spec.tasks
+
+    @property
+    def hidden_dir(self) -> Path:
+        return self.root / self.spec.hidden_tests
+
+
 # --- Tasks: tasks/<id>/task.toml and the files that belong to it (loaded by rig.tasks) -------------
 
 
 class Expectation(BaseModel):
-    """Where a wrong workspace must fail: check.py stages and hidden tests (`module::test`)."""
+    """Where a wrong workspace must fail: gate stages and hidden tests (`module::test`)."""
 
     model_config = ConfigDict(extra="forbid")
     fails_stages: list[str] = Field(default_factory=list)
@@ -62,6 +188,7 @@ class Task(BaseModel):
     spec: TaskSpec
     dir: Path
     hidden_dir: Path
+    pack: Pack
 
     @property
     def id(self) -> str:
@@ -152,6 +279,10 @@ class Experiment(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     title: str = ""
     harness: str = Field(description="a harness name of harnesses.registry")
+    pack: str | None = Field(
+        default=None,
+        description="the task pack's folder (relative: to the rig's repository); None: the built-in pack",
+    )
     model: str | None = None
     thinking: str | None = None
     provider: Provider = Field(default_factory=Provider)
@@ -269,6 +400,9 @@ class Metrics(BaseModel):
     docs_read: list[str] = Field(default_factory=list)
     ran_check_script: bool = False
     ran_pytest: bool = False
+    ran_tests: bool = Field(
+        default=False, description="ran the pack's test runner (pytest, node --test, ...)"
+    )
     read_skill: bool = False
     final_text: str | None = None
 
@@ -277,7 +411,7 @@ class Metrics(BaseModel):
 
 
 class CheckOutcome(BaseModel):
-    """check.py's verdict: its exit code, the stages that failed and each stage's problems."""
+    """The gate's verdict: its exit code, the stages that failed and each stage's problems."""
 
     exit_code: int | None
     ok: bool
@@ -313,7 +447,7 @@ class Verification(BaseModel):
 
     @property
     def success(self) -> bool:
-        """check.py passed and the hidden tests ran and passed."""
+        """The gate passed and the hidden tests ran and passed."""
         return self.check.ok and self.hidden is not None and self.hidden.ok
 
 
@@ -361,12 +495,12 @@ class SandboxStatus(BaseModel):
 
 
 # --- The run record: one line of runs.jsonl (or quarantine.jsonl) per attempt ---------------------
-# Every field a reader may question is here with its evidence: the verdicts of check.py and the
+# Every field a reader may question is here with its evidence: the verdicts of the gate and the
 # hidden tests, the tampering found, the agent's process outcome, the parsed metrics, the infra
 # classification and the pins that say exactly what was measured. `rig schema` prints it.
 
 # Bumped whenever a field is added or changes meaning; rig.migrate brings older records up to date.
-RECORD_SCHEMA_VERSION = 2
+RECORD_SCHEMA_VERSION = 3
 
 
 class InfraVerdict(BaseModel):
@@ -400,6 +534,12 @@ class Protected(BaseModel):
 
 class Pins(BaseModel):
     rig_version: str
+    pack: str | None = Field(
+        default=None, description="the task pack's name (None in records older than packs)"
+    )
+    pack_hash: str | None = Field(
+        default=None, description="the pack's manifest, fixture, tasks and hidden tests"
+    )
     fixture_hash: str
     task_hash: str
     hidden_tests_hash: str
@@ -457,7 +597,7 @@ class RunRecord(BaseModel):
     )
     success: bool
     failing_stage: str | None = Field(
-        description="'rig_error', 'workspace_limits', 'audit', the first failing check.py stage, "
+        description="'rig_error', 'workspace_limits', 'audit', the first failing gate stage, "
         "or 'hidden' / 'verify'"
     )
     check: CheckOutcome | None

@@ -1,11 +1,13 @@
 """Protected files: hashed before the agent runs, compared and restored byte for byte after.
 
 Tampering is recorded, never silently forgiven: the verification that decides success always
-runs against the pristine gate, tests and pytest configuration. Protected too, wherever an agent
-adds them: files that change how Python or pytest start (conftest.py, .pth, sitecustomize.py),
-modules without source (a .pyc outside __pycache__, an extension module) and modules that would
-shadow the stdlib or an installed package where the gate looks first (the root, scripts/).
-Bytecode caches are not tampering but are removed all the same.
+runs against the pristine gate, tests and runner configuration. What is protected comes from the
+pack (its gate, tests and [protect] paths) and its runner kind (rig.runners), wherever an agent
+adds them: for pytest, files that change how Python or pytest start (conftest.py, .pth,
+sitecustomize.py), modules without source (a .pyc outside __pycache__, an extension module) and
+modules that would shadow the stdlib or an installed package where the gate looks first; for
+node, package.json, .npmrc and node_modules/. Bytecode caches are not tampering but are removed
+all the same.
 """
 
 import hashlib
@@ -17,43 +19,54 @@ import sys
 import sysconfig
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from functools import cache
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path, PurePosixPath
 
-from rig.models import Tampering
+from rig.models import Pack, Tampering
+from rig.runners import KINDS
 from rig.untrusted import read_bounded, remove, walk
 
-PROTECTED_FILES = ("scripts/check.py", "scripts/gen_models.py", "pyproject.toml")
-PROTECTED_DIRS = ("taskapp_testing", "tests")
-# Files that change how Python or pytest behave wherever they appear.
-PROTECTED_NAMES = (
-    "conftest.py",
-    # Every file pytest reads its configuration from (pytest 9 reads the TOML ones first).
-    "pytest.toml",
-    ".pytest.toml",
-    "pytest.ini",
-    ".pytest.ini",
-    "setup.cfg",
-    "tox.ini",
-    # ruff's own configuration files take precedence over pyproject.toml's [tool.ruff].
-    "ruff.toml",
-    ".ruff.toml",
-    "sitecustomize.py",
-    "usercustomize.py",
-)
-PROTECTED_SUFFIXES = (".pth",)
 # Modules Python imports without any source: a sourceless foo.pyc next to where foo.py would be
 # (bytecode inside __pycache__ is removed by restore and ignored by verification instead), and
 # compiled extensions, which are even preferred to a foo.py beside them.
 MODULE_BINARY_SUFFIXES = (".pyc", *EXTENSION_SUFFIXES)
 CACHE_DIRS = ("__pycache__", ".pytest_cache")
 SKIP_DIRS = (".git",)
-# Directories that verification processes put first on sys.path: the workspace root (the cwd of
-# check.py's `python -m pytest` and `python -m ruff`) and scripts/ (the directory of check.py and
-# gen_models.py). A module there named like a stdlib or installed one (json.py, pytest/) would
-# replace it inside the gate.
-SHADOW_ROOTS = ((), ("scripts",))
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What is protected in one pack's workspaces: its own paths and its runner kind's."""
+
+    files: frozenset[str] = frozenset()
+    dirs: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+    """Glob patterns matched against every component of a path."""
+    python: bool = False
+    """Sourceless modules and shadowing modules (below `shadow_roots`) are protected too."""
+    shadow_roots: tuple[tuple[str, ...], ...] = ()
+
+    def describe(self) -> str:
+        """The protected paths in one line, for `rig doctor`."""
+        parts = [*sorted(self.files), *(f"{d}/" for d in self.dirs), *self.names]
+        if self.python:
+            parts.append("sourceless and shadowing modules")
+        return ", ".join(parts)
+
+
+def rules_for(pack: Pack) -> Rules:
+    """The protection of `pack`: its [protect] paths plus what its runner kind protects."""
+    kind = KINDS[pack.spec.runner.kind]
+    spec = pack.spec.protect
+    return Rules(
+        files=frozenset(spec.files),
+        dirs=tuple(spec.dirs),
+        names=(*kind.protected_names, *spec.names),
+        python=kind.python,
+        shadow_roots=tuple(PurePosixPath(root).parts for root in spec.shadow_roots),
+    )
 
 
 @cache
@@ -64,9 +77,9 @@ def shadowable_names() -> frozenset[str]:
     return frozenset(sys.stdlib_module_names) | frozenset(sys.builtin_module_names) | installed
 
 
-def _shadows(parts: tuple[str, ...]) -> bool:
+def _shadows(parts: tuple[str, ...], roots: tuple[tuple[str, ...], ...]) -> bool:
     """Whether a path puts a module named like a stdlib or installed one where it would win."""
-    for root in SHADOW_ROOTS:
+    for root in roots:
         if len(parts) > len(root) and parts[: len(root)] == root:
             # The first component below the root: a module file or a package directory.
             if parts[len(root)].removesuffix(".py") in shadowable_names():
@@ -74,23 +87,29 @@ def _shadows(parts: tuple[str, ...]) -> bool:
     return False
 
 
-def is_protected(rel: str) -> bool:
-    """Whether a workspace-relative POSIX path is protected."""
+def is_protected(rel: str, rules: Rules) -> bool:
+    """Whether a workspace-relative POSIX path is protected under `rules`."""
     path = PurePosixPath(rel)
     return (
-        rel in PROTECTED_FILES
-        or (len(path.parts) > 1 and path.parts[0] in PROTECTED_DIRS)
-        or path.name in PROTECTED_NAMES
-        or path.suffix in PROTECTED_SUFFIXES
-        or (path.name.endswith(MODULE_BINARY_SUFFIXES) and "__pycache__" not in path.parts)
-        or _shadows(path.parts)
+        rel in rules.files
+        or (len(path.parts) > 1 and path.parts[0] in rules.dirs)
+        or any(fnmatchcase(part, name) for part in path.parts for name in rules.names)
+        or (
+            rules.python
+            and (
+                (path.name.endswith(MODULE_BINARY_SUFFIXES) and "__pycache__" not in path.parts)
+                or _shadows(path.parts, rules.shadow_roots)
+            )
+        )
     )
 
 
 @dataclass
 class Snapshot:
-    """The protected files of a workspace before the agent ran: path -> (bytes, mode)."""
+    """The protected files of a workspace before the agent ran: path -> (bytes, mode), and the
+    rules that chose them (which compare and restore apply too)."""
 
+    rules: Rules
     files: dict[str, tuple[bytes, int]] = field(default_factory=dict)
 
     def digest(self) -> str:
@@ -111,11 +130,11 @@ def _is_cache(rel: str) -> bool:
     return any(part in CACHE_DIRS for part in PurePosixPath(rel).parts)
 
 
-def snapshot(workdir: Path) -> Snapshot:
-    """Read every protected file of the prepared workspace."""
-    snap = Snapshot()
+def snapshot(workdir: Path, rules: Rules) -> Snapshot:
+    """Read every file of the prepared workspace that `rules` protect."""
+    snap = Snapshot(rules)
     for rel, st in walk(workdir, skip=SKIP_DIRS):
-        if is_protected(rel) and not _is_cache(rel) and stat.S_ISREG(st.st_mode):
+        if is_protected(rel, rules) and not _is_cache(rel) and stat.S_ISREG(st.st_mode):
             content = read_bounded(workdir / rel, st.st_size)
             if content is not None:
                 snap.files[rel] = (content, stat.S_IMODE(st.st_mode))
@@ -160,7 +179,7 @@ def compare(snap: Snapshot, workdir: Path, paths: Iterable[str] | None = None) -
     result.added = sorted(
         rel
         for rel in (_walk(workdir) if paths is None else paths)
-        if is_protected(rel) and rel not in snap.files and not _is_cache(rel)
+        if is_protected(rel, snap.rules) and rel not in snap.files and not _is_cache(rel)
     )
     return result
 

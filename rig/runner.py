@@ -24,7 +24,8 @@ from harnesses.registry import install_version, make_adapter
 from rig.audit import STOP_RULES, toolchain_digest
 from rig.experiment import ExperimentError
 from rig.migrate import design_digest, read_quarantine, read_runs
-from rig.models import AgentRun, Condition, Experiment, Pins, PlanItem, SandboxStatus, Tampering, Task
+from rig.models import AgentRun, Condition, Experiment, Pack, Pins, PlanItem, SandboxStatus, Tampering, Task
+from rig.packs import MANIFEST, pack_digest
 from rig.proc import ContainmentError, containment, kill_running_commands, reap_orphans
 from rig.redact import Redactor
 from rig.sandbox import resolve
@@ -51,8 +52,8 @@ class RunContext:
     """Everything a run needs besides its plan item; built once per experiment."""
 
     experiment: Experiment
+    pack: Pack
     tasks: dict[str, Task]
-    fixture: Path
     runs_root: Path
     store: ResultsStore
     redactor: Redactor
@@ -76,7 +77,6 @@ class RunContext:
 def make_context(
     experiment: Experiment,
     tasks: list[Task],
-    fixture: Path,
     results_root: Path,
     runs_root: Path,
     repo_root: Path,
@@ -85,7 +85,7 @@ def make_context(
     notify: Callable[[str], None] | None = None,
 ) -> RunContext:
     """Check the runs root, install the harness versions conditions ask for, pin every input, set up
-    the sandbox, and bind the results folder.
+    the sandbox, and bind the results folder. `tasks` are of one pack (rig.tasks.load_tasks).
 
     `sandbox` is auto (bubblewrap if this machine has it, else a warning in every record),
     require (refuse without it) or off. Raises SandboxError for require without bubblewrap;
@@ -94,6 +94,8 @@ def make_context(
     """
     # Agents run in their workspace: every path handed to them must be absolute.
     results_root, runs_root = results_root.resolve(), runs_root.resolve()
+    pack = tasks[0].pack
+    fixture = pack.fixture_dir
     for condition in experiment.conditions:
         for skill in condition.skills:
             if not (repo_root / skill / "SKILL.md").is_file():
@@ -113,6 +115,7 @@ def make_context(
     )
     # Everything the agent must not read: the answers, the judge, the results and other runs.
     secrets = [
+        pack.root / MANIFEST,
         fixture.resolve(),
         *(t.dir.resolve() for t in tasks),
         *(t.hidden_dir.resolve() for t in tasks),
@@ -144,6 +147,8 @@ def make_context(
     fixture_hash = tree_digest(fixture)
     versions = {
         "rig_version": rig_version(),
+        "pack": pack.name,
+        "pack_hash": pack_digest(pack),
         "python_version": platform.python_version(),
         "ruff_version": dist_version("ruff"),
         "pytest_version": dist_version("pytest"),
@@ -172,8 +177,8 @@ def make_context(
     )
     return RunContext(
         experiment,
+        pack,
         {t.id: t for t in tasks},
-        fixture,
         runs_root,
         store,
         redactor,
@@ -279,7 +284,7 @@ def run_one(item: PlanItem, ctx: RunContext) -> tuple[dict, Path]:
         adapter = adapter_for(exp, task, ctx.confinement, attempt.condition.harness_version)
         workspaces = ctx.runs_root / exp.name
         trail.enter("prepare")
-        prepared = prepare(workspaces, item.run_id, number, ctx.fixture, task, attempt.condition, trail)
+        prepared = prepare(workspaces, item.run_id, number, task, attempt.condition, trail)
         trail.enter("agent")
         run = agent(adapter, prepared.workdir, task, attempt.condition, folder, exp.timeouts.agent_s)
         trail.enter("collect")
@@ -291,7 +296,6 @@ def run_one(item: PlanItem, ctx: RunContext) -> tuple[dict, Path]:
             exp.limits,
             ctx.scratch,
             workspaces,
-            ctx.fixture,
             task,
             attempt.pins,
             ctx.secrets,
@@ -301,7 +305,7 @@ def run_one(item: PlanItem, ctx: RunContext) -> tuple[dict, Path]:
         if collected.workspace.limit is None:
             trail.enter("protect")
             tampering = protect(prepared.snapshot, collected.verify_dir, collected.paths)
-            verified = verify(collected.verify_root, task.hidden_dir, folder, exp.timeouts, trail)
+            verified = verify(collected.verify_root, task, folder, exp.timeouts, trail)
         trail.enter("record")
         result = record(
             attempt, adapter, run, prepared.baseline, collected, tampering, verified, trail.warnings

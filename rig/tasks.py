@@ -1,12 +1,12 @@
-"""Loading tasks: `tasks/<id>/task.toml` plus its patches, validated into rig.models.Task."""
+"""Loading a pack's tasks: `tasks/<id>/task.toml` plus its patches, validated into rig.models.Task."""
 
 import tomllib
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from rig.models import Task, TaskSpec
-from rig.paths import HIDDEN_TESTS_DIR, TASKS_DIR
+from rig.models import Pack, Task, TaskSpec
+from rig.packs import load_pack
 
 MIN_DECOYS = 2
 
@@ -21,8 +21,9 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where}: {' '.join(err['msg'].split())}"
 
 
-def load_task(task_dir: Path, hidden_root: Path = HIDDEN_TESTS_DIR) -> Task:
-    """Load and validate one task directory; raise TaskError with a one-line reason."""
+def load_task(task_dir: Path, pack: Pack, hidden_root: Path | None = None) -> Task:
+    """Load and validate one task directory of `pack` (its hidden tests under `hidden_root`, by
+    default the pack's); raise TaskError with a one-line reason."""
     toml_path = task_dir / "task.toml"
     if not toml_path.is_file():
         raise TaskError(f"{toml_path}: missing; every task directory needs a task.toml")
@@ -43,7 +44,7 @@ def load_task(task_dir: Path, hidden_root: Path = HIDDEN_TESTS_DIR) -> Task:
         raise TaskError(f"{toml_path}: {_first_error(exc)}; fix the field") from None
     if spec.id != task_dir.name:
         raise TaskError(f"{toml_path}: id {spec.id!r} differs from its directory name {task_dir.name!r}")
-    task = Task(spec=spec, dir=task_dir, hidden_dir=hidden_root / spec.id)
+    task = Task(spec=spec, dir=task_dir, hidden_dir=(hidden_root or pack.hidden_dir) / spec.id, pack=pack)
     for path in (task.setup_patch, task.solution_patch):
         if not path.is_file():
             raise TaskError(f"{path}: missing; create it (setup.patch may be empty)")
@@ -62,17 +63,27 @@ def load_task(task_dir: Path, hidden_root: Path = HIDDEN_TESTS_DIR) -> Task:
 
 
 def load_tasks(
-    tasks_root: Path = TASKS_DIR, hidden_root: Path = HIDDEN_TESTS_DIR, only: list[str] | None = None
+    pack: Pack | None = None,
+    only: list[str] | None = None,
+    tasks_root: Path | None = None,
+    hidden_root: Path | None = None,
 ) -> list[Task]:
-    """Every task under tasks_root (or just `only`), sorted by id."""
+    """Every task of `pack` (default: the built-in one), or just `only`, sorted by id.
+
+    `tasks_root` and `hidden_root` replace the pack's folders (a copy of its tasks, say).
+    """
+    pack = pack or load_pack()
+    tasks_root = tasks_root or pack.tasks_dir
     if not tasks_root.is_dir():
-        raise TaskError(f"{tasks_root}: no such tasks directory; pass --tasks-dir")
+        raise TaskError(f"{tasks_root}: no such tasks directory; fix tasks = in {pack.root / 'pack.toml'}")
     names = sorted(p.name for p in tasks_root.iterdir() if (p / "task.toml").exists())
     if not names:
-        raise TaskError(f"{tasks_root}: no task directories (tasks/<id>/task.toml); pass --tasks-dir")
+        raise TaskError(
+            f"{tasks_root}: no task directories (tasks/<id>/task.toml); add a task or fix the pack"
+        )
     if only:
         unknown = sorted(set(only) - set(names))
         if unknown:
             raise TaskError(f"unknown task {', '.join(unknown)}; known: {', '.join(names)}")
         names = [n for n in names if n in only]
-    return [load_task(tasks_root / name, hidden_root) for name in names]
+    return [load_task(tasks_root / name, pack, hidden_root) for name in names]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harnesses.base import HarnessAdapter
-from rig.audit import is_source, rig_paths_accessed, runner_probes, toolchain_digest
+from rig.audit import rig_paths_accessed, runner_probes, source_filter, toolchain_digest
 from rig.models import AgentRun, AuditFinding, Limits, Metrics, Pins, Task, WorkspaceStats
 from rig.scratch import COPY_PREFIX, Scratch, on_disk
 from rig.steps.attempt import WORK, Trail, write_artifact
@@ -56,7 +56,6 @@ def collect(
     limits: Limits,
     scratch: Scratch,
     workspaces: Path,
-    fixture: Path,
     task: Task,
     pins: Pins,
     secrets: list[Path],
@@ -67,8 +66,8 @@ def collect(
 
     The copy goes to a directory made only now, which the agent could not name: a process that
     escaped every kill writes to a workspace nobody reads any more. A copy with no room in memory
-    is made again on disk, under `workspaces`, beside the workspace. `fixture`, `task`, `pins` and
-    `secrets` are what the audit checks the rig's own files and the session against.
+    is made again on disk, under `workspaces`, beside the workspace. `task` (and its pack), `pins`
+    and `secrets` are what the audit checks the rig's own files and the session against.
     """
     metrics = trail.metrics = adapter.parse_session(run)
     try:
@@ -107,10 +106,10 @@ def collect(
         try:
             diff, changed = collect_diff(verify_dir, prepared.rig_git, prepared.baseline, staged=True)
             write_artifact(folder / "diff.patch", diff)
-            texts = changed_texts(verify_dir, prepared.rig_git, prepared.baseline, is_source)
+            texts = changed_texts(verify_dir, prepared.rig_git, prepared.baseline, source_filter(task.pack))
         except WorkspaceError as exc:
             trail.warnings.append(f"diff not collected: {exc}")
-    audit = _audit(fixture, task, pins, secrets, texts, metrics, prepared.container, folder)
+    audit = _audit(task, pins, secrets, texts, metrics, prepared.container, folder)
     return Collected(metrics, workspace, copy.root, copy.paths, changed, audit)
 
 
@@ -152,7 +151,6 @@ def _copy_for_verification(prepared: Prepared, limits: Limits, place: Scratch, t
 
 
 def _audit(
-    fixture: Path,
     task: Task,
     pins: Pins,
     secrets: list[Path],
@@ -168,7 +166,7 @@ def _audit(
     findings = [
         AuditFinding(rule="rig_files_changed", detail=f"{name} {root} no longer matches its pinned hash")
         for name, root, pinned in (
-            ("fixture", fixture, pins.fixture_hash),
+            ("fixture", task.pack.fixture_dir, pins.fixture_hash),
             ("task", task.dir, pins.task_hash),
             ("hidden tests", task.hidden_dir, pins.hidden_tests_hash),
         )
@@ -186,6 +184,6 @@ def _audit(
             AuditFinding(rule="changes_unreadable", detail="the workspace's changes could not be collected")
         )
     else:
-        findings += runner_probes(texts)
+        findings += runner_probes(texts, task.pack)
     findings += rig_paths_accessed(metrics, secrets, own=[container, attempt_dir])
     return findings

@@ -32,11 +32,10 @@ class Prepared:
         return self.container / RIG_GIT_DIR
 
 
-def prepare(
-    runs: Path, run_id: str, number: int, fixture: Path, task: Task, condition: Condition, trail: Trail
-) -> Prepared:
-    """The fixture, the task's setup, the condition's overlays and the baseline, in a directory made
-    now under `runs` for attempt `number` of `run_id`; its protected files read before the agent runs.
+def prepare(runs: Path, run_id: str, number: int, task: Task, condition: Condition, trail: Trail) -> Prepared:
+    """The fixture of the task's pack, its setup, the condition's overlays and the baseline, in a
+    directory made now under `runs` for attempt `number` of `run_id`; its protected files read before
+    the agent runs.
 
     The directory goes on `trail.trees` as soon as it exists, the baseline on `trail.baseline`.
     """
@@ -44,8 +43,8 @@ def prepare(
     container = Path(tempfile.mkdtemp(prefix=f"{run_id}-a{number}-", dir=runs))
     trail.trees.append(container)
     workdir = container / WORK
-    copy_fixture(fixture, workdir)
+    copy_fixture(task.pack.fixture_dir, workdir)
     apply_patch(workdir, task.setup_patch)
     apply_overlays(workdir, condition.remove_files, condition.write_files)
     baseline = trail.baseline = init_baseline(workdir, container / RIG_GIT_DIR)
-    return Prepared(container, baseline, protect.snapshot(workdir))
+    return Prepared(container, baseline, protect.snapshot(workdir, protect.rules_for(task.pack)))

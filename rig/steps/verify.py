@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from pathlib import Path
 
-from rig.models import CheckOutcome, HiddenOutcome, Timeouts
+from rig.models import CheckOutcome, HiddenOutcome, Task, Timeouts
 from rig.steps.attempt import WORK, InjectedFault, Trail, write_artifact
 from rig.verify import default_pycache, run_check, run_hidden
 
@@ -17,8 +17,8 @@ class Verified:
     error: str | None = None
 
 
-def verify(verify_root: Path, hidden_dir: Path, folder: Path, timeouts: Timeouts, trail: Trail) -> Verified:
-    """check.py, then the hidden tests of `hidden_dir`, in the rig's copy under `verify_root` with a
+def verify(verify_root: Path, task: Task, folder: Path, timeouts: Timeouts, trail: Trail) -> Verified:
+    """The pack's gate, then the hidden tests of `task`, in the rig's copy under `verify_root` with a
     home made only now; `check.json` and `hidden-junit.xml` go in the attempt `folder`.
 
     Enters steps `check` and `hidden` on `trail`. A timeout or crash is a verdict with its reason
@@ -33,11 +33,17 @@ def verify(verify_root: Path, hidden_dir: Path, folder: Path, timeouts: Timeouts
     error: str | None = None
     try:
         trail.enter("check")
-        check = run_check(workdir, home, timeouts.check_s, pycache)
+        check = run_check(workdir, home, task.pack.spec.gate, timeouts.check_s, pycache)
         write_artifact(folder / "check.json", check.model_dump_json(indent=2))
         trail.enter("hidden")
         hidden = run_hidden(
-            workdir, hidden_dir, folder / "hidden-junit.xml", home, timeouts.hidden_s, pycache
+            workdir,
+            task.hidden_dir,
+            folder / "hidden-junit.xml",
+            home,
+            task.pack.spec.runner,
+            timeouts.hidden_s,
+            pycache,
         )
     except InjectedFault:
         raise

@@ -45,6 +45,7 @@ from pathlib import Path
 from rig import paths
 from rig.calibrate import plan
 from rig.models import Item
+from rig.packs import load_pack
 from rig.proc import scrubbed_env
 from rig.tasks import load_tasks
 from rig.workspace import CACHE_NAMES
@@ -143,7 +144,7 @@ def main() -> None:
     rounds = max(1, args.rounds)
 
     items = plan(load_tasks())
-    fixture = paths.FIXTURE_DIR
+    fixture = load_pack().fixture_dir
     home = Path(tempfile.mkdtemp(prefix="bench-home-"))
     env = scrubbed_env(home)
     samples: dict[str, list[Sample]] = {"floor": [], "rig": []}

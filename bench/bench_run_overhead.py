@@ -68,9 +68,10 @@ from typing import Any
 import harnesses.scripted
 from harnesses.registry import make_adapter
 from rig import paths, protect
-from rig.audit import is_source, runner_probes, toolchain_digest
+from rig.audit import runner_probes, source_filter, toolchain_digest
 from rig.classify import classify
 from rig.models import Experiment, PlanItem, RunRecord, Task
+from rig.packs import load_pack
 from rig.proc import BASE_PATH, scrubbed_env
 from rig.runner import RunContext, make_context, run_one
 from rig.schedule import plan
@@ -274,7 +275,7 @@ def bench_context(tasks: list[Task]) -> Iterator[tuple[RunContext, float]]:
     runs_root = Path(tempfile.mkdtemp(prefix="bench-runs-"))
     try:
         start = time.perf_counter()
-        ctx = make_context(EXPERIMENT, tasks, paths.FIXTURE_DIR, results_root, runs_root, REPO)
+        ctx = make_context(EXPERIMENT, tasks, results_root, runs_root, REPO)
         yield ctx, time.perf_counter() - start
     finally:
         shutil.rmtree(results_root, ignore_errors=True)
@@ -329,7 +330,7 @@ def phase_item(item: PlanItem, ctx: RunContext, record: dict, phases: Phases) ->
         home.mkdir()
     try:
         with phases("copy_fixture"):
-            copy_fixture(ctx.fixture, workdir)
+            copy_fixture(ctx.pack.fixture_dir, workdir)
         with phases("apply_patch"):
             apply_patch(workdir, task.setup_patch)
         with phases("apply_overlays"):
@@ -340,7 +341,7 @@ def phase_item(item: PlanItem, ctx: RunContext, record: dict, phases: Phases) ->
             shutil.copytree(workdir / ".git", container / "bench-git-copy", symlinks=True)
         shutil.rmtree(container / "bench-git-copy")
         with phases("protect.snapshot"):
-            snap = protect.snapshot(workdir)
+            snap = protect.snapshot(workdir, protect.rules_for(task.pack))
         timeout = exp.timeouts.agent_s or task.spec.timeout_s
         agent_run = adapter.run(workdir, task.spec.prompt, condition, attempt_dir, timeout)
         phases.add(AGENT_RECORDED, Sample(agent_run.wall_s))
@@ -356,15 +357,17 @@ def phase_item(item: PlanItem, ctx: RunContext, record: dict, phases: Phases) ->
             diff, _changed = collect_diff(copy, container / RIG_GIT_DIR, baseline, staged=True)
             (attempt_dir / "diff.patch").write_text(diff)
         with phases("audit"):
-            runner_probes(changed_texts(copy, container / RIG_GIT_DIR, baseline, is_source))
+            runner_probes(
+                changed_texts(copy, container / RIG_GIT_DIR, baseline, source_filter(task.pack)), task.pack
+            )
             toolchain_digest()
-            for root in (ctx.fixture, task.dir, task.hidden_dir):
+            for root in (ctx.pack.fixture_dir, task.dir, task.hidden_dir):
                 tree_digest(root)
         with phases("protect.compare + restore"):
             tampering = protect.compare(snap, copy, stager.paths)
             protect.restore(snap, copy, tampering, caches=False)
         with phases("run_check + check.json"):
-            check = run_check(copy, home, exp.timeouts.check_s, default_pycache())
+            check = run_check(copy, home, task.pack.spec.gate, exp.timeouts.check_s, default_pycache())
             (attempt_dir / "check.json").write_text(check.model_dump_json(indent=2))
         with phases("run_hidden"):
             run_hidden(
@@ -372,6 +375,7 @@ def phase_item(item: PlanItem, ctx: RunContext, record: dict, phases: Phases) ->
                 task.hidden_dir,
                 attempt_dir / "hidden-junit.xml",
                 home,
+                task.pack.spec.runner,
                 exp.timeouts.hidden_s,
                 default_pycache(),
             )
@@ -489,7 +493,7 @@ def main() -> None:
     tasks = load_tasks()
     items = plan(EXPERIMENT, [t.id for t in tasks])
     n = len(items)
-    fixture = paths.FIXTURE_DIR
+    fixture = load_pack().fixture_dir
     meter = AgentMeter()
     meter.install()
     home = Path(tempfile.mkdtemp(prefix="bench-home-"))

@@ -46,7 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from rig.models import Condition, Experiment, Limits, Timeouts  # noqa: E402
-from rig.paths import FIXTURE_DIR, REPO_ROOT  # noqa: E402
+from rig.paths import REPO_ROOT  # noqa: E402
 from rig.runner import execute, experiment_plan, make_context  # noqa: E402
 from rig.scratch import VERIFY_ROOT_VAR, choose_scratch  # noqa: E402
 from rig.tasks import load_tasks  # noqa: E402
@@ -83,9 +83,7 @@ def one_run(base: Path, layout: str, n: int, index: int) -> dict[str, float]:
     )
     tasks = load_tasks(only=[TASK])
     runs = base / "runs"
-    ctx = make_context(
-        experiment, tasks, FIXTURE_DIR, base / "results", runs, REPO_ROOT, keep_workspaces=True
-    )
+    ctx = make_context(experiment, tasks, base / "results", runs, REPO_ROOT, keep_workspaces=True)
     records: list[dict] = []
     execute(ctx, experiment_plan(ctx), on_update=lambda _p, record: records.append(record))
     (record,) = records

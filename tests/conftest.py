@@ -6,9 +6,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from builtin_pack import FIXTURE_DIR
 
 from rig.models import Task
-from rig.paths import FIXTURE_DIR
 from rig.tasks import load_tasks
 from rig.workspace import apply_patch, copy_fixture
 

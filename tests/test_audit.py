@@ -4,10 +4,10 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from builtin_pack import FIXTURE_DIR, HIDDEN_TESTS_DIR, TASKS_DIR
 
 from rig.audit import is_source, rig_paths_accessed, runner_probes, toolchain_digest
 from rig.models import Metrics
-from rig.paths import FIXTURE_DIR, HIDDEN_TESTS_DIR, TASKS_DIR
 from rig.tasks import load_tasks
 from rig.workspace import apply_patch, changed_texts, collect_diff, copy_fixture, init_baseline
 

@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from builtin_pack import FIXTURE_DIR, HIDDEN_TESTS_DIR, TASKS_DIR
 
 from harnesses.registry import calibrated_names
-from rig.paths import FIXTURE_DIR, HIDDEN_TESTS_DIR, TASKS_DIR
 from rig.workspace import tree_digest
 
 RIG = str(Path(sys.executable).with_name("rig"))

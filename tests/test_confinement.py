@@ -14,11 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
+from builtin_pack import FIXTURE_DIR, HIDDEN_TESTS_DIR, TASKS_DIR
 
 from harnesses.base import Confinement, run_agent_process
 from harnesses.cli import NODE_BIN
 from harnesses.scripted import AGENT_SCRIPT
-from rig.paths import FIXTURE_DIR, HIDDEN_TESTS_DIR, REPO_ROOT, TASKS_DIR
+from rig.paths import REPO_ROOT
 from rig.proc import process_identity, reap_orphans
 from rig.sandbox import Sandbox, SandboxError, find_bwrap, resolve
 

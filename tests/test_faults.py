@@ -22,12 +22,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from builtin_pack import FIXTURE_DIR
 
 from harnesses.mock_model.server import Faults, MockModelServer
 from harnesses.mock_model.session import policy_for
 from harnesses.registry import mock_protocols
 from rig.experiment import load_experiment
-from rig.paths import FIXTURE_DIR
 from rig.redact import Redactor
 from rig.store import ResultsStore
 from rig.tasks import load_tasks
@@ -592,7 +592,7 @@ BAD_TASKS = {
 
 @pytest.mark.parametrize("case", sorted(BAD_TASKS))
 def test_malformed_task_toml_is_one_clear_line_before_anything_runs(tmp_path, case):
-    from rig.paths import HIDDEN_TESTS_DIR, TASKS_DIR
+    from builtin_pack import HIDDEN_TESTS_DIR, TASKS_DIR
 
     tasks = tmp_path / "tasks"
     shutil.copytree(TASKS_DIR / "t1_fix_pagination", tasks / "t1_fix_pagination")

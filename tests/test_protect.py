@@ -6,7 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rig.paths import FIXTURE_DIR
+from builtin_pack import FIXTURE_DIR
+
 from rig.protect import PROTECTED_DIRS, PROTECTED_FILES, compare, is_protected, restore, snapshot
 from rig.verify import run_check
 from rig.workspace import tree_digest

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from builtin_pack import FIXTURE_DIR, HIDDEN_TESTS_DIR, TASKS_DIR
 from redteam_strategies import (
     BASELINE_HIDDEN,
     BASELINE_STAGES,
@@ -42,7 +43,7 @@ from redteam_strategies import (
 from harnesses.mock_model.session import policy_for
 from rig.audit import toolchain_digest
 from rig.models import Condition, Experiment, Provider, Timeouts
-from rig.paths import FIXTURE_DIR, HIDDEN_TESTS_DIR, REPO_ROOT, TASKS_DIR
+from rig.paths import REPO_ROOT
 from rig.runner import execute, experiment_plan, make_context
 from rig.tasks import load_tasks
 from rig.workspace import copy_fixture

@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
+from builtin_pack import FIXTURE_DIR
 
-from rig.paths import FIXTURE_DIR, REPO_ROOT
+from rig.paths import REPO_ROOT
 from rig.tasks import load_tasks
 from rig.workspace import tree_digest
 

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from builtin_pack import FIXTURE_DIR
 from conftest import run_check_json
 
 import rig
@@ -15,7 +16,7 @@ from harnesses import scripted_agent as agent
 from harnesses.logs import read_jsonl
 from harnesses.scripted import PATCH_COPY, SCRIPT_COPY, ScriptedHarness, attempt_number
 from rig.models import AgentRun, Condition, Metrics, Task
-from rig.paths import FIXTURE_DIR, REPO_ROOT
+from rig.paths import REPO_ROOT
 from rig.workspace import apply_patch, copy_fixture, tree_digest
 
 PROMPT = "Fix the pagination bug."

@@ -3,8 +3,8 @@
 import shutil
 
 import pytest
+from builtin_pack import HIDDEN_TESTS_DIR, TASKS_DIR
 
-from rig.paths import HIDDEN_TESTS_DIR, TASKS_DIR
 from rig.tasks import TaskError, load_task, load_tasks
 
 TASK_IDS = ["t1_fix_pagination", "t2_add_endpoint", "t3_fix_check", "t4_split_constant", "t5_migration"]

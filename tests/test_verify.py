@@ -15,9 +15,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from builtin_pack import HIDDEN_TESTS_DIR, TASKS_DIR
 from conftest import run_check_json
 
-from rig.paths import HIDDEN_TESTS_DIR, TASKS_DIR
 from rig.verify import CANARY_MARKER, HIDDEN_DEST, run_check, run_hidden
 from rig.workspace import PatchError, apply_patch, tree_digest
 

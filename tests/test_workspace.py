@@ -4,8 +4,8 @@ import os
 import subprocess
 
 import pytest
+from builtin_pack import FIXTURE_DIR
 
-from rig.paths import FIXTURE_DIR
 from rig.untrusted import copy_tree, walk
 from rig.workspace import (
     DIFF_MAX_FILE_BYTES,

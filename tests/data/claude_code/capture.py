@@ -25,7 +25,8 @@ from typing import Any
 from harnesses.claude_code import ClaudeCodeHarness
 from harnesses.mock_model.session import LEDGER_FILE
 from rig.models import Condition, Provider
-from rig.paths import FIXTURE_DIR, REPO_ROOT
+from rig.packs import load_pack
+from rig.paths import REPO_ROOT
 from rig.redact import Redactor
 from rig.tasks import load_tasks
 from rig.workspace import apply_patch, copy_fixture
@@ -61,7 +62,7 @@ def main() -> None:
     redactor = Redactor.for_machine(runs_root=scratch, repo_root=REPO_ROOT)
     try:
         for name, (options, thinking) in CASES.items():
-            workdir = copy_fixture(FIXTURE_DIR, scratch / name / "work")
+            workdir = copy_fixture(load_pack().fixture_dir, scratch / name / "work")
             apply_patch(workdir, task.setup_patch)
             run_dir = scratch / name / "run"
             harness = ClaudeCodeHarness(task, Provider(kind="mock"), None, thinking, STALL_S)

@@ -24,7 +24,8 @@ from harnesses.mock_model.policy import Policy, Step, do_nothing, patch_command,
 from harnesses.mock_model.server import Faults, MockModelServer, Usage, WireProtocol
 from harnesses.mock_model.session import LEDGER_FILE
 from rig.models import Condition, Provider, Task
-from rig.paths import FIXTURE_DIR, REPO_ROOT
+from rig.packs import load_pack
+from rig.paths import REPO_ROOT
 from rig.redact import Redactor
 from rig.tasks import load_tasks
 from rig.workspace import apply_patch, copy_fixture
@@ -114,7 +115,7 @@ def main() -> None:
     redactor = Redactor.for_machine(runs_root=scratch, repo_root=REPO_ROOT)
     try:
         for name, (policy, faults, down, retries) in cases(task).items():
-            workdir = copy_fixture(FIXTURE_DIR, scratch / name / "work")
+            workdir = copy_fixture(load_pack().fixture_dir, scratch / name / "work")
             apply_patch(workdir, task.setup_patch)
             run_dir = scratch / name / "run"
             # The base class starts the mock for every adapter: the case's server replaces it there.

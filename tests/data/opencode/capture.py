@@ -26,7 +26,8 @@ from harnesses.mock_model.server import Faults, MockModelServer, Usage, WireProt
 from harnesses.mock_model.session import LEDGER_FILE
 from harnesses.opencode import LOG_FILE, SESSION_FILE, OpenCodeHarness
 from rig.models import Condition, Provider, Task
-from rig.paths import FIXTURE_DIR, REPO_ROOT
+from rig.packs import load_pack
+from rig.paths import REPO_ROOT
 from rig.redact import Redactor
 from rig.tasks import load_tasks
 from rig.workspace import apply_patch, copy_fixture, init_baseline
@@ -105,7 +106,7 @@ def main() -> None:
         for name, (policy, faults, down) in cases(task).items():
             if only and name not in only:
                 continue
-            workdir = copy_fixture(FIXTURE_DIR, scratch / name / "work")
+            workdir = copy_fixture(load_pack().fixture_dir, scratch / name / "work")
             apply_patch(workdir, task.setup_patch)
             init_baseline(workdir, scratch / name / "rig.git")
             run_dir = scratch / name / "run"

@@ -27,7 +27,8 @@ from harnesses import cli_harness  # noqa: E402
 from harnesses.mock_model.policy import Policy, Step, patch_command  # noqa: E402
 from harnesses.mock_model.server import Faults, MockModelServer, Usage, WireProtocol  # noqa: E402
 from rig.models import Condition, Provider  # noqa: E402
-from rig.paths import FIXTURE_DIR, REPO_ROOT  # noqa: E402
+from rig.packs import load_pack  # noqa: E402
+from rig.paths import REPO_ROOT  # noqa: E402
 from rig.redact import Redactor  # noqa: E402
 from rig.tasks import load_tasks  # noqa: E402
 from rig.workspace import apply_patch, copy_fixture  # noqa: E402
@@ -80,7 +81,7 @@ def capture(case: str, root: Path, redactor: Redactor) -> None:
     if settings is not None:
         pi.settings = lambda _ms: settings  # type: ignore[assignment]
     try:
-        work = copy_fixture(FIXTURE_DIR, root / case / "work")
+        work = copy_fixture(load_pack().fixture_dir, root / case / "work")
         apply_patch(work, TASK.setup_patch)
         harness = pi.PiHarness(TASK, Provider(), None, "high", 30.0)
         run = harness.run(work, TASK.spec.prompt, Condition(name=case), root / case / "run", 120)

@@ -439,6 +439,33 @@ def _calibrate_harnesses(choice: str, tasks, workers: int, as_json: bool) -> Non
     raise typer.Exit(0 if passed == len(results) else 1)
 
 
+pack_app = typer.Typer(help="Task packs: make one from your own repository.", no_args_is_help=True)
+app.add_typer(pack_app, name="pack")
+
+
+@pack_app.command("new")
+def pack_new(
+    path: Annotated[Path, typer.Argument(help="Where to write the pack: a new or empty folder.")],
+    from_repo: Annotated[
+        Path | None,
+        typer.Option("--from", help="The git repository to snapshot (default: the current directory)."),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option(help="The pack's name (default: the repository folder's, lowercased).")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace PATH if it is not empty.")] = False,
+) -> None:
+    """Scaffold a task pack from a git repository: its tracked files at HEAD as the fixture, a
+    best-guess pack.toml and an example task to fill in."""
+    from rig.pack_new import ScaffoldError, scaffold
+
+    try:
+        made = scaffold(path, from_repo or Path.cwd(), name, force)
+    except ScaffoldError as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(made.summary(str(path)))
+
+
 mock_app = typer.Typer(help="The scripted mock model server.", no_args_is_help=True)
 app.add_typer(mock_app, name="mock-model")
 

@@ -1,0 +1,632 @@
+"""`rig pack new`: a task pack scaffolded from a git repository.
+
+The fixture is the repository's tracked files at HEAD, read from git's objects, never from the
+work tree: untracked and ignored files and the .git folder stay out, and `export-ignore`
+attributes (which `git archive` obeys, and which often name the tests) do not apply. pack.toml is
+a best guess from what the repository holds: the hidden-test runner, the gate, the protected
+paths, the docs. The example task and its hidden test are placeholders that load (so `rig
+calibrate --pack` runs at once) and fail until they are written. Everything is written to a
+temporary folder beside the target and moved into place at the end: an error leaves nothing.
+"""
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+import textwrap
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from rig.models import PACK_NAME, RunnerKind
+from rig.packs import MANIFEST, PackError, load_pack
+from rig.proc import BASE_PATH
+from rig.runners import KINDS
+from rig.tasks import TaskError, load_tasks
+from rig.verify import GATE_STAGE
+
+EXAMPLE_TASK = "example"
+DECOYS = ("todo_decoy_one", "todo_decoy_two")
+# Top-level folders that hold a project's tests: protected whole, as `dirs`.
+TEST_DIRS = ("tests", "test", "__tests__", "spec", "specs")
+PYTEST_CONFIGS = ("pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml")
+NODE_TEST_FILE = re.compile(r"\.test\.(?:mjs|cjs|js)$")
+PYTHON_TEST_FILE = re.compile(r"^(?:test_.*|.*_test)\.py$")
+MAKEFILES = ("GNUmakefile", "makefile", "Makefile")
+# A package.json script run by node directly (no shell operators) becomes a `{node}` command.
+SHELL_OPERATORS = re.compile(r"[|&;<>$`()*?]")
+# A gate that prints the JSON report rig reads: it takes --json and names the report's keys.
+JSON_GATE = (
+    re.compile(r"--json\b"),
+    re.compile(r"\bok\b"),
+    re.compile(r"\bfailed\b"),
+    re.compile(r"\bresults\b"),
+)
+GIT_TIMEOUT_S = 120
+COMMENT_WIDTH = 100
+EXECUTABLE_MODE = "100755"
+SYMLINK_MODE = "120000"
+
+# The rig runs a placeholder, so a pack not yet filled in fails with the reason instead of crashing.
+TODO_COMMAND = "TODO: the command that checks the project"
+TODO_GATE = ["sh", "-c", "echo 'TODO: set [gate] in pack.toml (docs/packs.md)' >&2; exit 2"]
+TODO_RUNNER = [
+    "sh",
+    "-c",
+    "echo 'TODO: set [runner] command in pack.toml: run the tests in $2, junit XML to $1' >&2; exit 2",
+    "runner",
+    "{junit}",
+    "{tests}",
+]
+
+
+class ScaffoldError(Exception):
+    """A pack that cannot be scaffolded; the message names the cause and the fix."""
+
+
+@dataclass
+class Detected:
+    """What the repository says about itself: runner, gate and protected paths, with the evidence."""
+
+    kind: RunnerKind
+    runner_evidence: str
+    gate_command: list[str]
+    gate_run: list[str]
+    gate_source: str
+    report: str = "exit-code"
+    gate_scripts: list[str] = field(default_factory=list)
+    test_commands: list[list[str]] = field(default_factory=list)
+    protect_files: list[str] = field(default_factory=list)
+    protect_dirs: list[str] = field(default_factory=list)
+    shadow_roots: list[str] = field(default_factory=list)
+    docs: list[str] = field(default_factory=list)
+
+    @property
+    def language(self) -> str:
+        return {"pytest": "python", "node-test": "javascript", "command": ""}[self.kind]
+
+
+@dataclass
+class Scaffold:
+    """A pack written by `scaffold`: from what, and what was guessed."""
+
+    name: str
+    repo: Path
+    commit: str
+    files: int
+    detected: Detected
+    hidden_test: str
+    wrote_agents_md: bool
+    submodules: list[str]
+
+    def summary(self, shown: str) -> str:
+        """What was written and guessed, then the numbered steps left to the author.
+
+        `shown` is PATH as the user gave it, so the last step can be pasted as it is.
+        """
+        d = self.detected
+        lines = [
+            f"wrote pack {self.name!r} at {shown}: fixture/ ({self.files} tracked files of {self.repo} "
+            f"at {self.commit[:12]}), pack.toml, tasks/{EXAMPLE_TASK}/, hidden_tests/{EXAMPLE_TASK}/",
+            f"runner: {d.kind} ({d.runner_evidence})",
+            f"gate: {' '.join(d.gate_command)} ({d.gate_source}), report = {d.report!r}",
+        ]
+        if self.submodules:
+            lines.append(f"not copied (git submodules): {', '.join(self.submodules)}")
+        steps = [
+            "Check every guess in pack.toml ([gate], [runner], [protect], docs; docs/packs.md explains "
+            "each key). The gate and the hidden tests run in a scrubbed environment (a fresh HOME, PATH "
+            f"{BASE_PATH}), from a copy of fixture/ alone: untracked files such as node_modules/ or a "
+            "virtualenv were not copied, and {python} is the rig's own interpreter.",
+        ]
+        todo = [
+            section
+            for section, placeholder in (
+                ("[gate]", d.gate_run == TODO_GATE),
+                ("[runner]", d.kind == "command"),
+            )
+            if placeholder
+        ]
+        if todo:
+            steps.append(f"Replace the TODO placeholder commands of {' and '.join(todo)} in pack.toml.")
+        if self.wrote_agents_md:
+            steps.append("Write fixture/AGENTS.md (a stub: the repository has none) or delete it.")
+        steps += [
+            f"Rename tasks/{EXAMPLE_TASK}/ and hidden_tests/{EXAMPLE_TASK}/ to your task's id and fill in "
+            "the TODO fields of its task.toml.",
+            "Write setup.patch, solution.patch and the decoys/*.patch (rename them in task.toml too): "
+            "git diffs made in a scratch git copy of fixture/.",
+            f"Replace hidden_tests/{EXAMPLE_TASK}/{self.hidden_test} with hidden tests that fail on the "
+            "baseline and pass on the solution; declare where each wrong state fails in task.toml.",
+            f"rig calibrate --pack {shlex.quote(shown)}",
+        ]
+        lines.append("next:")
+        lines += [f"  {n}. {step}" for n, step in enumerate(steps, 1)]
+        return "\n".join(lines)
+
+
+def _git(repo: Path, *args: str) -> str:
+    """Run git in `repo`; its output, or ScaffoldError with git's first line of complaint."""
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(repo), *args],
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            timeout=GIT_TIMEOUT_S,
+        )
+    except FileNotFoundError:
+        raise ScaffoldError("git is not installed; install git, then rerun") from None
+    if proc.returncode != 0:
+        first = (proc.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[0]
+        raise ScaffoldError(f"{repo}: git {args[0]} failed ({first})")
+    return proc.stdout.decode(errors="surrogateescape")
+
+
+def repository_root(repo: Path) -> Path:
+    """The top of the clean git work tree holding `repo`; ScaffoldError if there is none."""
+    if not repo.is_dir():
+        raise ScaffoldError(f"{repo}: no such folder; give a git repository with --from")
+    try:
+        top = _git(repo, "rev-parse", "--show-toplevel").strip()
+    except ScaffoldError:
+        raise ScaffoldError(f"{repo}: not a git work tree; give a git repository with --from") from None
+    root = Path(top)
+    try:
+        _git(root, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+    except ScaffoldError:
+        raise ScaffoldError(f"{root}: has no commit yet; commit the project first") from None
+    # Untracked files are not part of the snapshot, so they do not make the repository dirty.
+    changed = _git(root, "status", "--porcelain", "--untracked-files=no").splitlines()
+    if changed:
+        first = changed[0][3:]
+        raise ScaffoldError(
+            f"{root}: {len(changed)} uncommitted changes (first: {first}); commit or stash them first"
+        )
+    return root
+
+
+def snapshot(root: Path, dest: Path) -> tuple[list[str], list[str]]:
+    """Write the tracked files of `root` at HEAD into `dest`, read from git's objects.
+
+    Returns the files written and the submodules left out (their commits live elsewhere).
+    """
+    listing = _git(root, "ls-tree", "-r", "-z", "--full-tree", "HEAD")
+    blobs: list[tuple[str, str, str]] = []
+    submodules: list[str] = []
+    for entry in filter(None, listing.split("\0")):
+        meta, path = entry.split("\t", 1)
+        mode, kind, sha = meta.split()
+        if kind == "commit":
+            submodules.append(path)
+        else:
+            blobs.append((mode, sha, path))
+    # One git process streams every object: a request, then its answer, so no pipe fills up.
+    with subprocess.Popen(
+        ["git", "-C", str(root), "cat-file", "--batch"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    ) as cat:
+        for mode, sha, path in blobs:
+            cat.stdin.write(sha.encode() + b"\n")
+            cat.stdin.flush()
+            header = cat.stdout.readline().split()
+            if len(header) != 3 or header[1] != b"blob":
+                raise ScaffoldError(f"{root}: git cannot read {path} at HEAD; run git fsck")
+            content = cat.stdout.read(int(header[2]))
+            cat.stdout.read(1)  # the newline after each object
+            target = dest / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if mode == SYMLINK_MODE:
+                target.symlink_to(os.fsdecode(content))
+            else:
+                target.write_bytes(content)
+                if mode == EXECUTABLE_MODE:
+                    target.chmod(target.stat().st_mode | 0o111)
+    return [path for _, _, path in blobs], submodules
+
+
+def _read(snap: Path, rel: str) -> str | None:
+    """A tracked text file of the snapshot, or None (absent, a link, not text)."""
+    path = snap / rel
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _package_scripts(snap: Path) -> dict[str, str]:
+    """package.json's scripts (empty when it is absent or not valid JSON)."""
+    text = _read(snap, "package.json")
+    try:
+        scripts = json.loads(text).get("scripts", {}) if text else {}
+    except (ValueError, AttributeError):
+        return {}
+    return {k: v for k, v in scripts.items() if isinstance(v, str)} if isinstance(scripts, dict) else {}
+
+
+def _make_targets(snap: Path) -> tuple[str | None, set[str]]:
+    """The root Makefile (make's own order of preference) and the targets it defines."""
+    for name in MAKEFILES:
+        text = _read(snap, name)
+        if text is not None:
+            return name, set(re.findall(r"^([A-Za-z0-9_.-]+)\s*::?(?!=)", text, re.MULTILINE))
+    return None, set()
+
+
+def _pytest_evidence(snap: Path, files: list[str]) -> tuple[list[str], bool]:
+    """Why the repository uses pytest (files, config sections), and whether pyproject.toml says so."""
+    evidence = [f for f in PYTEST_CONFIGS if f in files]
+    try:
+        tool = tomllib.loads(_read(snap, "pyproject.toml") or "").get("tool", {})
+    except tomllib.TOMLDecodeError:
+        tool = {}
+    in_pyproject = isinstance(tool, dict) and "pytest" in tool
+    if in_pyproject:
+        evidence.append("pyproject.toml [tool.pytest]")
+    if "[tool:pytest]" in (_read(snap, "setup.cfg") or ""):
+        evidence.append("setup.cfg [tool:pytest]")
+    if re.search(r"^\[pytest\]", _read(snap, "tox.ini") or "", re.MULTILINE):
+        evidence.append("tox.ini [pytest]")
+    evidence += [f for f in files if PurePosixPath(f).name == "conftest.py"][:2]
+    evidence += [f for f in files if PYTHON_TEST_FILE.match(PurePosixPath(f).name)][:2]
+    return evidence, in_pyproject
+
+
+def _is_json_gate(snap: Path, script: str) -> bool:
+    """Whether a gate script prints rig's JSON report: it takes --json and names ok, failed, results."""
+    text = _read(snap, script) or ""
+    return all(pattern.search(text) for pattern in JSON_GATE)
+
+
+def _node_run(snap: Path, files: list[str], body: str) -> tuple[list[str], list[str]] | None:
+    """A package.json script `node ARGS` as `{node} ARGS`, with the tracked files it runs."""
+    if SHELL_OPERATORS.search(body):
+        return None
+    try:
+        words = shlex.split(body)
+    except ValueError:
+        return None
+    if not words or words[0] != "node":
+        return None
+    return ["{node}", *words[1:]], [w for w in words[1:] if w in files]
+
+
+def detect(snap: Path, files: list[str]) -> Detected:
+    """Guess the runner kind, the gate and the protected paths of the snapshot at `snap`."""
+    scripts = _package_scripts(snap)
+    makefile, targets = _make_targets(snap)
+    pytest_evidence, pytest_in_pyproject = _pytest_evidence(snap, files)
+    node_tests = [f for f in files if NODE_TEST_FILE.search(f)]
+    node_script = scripts.get("test", "").startswith("node --test")
+    has_package = "package.json" in files
+
+    kind: RunnerKind
+    if pytest_evidence:
+        kind, evidence = "pytest", ", ".join(pytest_evidence[:3])
+    elif has_package and (node_tests or node_script):
+        kind = "node-test"
+        evidence = ", ".join(node_tests[:2]) or 'package.json "test": "node --test"'
+    else:
+        kind, evidence = "command", "no pytest or node test files found"
+
+    detected = Detected(kind, evidence, [TODO_COMMAND], TODO_GATE, "nothing found")
+    if kind == "node-test" and "test" in scripts:
+        detected.test_commands = [["npm", "test"], ["npm", "run", "test"]]
+    if makefile and "test" in targets:
+        detected.test_commands.append(["make", "test"])
+
+    # The first gate found: a check before a test, what the project declares before a runner default.
+    if "check" in scripts:
+        _npm_gate(
+            detected, snap, files, ["npm", "run", "check"], scripts["check"], "package.json scripts.check"
+        )
+    elif makefile and "check" in targets:
+        detected.gate_command, detected.gate_run = ["make", "check"], ["make", "check"]
+        detected.gate_source = f"{makefile} target check"
+    elif "test" in scripts:
+        _npm_gate(detected, snap, files, ["npm", "test"], scripts["test"], "package.json scripts.test")
+    elif makefile and "test" in targets:
+        detected.gate_command, detected.gate_run = ["make", "test"], ["make", "test"]
+        detected.gate_source = f"{makefile} target test"
+    elif kind == "pytest":
+        detected.gate_command = ["python", "-m", "pytest"]
+        detected.gate_run = ["{python}", "-m", "pytest", "-q"]
+        detected.gate_source = "pytest, run by the rig's interpreter"
+        # `python -m` puts the workspace first on sys.path: a planted pytest.py would replace pytest.
+        detected.shadow_roots = [""]
+    elif kind == "node-test":
+        detected.gate_command, detected.gate_run = ["node", "--test"], ["{node}", "--test"]
+        detected.gate_source = "node --test"
+
+    protect = set(detected.gate_scripts)
+    if detected.gate_command[0] == "make" and makefile:
+        protect.add(makefile)
+    if detected.gate_command[0] == "npm":
+        protect.add("package.json")
+    if pytest_in_pyproject:
+        protect.add("pyproject.toml")
+    dirs = sorted({f.split("/", 1)[0] for f in files if "/" in f and f.split("/", 1)[0] in TEST_DIRS})
+    for f in files:
+        parts = PurePosixPath(f).parts
+        if parts[0] in dirs:
+            continue
+        if (
+            any(p in TEST_DIRS for p in parts[:-1])
+            or PYTHON_TEST_FILE.match(parts[-1])
+            or NODE_TEST_FILE.search(parts[-1])
+        ):
+            protect.add(f)
+    detected.protect_files = sorted(protect)
+    detected.protect_dirs = dirs
+    folders = {f.split("/", 1)[0] for f in files if "/" in f}
+    detected.docs = ["README*", "CONTRIBUTING*", "AGENTS.md", "CLAUDE.md"] + [
+        f"{d}/*" for d in ("docs", "doc") if d in folders
+    ]
+    return detected
+
+
+def _npm_gate(
+    detected: Detected, snap: Path, files: list[str], command: list[str], body: str, source: str
+) -> None:
+    """An npm script as the gate: run by the rig's node when it is plain `node ARGS`, else by npm."""
+    detected.gate_command, detected.gate_run, detected.gate_source = command, list(command), source
+    node = _node_run(snap, files, body)
+    if node is None:
+        return
+    detected.gate_run, detected.gate_scripts = node
+    if len(detected.gate_scripts) == 1 and _is_json_gate(snap, detected.gate_scripts[0]):
+        detected.gate_run.append("--json")
+        detected.report = "json"
+
+
+def _toml(value: object) -> str:
+    """A TOML value for a string or a (nested) list of strings."""
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    # A JSON string is a TOML basic string, but for DEL, which TOML wants escaped.
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _comment(text: str) -> list[str]:
+    """`text` as TOML comment lines of at most COMMENT_WIDTH characters."""
+    return textwrap.wrap(text, COMMENT_WIDTH, initial_indent="# ", subsequent_indent="# ")
+
+
+def manifest_text(name: str, repo: Path, commit: str, d: Detected) -> str:
+    """pack.toml for the detected project, each guess commented with where it came from."""
+    kind = KINDS[d.kind]
+    adds = ", ".join(kind.protected_names) or "nothing"
+    lines = [
+        *_comment(
+            f"{name}: a task pack scaffolded by `rig pack new` from {repo.name} at {commit[:12]}. "
+            "Every value below is a guess to check; docs/packs.md explains each key."
+        ),
+        "",
+        f"name = {_toml(name)}",
+        f"description = {_toml('TODO: one line on the project')}",
+        f"language = {_toml(d.language)}",
+        'fixture = "fixture"',
+        'tasks = "tasks"',
+        'hidden_tests = "hidden_tests"',
+        f"docs = {_toml(d.docs)}",
+        'context_files = ["AGENTS.md", "CLAUDE.md", "GEMINI.md"]',
+        "",
+        "[gate]",
+        *_comment(
+            f"Guessed from {d.gate_source}. command: what the project's docs tell a person to run; "
+            "run: what the rig runs in the workspace ({python}: the rig's interpreter, {node}: its "
+            "node), in a scrubbed environment. It must pass on the clean fixture."
+        ),
+        f"command = {_toml(d.gate_command)}",
+        f"run = {_toml(d.gate_run)}",
+    ]
+    if d.report == "json":
+        lines += [
+            "# The script takes --json: its last stdout line must be",
+            '# {"ok": bool, "failed": [stage, ...], "results": {stage: [problem, ...]}}.',
+            'report = "json"',
+            "# TODO: the JSON report's stages, in fixing order.",
+            "stages = []",
+        ]
+    else:
+        lines += ['# Only the exit code counts; a failure is stage "gate".', 'report = "exit-code"']
+    if d.gate_scripts:
+        lines.append(f"scripts = {_toml(d.gate_scripts)}")
+    lines += ["", "[runner]", *_comment(f"Detected: {d.runner_evidence}."), f"kind = {_toml(d.kind)}"]
+    if d.kind == "command":
+        lines += [
+            "# TODO: a command that runs the hidden tests in {tests} and writes junit XML to {junit}.",
+            f"command = {_toml(TODO_RUNNER)}",
+        ]
+    if d.test_commands:
+        lines.append(f"test_commands = {_toml(d.test_commands)}")
+    lines += [
+        "",
+        "[protect]",
+        *_comment(
+            f"The gate's files and the tests found. The {d.kind} runner kind protects these names "
+            f"wherever they appear, too: {adds}."
+        ),
+        f"files = {_toml(d.protect_files)}",
+        f"dirs = {_toml(d.protect_dirs)}",
+    ]
+    if d.shadow_roots:
+        lines += [
+            "# `python -m` puts the workspace root first on sys.path: no module there may shadow another.",
+            f"shadow_roots = {_toml(d.shadow_roots)}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _hidden_placeholder(kind: RunnerKind) -> tuple[str, str, str]:
+    """The example task's placeholder hidden test: (file name, content, the test id it reports)."""
+    message = "TODO: write the hidden tests of this task (docs/packs.md)"
+    if kind == "pytest":
+        content = (
+            '"""Hidden tests of the example task: a placeholder that fails until it is replaced."""\n\n\n'
+            f"def test_placeholder():\n    raise AssertionError({message!r})\n"
+        )
+        return "test_example_hidden.py", content, "test_example_hidden::test_placeholder"
+    if kind == "node-test":
+        content = (
+            "// Hidden tests of the example task: a placeholder that fails until it is replaced.\n"
+            "// Every test sits in one top-level describe() named after the file's stem.\n"
+            'import { describe, test } from "node:test";\n\n'
+            'describe("example_hidden", () => {\n'
+            '  test("placeholder", () => {\n'
+            f"    throw new Error({json.dumps(message)});\n"
+            "  });\n"
+            "});\n"
+        )
+        return "example_hidden.test.mjs", content, "example_hidden::placeholder"
+    content = (
+        "# Hidden tests of the example task\n\n"
+        f"{message}: files that [runner] command in pack.toml runs, reporting junit XML; a test's id\n"
+        "is `<classname>::<name>` of its junit testcase.\n"
+    )
+    return "TODO.md", content, "<classname>::<name>"
+
+
+def task_text(kind: RunnerKind, test_id: str) -> str:
+    """The example task.toml: every field a placeholder that validates, marked TODO."""
+    decoys = "\n".join(
+        f"[decoys.{name}]\n"
+        f'reason = "TODO: the plausible wrong solution decoys/{name}.patch stands for"\n'
+        "fails_stages = []\n"
+        "fails_hidden = []\n"
+        for name in DECOYS
+    )
+    return (
+        "# TODO: every value here is a placeholder (docs/packs.md, Tasks). Rename this folder and\n"
+        f"# hidden_tests/{EXAMPLE_TASK}/ to the task's id (lowercase letters, digits, _) and set id to it.\n"
+        f'id = "{EXAMPLE_TASK}"\n'
+        'hypothesis = "TODO: the harness component this task measures (e.g. AGENTS.md: the real gate)"\n'
+        "timeout_s = 900\n"
+        'prompt = """\n'
+        "TODO: what the agent is asked to do, as a user would ask it.\n"
+        '"""\n\n'
+        '# Where the fixture with setup.patch applied fails: gate stages (with report = "exit-code"\n'
+        f'# the only one is "{GATE_STAGE}") and hidden test ids (for the {kind} runner: {test_id}).\n'
+        "[baseline]\n"
+        "fails_stages = []\n"
+        "fails_hidden = []\n\n"
+        "# One table per decoys/<name>.patch (at least two): a plausible wrong solution and where it fails.\n"
+        f"{decoys}"
+    )
+
+
+def agents_md_text(gate: list[str]) -> str:
+    """The stub AGENTS.md for a repository without one."""
+    return (
+        "# AGENTS.md\n\n"
+        "TODO: what an agent working on this project should know (written by `rig pack new`: the\n"
+        "repository has no AGENTS.md; experiments compare agents with and without it).\n\n"
+        f"Before you finish, run `{' '.join(gate)}`: it must pass.\n"
+    )
+
+
+def default_name(repo: Path) -> str:
+    """A pack name from the repository folder's: lowercased, other characters as `-`."""
+    return re.sub(r"[^a-z0-9_.-]+", "-", repo.name.lower()).lstrip("_.-")
+
+
+def _check_target(path: Path, repo: Path, force: bool) -> None:
+    """Refuse a target that holds something (unless `force`), is a file, or would hold the repo."""
+    if path.exists() and not path.is_dir():
+        raise ScaffoldError(f"{path}: exists and is not a folder; give a new or empty folder")
+    if not path.parent.is_dir():
+        raise ScaffoldError(f"{path.parent}: no such folder; create it first")
+    if path == repo or path in repo.parents:
+        raise ScaffoldError(f"{path}: holds the repository {repo}; give a folder outside it")
+    if path.is_dir() and any(path.iterdir()) and not force:
+        raise ScaffoldError(f"{path}: exists and is not empty; give a new folder, or --force to replace it")
+
+
+def scaffold(path: Path, repo: Path, name: str | None = None, force: bool = False) -> Scaffold:
+    """Write a pack at `path` from the git repository at `repo`; see the module docstring.
+
+    Raises ScaffoldError (one line) with nothing written when the repository or the target will not do.
+    """
+    given = path.expanduser().absolute()
+    if given.is_symlink():
+        raise ScaffoldError(f"{given}: is a symbolic link; give a new or empty folder")
+    # The parent resolved, the name kept: a target is compared with the repository by real path.
+    path = given.parent.resolve() / given.name
+    root = repository_root(repo.expanduser().resolve())
+    name = name if name is not None else default_name(root)
+    if not re.match(PACK_NAME, name):
+        raise ScaffoldError(
+            f"pack name {name!r} is not valid (lowercase letters, digits, '.', '_', '-'); "
+            "give one with --name"
+        )
+    _check_target(path, root, force)
+    commit = _git(root, "rev-parse", "HEAD").strip()
+    # Beside the target, so the last step is a rename; the pack is a folder made inside it, with the
+    # user's umask (mkdtemp's own folder is private).
+    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        work = staging / "pack"
+        work.mkdir()
+        made = _write(work, name, root, commit)
+        _check_loads(work)
+        _move_into_place(work, path, staging)
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise ScaffoldError(
+            f"{where}{exc.strerror or exc}; fix that (free space? permissions?), then rerun"
+        ) from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return made
+
+
+def _write(work: Path, name: str, root: Path, commit: str) -> Scaffold:
+    """The whole pack, written into the empty folder `work`."""
+    fixture = work / "fixture"
+    fixture.mkdir()
+    files, submodules = snapshot(root, fixture)
+    detected = detect(fixture, files)
+    wrote_agents_md = not os.path.lexists(fixture / "AGENTS.md")
+    if wrote_agents_md:
+        (fixture / "AGENTS.md").write_text(agents_md_text(detected.gate_command), encoding="utf-8")
+    (work / MANIFEST).write_text(manifest_text(name, root, commit, detected), encoding="utf-8")
+    hidden_name, hidden_content, test_id = _hidden_placeholder(detected.kind)
+    task_dir = work / "tasks" / EXAMPLE_TASK
+    (task_dir / "decoys").mkdir(parents=True)
+    (task_dir / "task.toml").write_text(task_text(detected.kind, test_id), encoding="utf-8")
+    for patch in ("setup.patch", "solution.patch", *(f"decoys/{d}.patch" for d in DECOYS)):
+        (task_dir / patch).touch()
+    hidden = work / "hidden_tests" / EXAMPLE_TASK
+    hidden.mkdir(parents=True)
+    (hidden / hidden_name).write_text(hidden_content, encoding="utf-8")
+    return Scaffold(name, root, commit, len(files), detected, hidden_name, wrote_agents_md, submodules)
+
+
+def _check_loads(work: Path) -> None:
+    """The scaffold loads as a pack with its example task: a placeholder that does not is a rig bug."""
+    try:
+        load_tasks(load_pack(work))
+    except (PackError, TaskError) as exc:
+        raise ScaffoldError(f"the scaffold does not load ({exc}); report this as a rig bug") from None
+
+
+def _move_into_place(work: Path, path: Path, staging: Path) -> None:
+    """Rename `work` to `path`; a non-empty `path` (--force) is set aside into `staging` first,
+    and put back if the rename fails or is interrupted (the caller removes `staging`)."""
+    if not path.exists() or not any(path.iterdir()):
+        # rename(2) replaces an empty directory.
+        os.replace(work, path)
+        return
+    old = staging / "old"
+    os.replace(path, old)
+    try:
+        os.replace(work, path)
+    except BaseException:
+        os.replace(old, path)
+        raise

@@ -619,6 +619,9 @@ def power(
 def doctor(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON list instead.")] = False,
     strict: Annotated[bool, typer.Option(help="Exit 1 if any protection is inactive.")] = False,
+    pack: Annotated[
+        Path | None, typer.Option(help="Show the protected paths of this pack (default: the built-in pack).")
+    ] = None,
 ) -> None:
     """Report which of the rig's protections (sandbox, network, cleanup, bounds, audit) are active here."""
     import json
@@ -628,8 +631,12 @@ def doctor(
     from rich.table import Table
 
     from rig.doctor import diagnose
+    from rig.packs import PackError, load_pack
 
-    protections = diagnose()
+    try:
+        protections = diagnose(load_pack(pack.resolve() if pack else None))
+    except PackError as exc:
+        raise _fail(str(exc)) from exc
     if as_json:
         typer.echo(json.dumps([p.model_dump() for p in protections], indent=2))
     else:

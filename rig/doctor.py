@@ -5,7 +5,15 @@ from pathlib import Path
 from harnesses.base import PRLIMIT, SETPRIV
 from rig import protect
 from rig.audit import toolchain_files
-from rig.models import DEFAULT_FILE_BYTES, DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES, Protection, SandboxStatus
+from rig.models import (
+    DEFAULT_FILE_BYTES,
+    DEFAULT_HEAD_BYTES,
+    DEFAULT_TAIL_BYTES,
+    Pack,
+    Protection,
+    SandboxStatus,
+)
+from rig.packs import load_pack
 from rig.proc import TOKEN_REAPER
 from rig.sandbox import resolve
 from rig.scratch import verify_place
@@ -79,9 +87,11 @@ def _process_cleanup(status: SandboxStatus) -> Protection:
     return Protection(name="process cleanup", active=contained, detail=detail)
 
 
-def diagnose() -> list[Protection]:
-    """Every protection, in the order a run meets them."""
-    names = ", ".join((*protect.PROTECTED_FILES, *protect.PROTECTED_DIRS, *protect.PROTECTED_NAMES))
+def diagnose(pack: Pack | None = None) -> list[Protection]:
+    """Every protection, in the order a run meets them; protected paths as `pack` (default: the
+    built-in pack) defines them."""
+    pack = pack or load_pack()
+    names = protect.rules_for(pack).describe()
     _plan, status = resolve("auto", hidden=[], exposed=[])
     return [
         _sandbox(status),
@@ -111,13 +121,15 @@ def diagnose() -> list[Protection]:
             f"{DEFAULT_TAIL_BYTES // _MIB} MiB by default (experiment [limits])",
         ),
         Protection(
-            name="protected files", active=True, detail=f"compared and restored byte for byte: {names}"
+            name="protected files",
+            active=True,
+            detail=f"pack {pack.name}: compared and restored byte for byte: {names}",
         ),
         Protection(
             name="verification",
             active=True,
-            detail="hidden tests with the rig's own pytest config; skipped tests fail; "
-            "a canary test must fail; bytecode in the workspace is ignored",
+            detail=f"hidden tests by the pack's runner ({pack.spec.runner.kind}) with the rig's own "
+            "options; skipped tests fail; canary tests must fail; bytecode in the workspace is ignored",
         ),
         Protection(
             name="audit",

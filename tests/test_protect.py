@@ -6,11 +6,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from builtin_pack import FIXTURE_DIR
+from builtin_pack import BUILTIN, FIXTURE_DIR
 
-from rig.protect import PROTECTED_DIRS, PROTECTED_FILES, compare, is_protected, restore, snapshot
+from rig.packs import load_pack
+from rig.paths import REPO_ROOT
+from rig.protect import compare, is_protected, restore, rules_for, snapshot
 from rig.verify import run_check
-from rig.workspace import tree_digest
+from rig.workspace import copy_fixture, tree_digest
+
+RULES = rules_for(BUILTIN)
+NOTES_JS = load_pack(REPO_ROOT / "packs" / "notes-js")
+JS_RULES = rules_for(NOTES_JS)
 
 
 def test_protected_paths():
@@ -40,7 +46,7 @@ def test_protected_paths():
         "scripts/json.py",
         "scripts/subprocess.py",
     ):
-        assert is_protected(rel), rel
+        assert is_protected(rel, RULES), rel
     for rel in (
         "taskapp/app.py",
         "scripts/other.py",
@@ -51,17 +57,50 @@ def test_protected_paths():
         "migrations/0003_due_date.py",
         "docs/json.md",
     ):
-        assert not is_protected(rel), rel
+        assert not is_protected(rel, RULES), rel
 
 
 def test_the_fixture_protects_exactly_its_gate_and_tests(taskapp):
     """No fixture file is taken for a shadowing module (which the agent could then not edit)."""
-    extra = {rel for rel in snapshot(taskapp).files if rel.split("/")[0] not in PROTECTED_DIRS}
-    assert extra == set(PROTECTED_FILES)
+    extra = {rel for rel in snapshot(taskapp, RULES).files if rel.split("/")[0] not in RULES.dirs}
+    assert extra == set(RULES.files)
+
+
+def test_node_pack_protects_its_gate_tests_and_module_resolution(tmp_path):
+    """The node-test kind protects how node and npm start and resolve, wherever an agent adds it;
+    the app's own sources stay the agent's."""
+    for rel in (
+        "package.json",
+        "src/package.json",
+        ".npmrc",
+        "src/.npmrc",
+        "node_modules/notesapp/index.mjs",
+        "src/node_modules/x.mjs",
+        "scripts/check.mjs",
+        "scripts/lib/anything.mjs",
+        "test/app.test.mjs",
+        "vitest.config.mjs",
+        ".mocharc.json",
+        "node.config.json",
+    ):
+        assert is_protected(rel, JS_RULES), rel
+    for rel in ("src/app.mjs", "bin/notes.mjs", "docs/style.md", "conftest.py", "json.py", "x.pyc"):
+        assert not is_protected(rel, JS_RULES), rel
+    work = copy_fixture(NOTES_JS.fixture_dir, tmp_path / "notes")
+    snap = snapshot(work, JS_RULES)
+    assert "package.json" in snap.files and "scripts/check.mjs" in snap.files
+    assert not any(rel.startswith("src/") for rel in snap.files)
+    (work / "node_modules" / "notesapp").mkdir(parents=True)
+    (work / "node_modules" / "notesapp" / "index.mjs").write_text("export default {};\n")
+    (work / "package.json").write_text("{}\n")
+    found = compare(snap, work)
+    assert found.added == ["node_modules/notesapp/index.mjs"] and found.modified == ["package.json"]
+    restore(snap, work, found)
+    assert compare(snap, work).touched == [] and not (work / "node_modules").exists()
 
 
 def test_tampering_is_found_and_undone(taskapp, tmp_path):
-    snap = snapshot(taskapp)
+    snap = snapshot(taskapp, RULES)
     pristine = {rel: data for rel, (data, _mode) in snap.files.items()}
     (taskapp / "scripts" / "check.py").write_text("raise SystemExit(0)\n")
     (taskapp / "tests" / "unit" / "test_errors.py").unlink()
@@ -101,7 +140,7 @@ def plain_python(workdir: Path, code: str) -> str:
 
 def test_sourceless_modules_are_tampering_and_removed(workspace, tmp_path):
     """A .pyc where the source was, or an extension module, would run without any source to check."""
-    snap = snapshot(workspace)
+    snap = snapshot(workspace, RULES)
     source = workspace / "taskapp" / "utils" / "pagination.py"
     fixed = source.read_text().replace("has_next=end <= len(items)", "has_next=end < len(items)")
     forged = tmp_path / "pagination.py"
@@ -127,7 +166,7 @@ def test_restore_removes_every_bytecode_cache_without_calling_it_tampering(works
     outside = tmp_path / "outside_cache"
     outside.mkdir()
     (outside / "app.cpython-311.pyc").write_bytes(b"elsewhere")
-    snap = snapshot(workspace)
+    snap = snapshot(workspace, RULES)
     planted = [
         workspace / "__pycache__",
         workspace / "scripts" / "__pycache__",
@@ -155,7 +194,7 @@ FORGED_JSON = 'import os\n\nprint(\'{"ok": true, "failed": [], "results": {}}\',
 
 def test_modules_shadowing_the_gates_tools_are_removed(workspace, tmp_path):
     """A root pytest/ (check.py's pytest stage) and scripts/json.py are recorded and removed."""
-    snap = snapshot(workspace)
+    snap = snapshot(workspace, RULES)
     fake = workspace / "pytest"
     fake.mkdir()
     (fake / "__init__.py").write_text("")
@@ -167,13 +206,13 @@ def test_modules_shadowing_the_gates_tools_are_removed(workspace, tmp_path):
     assert found.added == ["pytest/__init__.py", "pytest/__main__.py", "scripts/json.py"]
     restore(snap, workspace, found)
     assert compare(snap, workspace).touched == []
-    outcome = run_check(workspace, tmp_path / "home")
+    outcome = run_check(workspace, tmp_path / "home", BUILTIN.spec.gate)
     assert not outcome.ok and outcome.failed == ["pytest"]
 
 
 def test_restore_does_not_touch_a_fixture_copy_it_did_not_change(taskapp):
     """Restoring an untouched workspace changes nothing (pristine fixture has no caches)."""
     before = tree_digest(taskapp, skip_caches=False)
-    snap = snapshot(taskapp)
+    snap = snapshot(taskapp, RULES)
     restore(snap, taskapp, compare(snap, taskapp))
     assert tree_digest(taskapp, skip_caches=False) == before == tree_digest(FIXTURE_DIR)

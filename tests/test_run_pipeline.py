@@ -242,7 +242,7 @@ def test_verification_timeout_is_a_record_not_a_crash(tmp_path):
     assert rig(tmp_path, "run", str(exp)).returncode == 0
     (record,) = read_jsonl(results(tmp_path, "slowcheck") / "runs.jsonl")
     assert not record["success"]
-    assert record["check"]["error"] == "check.py timed out after 0s"
+    assert record["check"]["error"] == "the gate timed out after 0s"
     assert record["failing_stage"] == "<timeout>"
 
 

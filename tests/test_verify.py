@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from builtin_pack import HIDDEN_TESTS_DIR, TASKS_DIR
+from builtin_pack import BUILTIN, HIDDEN_TESTS_DIR, TASKS_DIR
 from conftest import run_check_json
 
 from rig.verify import CANARY_MARKER, HIDDEN_DEST, run_check, run_hidden
@@ -24,7 +24,9 @@ from rig.workspace import PatchError, apply_patch, tree_digest
 
 def test_hidden_failures_come_from_junit(taskapp, tmp_path):
     apply_patch(taskapp, TASKS_DIR / "t1_fix_pagination" / "setup.patch")
-    outcome = run_hidden(taskapp, HIDDEN_TESTS_DIR / "t1_fix_pagination", tmp_path / "j.xml", tmp_path)
+    outcome = run_hidden(
+        taskapp, HIDDEN_TESTS_DIR / "t1_fix_pagination", tmp_path / "j.xml", tmp_path, BUILTIN.spec.runner
+    )
     assert not outcome.ok and outcome.exit_code == 1
     assert outcome.collected == 4 and outcome.skipped == []
     assert "test_pagination_hidden::test_exact_multiple_last_page" in outcome.failed
@@ -34,7 +36,7 @@ def test_no_tests_collected_is_a_failure(taskapp, tmp_path):
     empty = tmp_path / "empty_hidden"
     empty.mkdir()
     (empty / "helpers.py").write_text("VALUE = 1\n")
-    outcome = run_hidden(taskapp, empty, tmp_path / "j.xml", tmp_path)
+    outcome = run_hidden(taskapp, empty, tmp_path / "j.xml", tmp_path, BUILTIN.spec.runner)
     assert not outcome.ok
     assert outcome.exit_code == 5
     assert outcome.failed == ["<no tests collected>"]
@@ -48,28 +50,30 @@ def test_workspace_conftest_cannot_rig_the_hidden_tests(taskapp, tmp_path):
     (taskapp / "conftest.py").write_text(rigging)
     (taskapp / HIDDEN_DEST).mkdir()
     (taskapp / HIDDEN_DEST / "conftest.py").write_text("collect_ignore_glob = ['*']\n")
-    outcome = run_hidden(taskapp, HIDDEN_TESTS_DIR / "t1_fix_pagination", tmp_path / "j.xml", tmp_path)
+    outcome = run_hidden(
+        taskapp, HIDDEN_TESTS_DIR / "t1_fix_pagination", tmp_path / "j.xml", tmp_path, BUILTIN.spec.runner
+    )
     assert not outcome.ok and len(outcome.failed) == 4
 
 
 def test_check_reports_failed_stages(taskapp, tmp_path):
     apply_patch(taskapp, TASKS_DIR / "t3_fix_check" / "setup.patch")
-    outcome = run_check(taskapp, tmp_path)
+    outcome = run_check(taskapp, tmp_path, BUILTIN.spec.gate)
     assert outcome.exit_code == 1 and not outcome.ok
     assert outcome.failed == ["ruff", "pytest", "raise_scan", "magic_numbers"]
 
 
 def test_check_without_a_report_is_a_failure(taskapp, tmp_path):
     (taskapp / "scripts" / "check.py").write_text("import sys\nsys.exit(0)\n")
-    outcome = run_check(taskapp, tmp_path)
+    outcome = run_check(taskapp, tmp_path, BUILTIN.spec.gate)
     assert not outcome.ok
-    assert outcome.error.startswith("check.py printed no JSON report (exit 0)")
+    assert outcome.error.startswith("the gate printed no JSON report (exit 0)")
 
 
 def test_check_whose_report_contradicts_its_exit_code_fails(taskapp, tmp_path):
     fake = 'print(\'{"ok": true, "failed": [], "results": {}}\')\nraise SystemExit(1)\n'
     (taskapp / "scripts" / "check.py").write_text(fake)
-    outcome = run_check(taskapp, tmp_path)
+    outcome = run_check(taskapp, tmp_path, BUILTIN.spec.gate)
     assert not outcome.ok
     assert "contradicts exit 1" in outcome.error
 
@@ -178,7 +182,7 @@ def in_paginate(workspace: Path, code: str) -> None:
 
 def hidden(workspace: Path, task, tmp_path: Path):
     """run_hidden on the task's real hidden tests."""
-    return run_hidden(workspace, task.hidden_dir, tmp_path / "j.xml", tmp_path / "home")
+    return run_hidden(workspace, task.hidden_dir, tmp_path / "j.xml", tmp_path / "home", BUILTIN.spec.runner)
 
 
 def junit_cases(junit: Path) -> list[tuple[str, str, bool]]:
@@ -195,7 +199,7 @@ def test_clean_solution_reports_only_the_hidden_tests(workspace, task, tmp_path)
     canaries = []
     for run in ("a", "b"):
         junit = tmp_path / f"{run}.xml"
-        outcome = run_hidden(workspace, task.hidden_dir, junit, tmp_path / "home")
+        outcome = run_hidden(workspace, task.hidden_dir, junit, tmp_path / "home", BUILTIN.spec.runner)
         assert outcome.model_dump() == {
             "exit_code": 0,
             "ok": True,
@@ -273,7 +277,7 @@ def test_a_hidden_module_that_fails_to_import_is_a_plain_failure(taskapp, tmp_pa
     src.mkdir()
     (src / "test_broken.py").write_text("from taskapp.utils.pagination import no_such_name\n")
     (src / "test_fine.py").write_text("def test_fine():\n    assert True\n")
-    outcome = run_hidden(taskapp, src, tmp_path / "j.xml", tmp_path / "home")
+    outcome = run_hidden(taskapp, src, tmp_path / "j.xml", tmp_path / "home", BUILTIN.spec.runner)
     assert not outcome.ok and outcome.error is None
     assert outcome.collected == 2 and outcome.failed == ["test_broken"]
 
@@ -287,7 +291,7 @@ def test_hidden_tests_load_no_plugin_an_installed_package_registers(taskapp, tmp
         "    assert request.config.pluginmanager.list_plugin_distinfo() == []\n"
         "    assert request.config.pluginmanager.has_plugin('taskapp_testing.plugin')\n"
     )
-    outcome = run_hidden(taskapp, src, tmp_path / "j.xml", tmp_path / "home")
+    outcome = run_hidden(taskapp, src, tmp_path / "j.xml", tmp_path / "home", BUILTIN.spec.runner)
     assert outcome.ok, outcome
 
 
@@ -409,7 +413,7 @@ def test_planted_bytecode_is_not_run_by_verification(workspace, task, tmp_path):
 
     outcome = hidden(workspace, task, tmp_path)
     assert not outcome.ok and outcome.failed == task.spec.baseline.fails_hidden
-    check = run_check(workspace, tmp_path / "home")
+    check = run_check(workspace, tmp_path / "home", BUILTIN.spec.gate)
     assert not check.ok and "pytest" in check.failed
 
 
@@ -421,5 +425,5 @@ FORGED_JSON = 'import os\n\nprint(\'{"ok": true, "failed": [], "results": {}}\',
 def test_a_module_shadowing_the_stdlib_next_to_check_py_is_not_imported(workspace, tmp_path):
     (workspace / "scripts" / "json.py").write_text(FORGED_JSON)
     assert run_check_json(workspace) == (0, {"ok": True, "failed": [], "results": {}})  # the plant works
-    outcome = run_check(workspace, tmp_path / "home")
+    outcome = run_check(workspace, tmp_path / "home", BUILTIN.spec.gate)
     assert not outcome.ok and outcome.failed == ["pytest"]

@@ -52,13 +52,13 @@ def _v1_to_v2(record: Record) -> Record:
 def _v2_to_v3(record: Record) -> Record:
     # Schema 3 added task packs: which pack a run measured, and whether the agent ran the pack's
     # tests with any runner. Before packs every run was on the built-in pack, whose runner is pytest.
+    # The nested fields are new dicts: migrate never changes the record it was given.
     pins = record.get("pins")
     if isinstance(pins, dict):
-        pins.setdefault("pack", None)
-        pins.setdefault("pack_hash", None)
+        record["pins"] = {"pack": None, "pack_hash": None, **pins}
     metrics = record.get("metrics")
     if isinstance(metrics, dict):
-        metrics.setdefault("ran_tests", bool(metrics.get("ran_pytest")))
+        record["metrics"] = {"ran_tests": bool(metrics.get("ran_pytest")), **metrics}
     return record
 
 

@@ -71,7 +71,7 @@ def worked(root: Path, task: Task, commands: list[str] | None) -> Worked:
     options = {"policy": "script", "commands": commands} if commands else {"policy": "nothing"}
     condition = Condition(name="c", harness_options=options)
     trail = Trail()
-    prepared = prepare(root / "runs", "r1", 1, FIXTURE_DIR, task, condition, trail)
+    prepared = prepare(root / "runs", "r1", 1, task, condition, trail)
     visible_test = (prepared.workdir / VISIBLE_TEST).read_bytes()
     folder = root / "results" / "runs" / "r1" / "attempt-1"
     folder.mkdir(parents=True)
@@ -94,7 +94,6 @@ def collected(
         limits or Limits(),
         scratch,
         at.root / "runs",
-        FIXTURE_DIR,
         task,
         pins,
         secrets,
@@ -104,7 +103,7 @@ def collected(
 
 def test_prepare_makes_a_baseline_workspace_on_the_trail(tmp_path, task):
     trail = Trail()
-    prepared = prepare(tmp_path / "runs", "r1", 1, FIXTURE_DIR, task, Condition(name="c"), trail)
+    prepared = prepare(tmp_path / "runs", "r1", 1, task, Condition(name="c"), trail)
     assert trail.trees == [prepared.container] and prepared.container.parent == tmp_path / "runs"
     assert trail.baseline == prepared.baseline and len(prepared.baseline) == 40
     assert (prepared.workdir / ".git").is_dir() and prepared.rig_git.is_dir()
@@ -160,7 +159,7 @@ def test_verify_on_the_unfixed_baseline_fails_the_check_at_pytest_and_the_hidden
     at = worked(tmp_path, task, None)
     result = collected(at, task, pins)
     protect(at.prepared.snapshot, result.verify_dir, result.paths)
-    verified = verify(result.verify_root, task.hidden_dir, at.folder, Timeouts(), at.trail)
+    verified = verify(result.verify_root, task, at.folder, Timeouts(), at.trail)
     assert verified.error is None and at.trail.step == "hidden"
     assert verified.check is not None and not verified.check.ok and verified.check.failed[0] == "pytest"
     assert verified.hidden is not None and not verified.hidden.ok

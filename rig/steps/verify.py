@@ -33,7 +33,8 @@ def verify(verify_root: Path, task: Task, folder: Path, timeouts: Timeouts, trai
     error: str | None = None
     try:
         trail.enter("check")
-        check = run_check(workdir, home, task.pack.spec.gate, timeouts.check_s, pycache)
+        gate = task.pack.spec.gate
+        check = run_check(workdir, home, gate, gate.timeout_s or timeouts.check_s, pycache)
         write_artifact(folder / "check.json", check.model_dump_json(indent=2))
         trail.enter("hidden")
         hidden = run_hidden(

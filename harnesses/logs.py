@@ -234,10 +234,11 @@ def derive_behaviour(
     skill_invoked: bool = False,
     attempted: list[str] | None = None,
 ) -> None:
-    """Fill the behaviour fields from the reads and shell commands a parser collected.
+    """Fill the pack-free behaviour fields from the reads and shell commands a parser collected.
 
-    Read paths are made relative to the workspace and deduplicated in order; docs, SKILL.md,
-    searches, check.py and pytest runs are judged by `harnesses.shell`, the same for every harness.
+    Read paths are made relative to the workspace and deduplicated in order; SKILL.md reads,
+    searches and pytest runs are judged by `harnesses.shell`, the same for every harness. What
+    only the task's pack decides (docs read, gate and test runs) is `harnesses.shell.judge`'s.
     """
     seen: set[str] = set()
     for raw in read_order:
@@ -246,8 +247,6 @@ def derive_behaviour(
             seen.add(path)
             metrics.read_paths.append(path)
     metrics.read_attempts = list(dict.fromkeys(attempted or []))
-    metrics.docs_read = [p for p in metrics.read_paths if shell.is_doc(p)]
     metrics.read_skill = skill_invoked or any(shell.is_skill(p) for p in metrics.read_paths)
     metrics.bash_search_commands = [c for c in metrics.bash_commands if shell.is_search(c)]
-    metrics.ran_check_script = any(shell.runs_check_script(c) for c in metrics.bash_commands)
     metrics.ran_pytest = any(shell.runs_pytest(c) for c in metrics.bash_commands)

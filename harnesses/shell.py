@@ -1,9 +1,11 @@
 """Harness-neutral analysis of the shell commands an agent ran.
 
 Every adapter records bash commands as strings; these functions answer the questions a record
-asks of them (did the agent search, run the gate, run pytest, read which files) the same way for
-every harness. The analysis is lexical, never executes anything and never raises: a command that
-shlex cannot parse falls back to a whitespace split.
+asks of them (did the agent search, run the gate, run the tests, read which files) the same way for
+every harness. What the gate, the tests and the docs are comes from the task's pack: adapters parse
+without it, and `judge` fills the pack's fields once the engine has the task. The analysis is
+lexical, never executes anything and never raises: a command that shlex cannot parse falls back to
+a whitespace split.
 
 A command line is cut into simple commands at `&&`, `||`, `;`, `|`, `&` and newlines. Wrappers
 that run the rest of their arguments as a command (`env X=1`, `timeout 60`, `nice`, `time`,
@@ -15,6 +17,9 @@ next (subshell scopes are not), so `cd sub && python ../<gate>` runs the gate.
 import posixpath
 import re
 import shlex
+from fnmatch import fnmatchcase
+
+from rig.models import GateSpec, Metrics, PackSpec, RunnerSpec
 
 # Newline separates commands like `;`, so it is lexed as punctuation rather than whitespace.
 _PUNCTUATION = "();<>|&\n"
@@ -40,9 +45,33 @@ _GIT_VALUE_OPTIONS = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--names
 _PYTHON = re.compile(r"^(python|pypy)(\d+(\.\d+)?)?$")
 # Long interpreter options that consume the next argument.
 _PYTHON_VALUE_OPTIONS = frozenset({"--check-hash-based-pycs"})
-# The built-in pack's gate; a pack manifest names it once packs exist (issue #12).
-_CHECK_SCRIPT = "scripts/check.py"
 _PYTEST_PROGRAMS = frozenset({"pytest", "py.test"})
+_NODE = frozenset({"node", "nodejs"})
+# Node options that consume the next argument (a module to preload, a condition, a reporter...).
+_NODE_VALUE_OPTIONS = frozenset(
+    {
+        "-r",
+        "--require",
+        "--import",
+        "--loader",
+        "--experimental-loader",
+        "-C",
+        "--conditions",
+        "--input-type",
+        "--env-file",
+        "--title",
+        "--test-reporter",
+        "--test-reporter-destination",
+        "--test-name-pattern",
+        "--test-skip-pattern",
+        "--test-concurrency",
+        "--test-timeout",
+        "--inspect-port",
+    }
+)
+# Node options whose value is code to run instead of a script.
+_NODE_CODE_OPTIONS = frozenset({"-e", "--eval", "-p", "--print"})
+_NODE_TEST_OPTION = "--test"
 
 # Wrappers that run their operands as a command: the options of each that take a separate value.
 _WRAPPERS = {
@@ -123,7 +152,6 @@ _UNREADABLE = re.compile(
     r"no such file or directory|is a directory|not a directory|permission denied", re.IGNORECASE
 )
 
-_DOC_FILES = frozenset({"README.md", "CONTRIBUTING.md", "AGENTS.md", "CLAUDE.md"})
 _SKILL_FILE = "SKILL.md"
 
 # One program to analyse: its argv, and the directory it runs in relative to where the command
@@ -152,23 +180,35 @@ def is_search(command: str) -> bool:
     return False
 
 
-def runs_check_script(command: str) -> bool:
-    """Whether any command in `command` executes the gate script (not cat, grep or echo of it).
+def runs_gate(command: str, gate: GateSpec) -> bool:
+    """Whether any command in `command` runs the pack's gate (not cat, grep or echo of it).
 
-    The script runs by path (`./<gate>`), through an interpreter (`python3 -u <gate>`,
-    `cd sub && python ../<gate>`) or as a module (`python -m <gate as a module>`), behind any
-    wrapper the module docstring names.
+    The gate runs as its docs spell it (`gate.command`: the same program, the gate's arguments in
+    order, options between them and anything after them allowed, so `npm run --silent check --
+    --json` runs `npm run check`), or through one of its script files (`gate.scripts`): by path
+    (`./<script>`), through an interpreter (`python3 -u <script>`, `node <script>`, `cd sub && python
+    ../<script>`) or as a Python module (`python -m <script as a module>`), behind any wrapper the
+    module docstring names.
     """
     for argv, cwd in _programs(command):
-        if _is_check_script(argv[0], cwd):
+        if _runs_command(argv, gate.command):
             return True
-        if _PYTHON.match(posixpath.basename(argv[0])):
-            kind, target = _python_target(argv[1:])
-            if kind == "script" and target is not None and _is_check_script(target, cwd):
-                return True
-            if kind == "module" and target is not None:
-                if _is_check_script(target.replace(".", "/") + ".py", cwd):
-                    return True
+        if gate.scripts and any(_is_script(path, cwd, gate.scripts) for path in _script_paths(argv)):
+            return True
+    return False
+
+
+def runs_tests(command: str, runner: RunnerSpec) -> bool:
+    """Whether any command in `command` runs the pack's tests: its runner kind's own command
+    (pytest: `pytest`, `py.test`, `python -m pytest`; node-test: `node --test ...`) or one of
+    `runner.test_commands`, matched as `runs_gate` matches the gate's command."""
+    if runner.kind == "pytest" and runs_pytest(command):
+        return True
+    for argv, _ in _programs(command):
+        if runner.kind == "node-test" and _node_runs_tests(argv):
+            return True
+        if any(_runs_command(argv, expected) for expected in runner.test_commands):
+            return True
     return False
 
 
@@ -208,15 +248,29 @@ def read_paths(command: str, output: str | None = None) -> list[str]:
     return paths
 
 
-def is_doc(path: str) -> bool:
-    """Whether a workspace-relative path is project documentation (root README/AGENTS/... or docs/)."""
+def is_doc(path: str, patterns: list[str]) -> bool:
+    """Whether a workspace-relative path is documentation: it matches one of the pack's `docs`
+    glob patterns, where `*` crosses folders (`docs/*` holds `docs/sub/page.md`)."""
     path = _normalise(path)
-    return path in _DOC_FILES or path.startswith("docs/")
+    return any(fnmatchcase(path, pattern) for pattern in patterns)
 
 
 def is_skill(path: str) -> bool:
     """Whether a path is a skill definition (a file named SKILL.md)."""
     return posixpath.basename(path) == _SKILL_FILE
+
+
+def judge(metrics: Metrics, pack: PackSpec) -> Metrics:
+    """`metrics` with the fields only the task's pack can decide: `docs_read` (read paths that are
+    the pack's docs), `ran_check_script` (a shell command ran the gate) and `ran_tests` (one ran the
+    pack's tests). What a parser recorded is left as it is."""
+    return metrics.model_copy(
+        update={
+            "docs_read": [p for p in metrics.read_paths if is_doc(p, pack.docs)],
+            "ran_check_script": any(runs_gate(c, pack.gate) for c in metrics.bash_commands),
+            "ran_tests": any(runs_tests(c, pack.runner) for c in metrics.bash_commands),
+        }
+    )
 
 
 def _segments(command: str, depth: int) -> list[list[str]]:
@@ -451,17 +505,107 @@ def _python_target(args: list[str]) -> tuple[str, str | None]:
     return "repl", None
 
 
-def _is_check_script(path: str, cwd: str | None) -> bool:
-    """Whether `path` names the gate: as written (the agent's shell may have stood anywhere), or
-    resolved against the `cd`s before it (`cd sub && python ../<gate>`)."""
+def _same_program(written: str, expected: str) -> bool:
+    """Whether the program `written` is the program `expected` names: the same basename, or two
+    Python interpreters (`python3` runs what docs spell `python`); a program named by its path
+    (`./gate.sh`) only by that path."""
+    if "/" in expected:
+        return posixpath.normpath(written) == posixpath.normpath(expected)
+    name, wanted = posixpath.basename(written), posixpath.basename(expected)
+    return name == wanted or bool(_PYTHON.match(name) and _PYTHON.match(wanted))
+
+
+def _runs_command(argv: list[str], expected: list[str]) -> bool:
+    """Whether `argv` runs the command line `expected`: the same program, then each of its
+    arguments in order with only options (`--silent`) between them; anything may follow."""
+    if not _same_program(argv[0], expected[0]):
+        return False
+    wanted = iter(expected[1:])
+    arg = next(wanted, None)
+    for token in argv[1:]:
+        if arg is None:
+            break
+        if _normalise(token) == _normalise(arg):
+            arg = next(wanted, None)
+        elif not (token.startswith("-") and token != "-"):
+            # An operand the expected command does not have: another subcommand or script.
+            return False
+    return arg is None
+
+
+def _script_paths(argv: list[str]) -> list[str]:
+    """The file `argv` executes: its program itself, or the script an interpreter (Python, node or a
+    shell) runs; a Python module as the file it would be (`-m pkg.mod` -> `pkg/mod.py`)."""
+    paths = [argv[0]]
+    name = posixpath.basename(argv[0])
+    if _PYTHON.match(name):
+        kind, target = _python_target(argv[1:])
+        if kind == "script" and target is not None:
+            paths.append(target)
+        elif kind == "module" and target is not None:
+            paths.append(target.replace(".", "/") + ".py")
+    elif name in _NODE:
+        target = _node_target(argv[1:])[1]
+        if target is not None:
+            paths.append(target)
+    elif name in _SHELLS:
+        target = _shell_script(argv[1:])
+        if target is not None:
+            paths.append(target)
+    return paths
+
+
+def _node_target(args: list[str]) -> tuple[list[str], str | None]:
+    """The options of a node command line before its script, and the script (None: code from -e
+    or -p, the REPL, or none)."""
+    options: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            return options, args[i + 1] if i + 1 < len(args) else None
+        if not arg.startswith("-") or arg == "-":
+            return options, arg
+        options.append(arg)
+        if arg in _NODE_CODE_OPTIONS or arg.partition("=")[0] in _NODE_CODE_OPTIONS:
+            return options, None
+        i += 2 if arg in _NODE_VALUE_OPTIONS else 1
+    return options, None
+
+
+def _node_runs_tests(argv: list[str]) -> bool:
+    """Whether `argv` is node's test runner: `node --test [files]` (the flag before any script)."""
+    if posixpath.basename(argv[0]) not in _NODE:
+        return False
+    return _NODE_TEST_OPTION in _node_target(argv[1:])[0]
+
+
+def _shell_script(args: list[str]) -> str | None:
+    """The script file `bash [options] script` runs (None for `-c` code or an interactive shell)."""
+    for arg in args:
+        if arg.startswith("-") and not arg.startswith("--") and "c" in arg[1:]:
+            return None
+        if not arg.startswith("-"):
+            return arg
+    return None
+
+
+def _is_script(path: str, cwd: str | None, scripts: list[str]) -> bool:
+    """Whether `path` names one of the gate's `scripts`: as written (the agent's shell may have
+    stood anywhere), or resolved against the `cd`s before it (`cd sub && python ../<script>`)."""
     written = posixpath.normpath(path)
-    if written == _CHECK_SCRIPT or (written.startswith("/") and written.endswith("/" + _CHECK_SCRIPT)):
-        return True
     resolved = _resolve(cwd, path)
-    if resolved is None:
-        # After a `cd` the analysis cannot follow, the path's own shape has to do.
-        return written.endswith("/" + _CHECK_SCRIPT)
-    return resolved == _CHECK_SCRIPT
+    for script in scripts:
+        script = posixpath.normpath(script)
+        if written == script or (written.startswith("/") and written.endswith("/" + script)):
+            return True
+        if resolved is None:
+            # After a `cd` the analysis cannot follow, the path's own shape has to do.
+            if written.endswith("/" + script):
+                return True
+        elif resolved == script:
+            return True
+    return False
 
 
 def _reported_unreadable(path: str, error_lines: list[str]) -> bool:

@@ -7,6 +7,7 @@ they are rerun) and brings back quarantined runs that the rules now score.
 
 from pathlib import Path
 
+from harnesses.shell import judge
 from rig.classify import classify, hang_kind
 from rig.migrate import read_quarantine, read_runs
 from rig.models import AgentRun, Change
@@ -25,9 +26,10 @@ def _agent_run(record: dict, folder: Path) -> AgentRun:
 
 def _rederive(ctx: RunContext, record: dict) -> dict:
     exp = ctx.experiment
-    adapter = adapter_for(exp, ctx.tasks[record["task"]])
+    task = ctx.tasks[record["task"]]
+    adapter = adapter_for(exp, task)
     run = _agent_run(record, ctx.store.root / record["artifacts"])
-    metrics = adapter.parse_session(run)
+    metrics = judge(adapter.parse_session(run), task.pack.spec)
     pending = adapter.tool_pending(run) if run.stalled else False
     infra = classify(run, metrics, adapter.infra_signature(run, metrics), exp.timeouts.stall_s, pending)
     hang = hang_kind(run, pending)

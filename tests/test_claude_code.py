@@ -10,6 +10,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from builtin_pack import BUILTIN
 from conftest import run_check_json
 
 from harnesses.claude_code import (
@@ -26,6 +27,7 @@ from harnesses.mock_model.anthropic_messages import SIDE_TURN, AnthropicMessages
 from harnesses.mock_model.policy import Policy, Step
 from harnesses.mock_model.server import SIDE_TEXT, Faults, MockModelServer, Usage
 from harnesses.mock_model.session import LEDGER_FILE
+from harnesses.shell import judge
 from rig.classify import classify
 from rig.models import AgentRun, Condition, Metrics, Provider, Task
 from rig.workspace import tree_digest
@@ -113,8 +115,6 @@ def expected_success(patch: str, **changes: object) -> Metrics:
         bash_search_commands=[],
         read_paths=["README.md"],
         read_attempts=["<RUNS>/success/work/README.md"],
-        docs_read=["README.md"],
-        ran_check_script=True,
         ran_pytest=False,
         read_skill=False,
         final_text="Done: the change is applied and checked.",
@@ -134,6 +134,9 @@ def test_success_session_parses_to_exact_metrics(task, folder, changes):
     metrics = harness.parse_session(run)
 
     assert metrics == expected_success(task.solution_patch.read_text(), **changes)
+    # Docs, gate and tests are the pack's to judge: the parser leaves them unset.
+    judged = judge(metrics, BUILTIN.spec)
+    assert judged.docs_read == ["README.md"] and judged.ran_check_script and not judged.ran_tests
     assert harness.infra_signature(run, metrics) is None
     assert not classify(run, metrics, None, 30).is_infra
     # What Claude Code reported equals what the mock served.
@@ -519,7 +522,8 @@ def test_solution_replay_succeeds_and_matches_the_ledger(workspace, task, tmp_pa
     assert totals == {key: 4 * value for key, value in SOLUTION_USAGE.items()}
     assert parsed_usage(metrics) == totals
     assert metrics.tool_calls_by_name == tools == {"Read": 1, "Bash": 2}
-    assert metrics.tool_errors == 0 and metrics.ran_check_script and metrics.docs_read == ["README.md"]
+    judged = judge(metrics, BUILTIN.spec)
+    assert metrics.tool_errors == 0 and judged.ran_check_script and judged.docs_read == ["README.md"]
     assert metrics.final_text == "Done: the change is applied and checked."
     assert harness.infra_signature(run, metrics) is None
     # The transcript is saved next to the streams, and parsing needs nothing else.

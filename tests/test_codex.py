@@ -6,6 +6,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from builtin_pack import BUILTIN
 from conftest import run_check_json
 from mock_ledger import TOKENS, ledger, parsed_tokens
 
@@ -30,6 +31,7 @@ from harnesses.codex import (
 from harnesses.mock_model.openai_responses import OpenAIResponses, usage_body
 from harnesses.mock_model.policy import Policy, Step, patch_command
 from harnesses.mock_model.server import MockModelServer, Usage
+from harnesses.shell import judge
 from rig.classify import classify
 from rig.models import AgentRun, Condition, Metrics, Provider, Task
 from rig.paths import REPO_ROOT
@@ -145,8 +147,10 @@ def test_captured_success_parses_exactly(task):
     assert metrics.bash_search_commands == ["grep -rn 'has_next' taskapp | head -3"]
     # `cat does-not-exist.txt` printed "No such file or directory": it read nothing.
     assert metrics.read_paths == ["AGENTS.md", "taskapp/utils/pagination.py"]
-    assert metrics.docs_read == ["AGENTS.md"]
-    assert metrics.ran_check_script and metrics.ran_pytest and not metrics.read_skill
+    assert metrics.ran_pytest and not metrics.read_skill
+    # Docs, gate and tests are the pack's to judge: the parser leaves them unset.
+    judged = judge(metrics, BUILTIN.spec)
+    assert judged.docs_read == ["AGENTS.md"] and judged.ran_check_script and judged.ran_tests
     assert metrics.final_text == "Fixed: has_next now compares with <."
     assert codex.infra_signature(run, metrics) is None
     assert not classify(run, metrics, None, STALL_S).is_infra
@@ -479,7 +483,8 @@ def test_solution_succeeds_and_metrics_equal_the_ledger(workspace, task, tmp_pat
     assert metrics.total_tokens == 4 * (1111 + 333 + 44 + 222)
     assert metrics.cost_usd == pytest.approx(gpt55_cost(Usage(**usage), 4), abs=1e-9)
     assert metrics.model == "gpt-5.5" and metrics.thinking_level == "high"
-    assert metrics.ran_check_script and metrics.docs_read == ["README.md"]
+    judged = judge(metrics, BUILTIN.spec)
+    assert judged.ran_check_script and judged.docs_read == ["README.md"]
     assert metrics.tool_errors == 0 and metrics.transport_failures == 0
     # The gate ran in the agent's shell with the rig's interpreter (its pinned ruff and pytest).
     assert any(o.endswith("check passed\n") for o in tool_outputs(run.session_path))

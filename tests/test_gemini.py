@@ -8,6 +8,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from builtin_pack import BUILTIN
 from conftest import run_check_json
 from mock_ledger import TOKENS, ledger, parsed_tokens
 
@@ -32,6 +33,7 @@ from harnesses.mock_model.gemini import Gemini, wire_usage
 from harnesses.mock_model.policy import Policy, Step, patch_command
 from harnesses.mock_model.server import PATH_PARAMS, MockModelServer, Usage
 from harnesses.mock_model.session import LEDGER_FILE
+from harnesses.shell import judge
 from rig.classify import classify
 from rig.models import AgentRun, Condition, Metrics, Provider, Task
 from rig.workspace import tree_digest
@@ -143,8 +145,10 @@ def test_captured_success_parses_exactly(task):
     # The failing `cat` and the failed read_file read nothing; the attempt is kept for the audit.
     assert metrics.read_paths == ["AGENTS.md", "taskapp/utils/pagination.py"]
     assert metrics.read_attempts == ["AGENTS.md", "missing.md"]
-    assert metrics.docs_read == ["AGENTS.md"]
-    assert metrics.ran_check_script and metrics.ran_pytest and not metrics.read_skill
+    assert metrics.ran_pytest and not metrics.read_skill
+    # Docs, gate and tests are the pack's to judge: the parser leaves them unset.
+    judged = judge(metrics, BUILTIN.spec)
+    assert judged.docs_read == ["AGENTS.md"] and judged.ran_check_script and judged.ran_tests
     assert metrics.final_text == "Fixed: has_next now compares with <."
     assert gemini.infra_signature(run, metrics) is None
     assert not classify(run, metrics, None, STALL_S).is_infra
@@ -475,7 +479,8 @@ def test_solution_succeeds_and_metrics_equal_the_ledger(workspace, task, tmp_pat
     assert metrics.total_tokens == 4 * (1111 + 333 + 222)
     assert metrics.cost_usd == pytest.approx(mock_cost(Usage(**usage), 4), abs=1e-12)
     assert metrics.model == MOCK_MODEL and metrics.thinking_level == "high"
-    assert metrics.ran_check_script and metrics.docs_read == ["README.md"]
+    judged = judge(metrics, BUILTIN.spec)
+    assert judged.ran_check_script and judged.docs_read == ["README.md"]
     assert metrics.tool_errors == 0 and metrics.transport_failures == 0
     assert any("check passed" in o for o in tool_outputs(run.session_path))
     assert gemini.infra_signature(run, metrics) is None

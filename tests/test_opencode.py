@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
+from builtin_pack import BUILTIN
 from conftest import run_check_json
 from mock_ledger import ledger, parsed_tokens
 
@@ -27,6 +28,7 @@ from harnesses.opencode import (
     parse_files,
     tool_switches,
 )
+from harnesses.shell import judge
 from rig.classify import classify
 from rig.models import AgentRun, Condition, Metrics, Provider, Task
 from rig.workspace import init_baseline
@@ -148,10 +150,13 @@ def test_captured_success_parses_exactly(task):
     assert metrics.stop_reasons == ["tool-calls"] * 10 + ["stop"]
     assert metrics.final_text == "Fixed: has_next now compares with <."
     assert metrics.error_messages == [] and metrics.transport_failures == 0
-    assert metrics.read_paths == ["AGENTS.md"] and metrics.docs_read == ["AGENTS.md"]
+    assert metrics.read_paths == ["AGENTS.md"]
     assert metrics.read_attempts == ["AGENTS.md", "does-not-exist.txt"]
     assert metrics.bash_search_commands == ["grep -rn 'has_next' taskapp | head -3"]
-    assert metrics.ran_check_script and metrics.ran_pytest
+    assert metrics.ran_pytest
+    # Docs, gate and tests are the pack's to judge: the parser leaves them unset.
+    judged = judge(metrics, BUILTIN.spec)
+    assert judged.docs_read == ["AGENTS.md"] and judged.ran_check_script and judged.ran_tests
     assert "\nCI=\n" in "\n" + "\n".join(tool_outputs(run.session_path)) + "\n"
     assert opencode.infra_signature(run, metrics) is None
     assert opencode.tool_pending(run) is False
@@ -374,7 +379,8 @@ def test_solution_succeeds_and_metrics_equal_the_ledger(repository, task, tmp_pa
     assert metrics.reasoning_tokens == 4 * 55
     assert metrics.cost_usd == pytest.approx(mock_cost(Usage(**usage), 4), abs=1e-9)
     assert metrics.model == "mock/mock-model" and metrics.thinking_level == "high"
-    assert metrics.ran_check_script and metrics.docs_read == ["README.md"]
+    judged = judge(metrics, BUILTIN.spec)
+    assert judged.ran_check_script and judged.docs_read == ["README.md"]
     assert metrics.tool_errors == 0 and metrics.transport_failures == 0
     assert any("[ ok ] pytest" in o for o in tool_outputs(run.session_path))
     assert opencode.infra_signature(run, metrics) is None

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from builtin_pack import BUILTIN
 from conftest import run_check_json
 from mock_ledger import ledger, parsed_tokens
 
@@ -26,6 +27,7 @@ from harnesses.pi import (
     models_config,
     parse_files,
 )
+from harnesses.shell import judge
 from rig.classify import classify
 from rig.models import AgentRun, Condition, Metrics, Provider, Task
 from rig.paths import REPO_ROOT
@@ -128,8 +130,10 @@ def test_captured_success_parses_exactly(task):
     assert metrics.bash_search_commands == ["grep -rn 'has_next' taskapp | head -3"]
     # `cat does-not-exist.txt` printed "No such file or directory": it read nothing.
     assert metrics.read_paths == ["AGENTS.md", "taskapp/utils/pagination.py"]
-    assert metrics.docs_read == ["AGENTS.md"]
-    assert metrics.ran_check_script and metrics.ran_pytest and not metrics.read_skill
+    assert metrics.ran_pytest and not metrics.read_skill
+    # Docs, gate and tests are the pack's to judge: the parser leaves them unset.
+    judged = judge(metrics, BUILTIN.spec)
+    assert judged.docs_read == ["AGENTS.md"] and judged.ran_check_script and judged.ran_tests
     assert metrics.final_text == "Fixed: has_next now compares with <."
     assert pi.infra_signature(run, metrics) is None
     assert not classify(run, metrics, None, STALL_S).is_infra
@@ -430,7 +434,8 @@ def test_solution_succeeds_and_metrics_equal_the_ledger(workspace, task, tmp_pat
     assert metrics.total_tokens == 4 * (1111 + 222 + 333 + 44)
     assert metrics.cost_usd == pytest.approx(4 * (1111 * 3 + 222 * 15 + 333 * 0.3 + 44 * 3.75) / 1e6)
     assert metrics.model == "mock/mock-model" and metrics.thinking_level == "high"
-    assert metrics.ran_check_script and metrics.docs_read == ["README.md"]
+    judged = judge(metrics, BUILTIN.spec)
+    assert judged.ran_check_script and judged.docs_read == ["README.md"]
     assert metrics.tool_errors == 0 and metrics.transport_failures == 0
     assert pi.infra_signature(run, metrics) is None
     assert not classify(run, metrics, None, STALL_S).is_infra

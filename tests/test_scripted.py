@@ -15,6 +15,7 @@ import rig
 from harnesses import scripted_agent as agent
 from harnesses.logs import read_jsonl
 from harnesses.scripted import PATCH_COPY, SCRIPT_COPY, ScriptedHarness, attempt_number
+from harnesses.shell import judge
 from rig.models import AgentRun, Condition, Metrics, Task
 from rig.paths import REPO_ROOT
 from rig.workspace import apply_patch, copy_fixture, tree_digest
@@ -36,7 +37,8 @@ def run_policy(
     harness = ScriptedHarness(task, stall_s=stall_s)
     condition = Condition(name="test", thinking=thinking, harness_options={"policy": policy, **options})
     run = harness.run(workdir, PROMPT, condition, run_dir, timeout)
-    return harness, run, harness.parse_session(run)
+    # As the engine does: the adapter parses, the task's pack judges docs, gate and tests.
+    return harness, run, judge(harness.parse_session(run), task.pack.spec)
 
 
 def header(run: AgentRun) -> dict:
@@ -361,8 +363,9 @@ def test_parent_environment_does_not_reach_the_agent(workspace, task, tmp_path, 
 
 
 def test_parse_session_is_a_pure_function_of_the_files(workspace, task, tmp_path):
-    harness, run, metrics = run_policy(task, workspace, tmp_path / "run", "nothing")
-    assert harness.parse_session(run) == metrics
+    harness, run, judged = run_policy(task, workspace, tmp_path / "run", "nothing")
+    metrics = harness.parse_session(run)
+    assert judge(metrics, task.pack.spec) == judged
 
     copies = tmp_path / "copies"
     copies.mkdir()

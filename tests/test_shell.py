@@ -1,8 +1,34 @@
-"""Shell-command analysis: what counts as searching, running the gate, running pytest, reading."""
+"""Shell-command analysis: what counts as searching, running the gate, running pytest, reading.
+
+The gate, the tests and the docs are the pack's: the built-in pack's (a Python gate script) and the
+notes-js pack's (`npm run check`, node's test runner).
+"""
 
 import pytest
+from builtin_pack import BUILTIN
 
-from harnesses.shell import is_doc, is_search, is_skill, read_paths, runs_check_script, runs_pytest, segments
+from harnesses.shell import (
+    is_doc,
+    is_search,
+    is_skill,
+    judge,
+    read_paths,
+    runs_gate,
+    runs_pytest,
+    runs_tests,
+    segments,
+)
+from rig.models import Metrics
+from rig.packs import load_pack
+from rig.paths import REPO_ROOT
+
+NOTES_JS = load_pack(REPO_ROOT / "packs" / "notes-js").spec
+GATE = BUILTIN.spec.gate
+
+
+def runs_check_script(command: str) -> bool:
+    """Whether `command` runs the built-in pack's gate."""
+    return runs_gate(command, GATE)
 
 
 @pytest.mark.parametrize(
@@ -327,7 +353,7 @@ def test_read_paths_leaves_out_files_the_output_reports_unreadable(command, outp
     ],
 )
 def test_is_doc(path, expected):
-    assert is_doc(path) is expected
+    assert is_doc(path, BUILTIN.spec.docs) is expected
 
 
 @pytest.mark.parametrize(
@@ -381,4 +407,150 @@ def test_is_skill(path, expected):
 def test_never_raises(command):
     for function in (segments, is_search, runs_check_script, runs_pytest, read_paths):
         function(command)
+    runs_gate(command, NOTES_JS.gate)
+    runs_tests(command, NOTES_JS.runner)
+    runs_tests(command, BUILTIN.spec.runner)
     read_paths(command, f"{command}: No such file or directory")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "npm run check",
+        "npm run check -- --json",
+        "npm run --silent check -- --json",
+        "npm run -s check",
+        "/usr/local/bin/npm run check 2>&1 | tail",
+        "cd test && npm run check",
+        "timeout 120 npm run check",
+        "bash -lc 'npm run check'",
+        "node scripts/check.mjs",
+        "node scripts/check.mjs --json",
+        "node --enable-source-maps scripts/check.mjs",
+        "node -r ./x.cjs scripts/check.mjs",
+        "cd scripts && node check.mjs",
+        "cd test && node ../scripts/check.mjs",
+        "./scripts/check.mjs",
+        "nodejs ./scripts/check.mjs",
+    ],
+)
+def test_node_pack_gate_positive(command):
+    assert runs_gate(command, NOTES_JS.gate)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat scripts/check.mjs",
+        "grep -n stage scripts/check.mjs",
+        "echo npm run check",
+        "npm run lint",
+        "npm run checkout",
+        "npm test",
+        "npm run gen-models",
+        "node scripts/gen-models.mjs scripts/check.mjs",
+        "node -e 'import(\"./scripts/check.mjs\")'",
+        "node --test test/",
+        "python scripts/check.py",
+        "cd elsewhere && node check.mjs",
+        "",
+    ],
+)
+def test_node_pack_gate_negative(command):
+    assert not runs_gate(command, NOTES_JS.gate)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "node --test test/",
+        "node --test",
+        "node --test --test-reporter spec test/unit/pagination.test.mjs",
+        "cd test && node --test",
+        "npm test",
+        "npm test -- --test-name-pattern=page",
+        "npm run test",
+        "npm run --silent test",
+        "timeout 60 npm test",
+    ],
+)
+def test_node_pack_tests_positive(command):
+    assert runs_tests(command, NOTES_JS.runner)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "node test/unit/pagination.test.mjs",
+        "node scripts/check.mjs --test",
+        "cat test/unit/pagination.test.mjs",
+        "npm run check",
+        "npm install",
+        "echo npm test",
+        "pytest",
+        "python -m pytest",
+        "",
+    ],
+)
+def test_node_pack_tests_negative(command):
+    assert not runs_tests(command, NOTES_JS.runner)
+
+
+def test_a_gate_named_by_its_path_runs_only_by_that_path():
+    gate = GATE.model_copy(update={"command": ["./gate.sh", "--all"], "scripts": []})
+    assert runs_gate("./gate.sh --all", gate) and runs_gate("gate.sh --all -v", gate)
+    assert not runs_gate("vendor/gate.sh --all", gate) and not runs_gate("./gate.sh", gate)
+
+
+def test_a_pytest_pack_runs_its_tests_with_pytest_alone():
+    runner = BUILTIN.spec.runner
+    assert runs_tests("python -m pytest -q tests/unit", runner)
+    assert runs_tests("cd tests && py.test", runner)
+    assert not runs_tests("node --test test/", runner)
+    assert not runs_tests("npm test", runner)
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("README.md", True),
+        ("./AGENTS.md", True),
+        ("docs/testing.md", True),
+        ("docs/api/notes.md", True),
+        ("package.json", False),
+        ("scripts/check.mjs", False),
+        ("src/README.md", False),
+    ],
+)
+def test_is_doc_follows_the_packs_globs(path, expected):
+    assert is_doc(path, NOTES_JS.docs) is expected
+
+
+def test_is_doc_glob_crosses_folders():
+    assert is_doc("guide/a/b/c.md", ["guide/*.md"])
+    assert is_doc("src/notes/README.md", ["*README.md"])
+    assert not is_doc("guide/a.txt", ["guide/*.md"])
+    assert not is_doc("README.md", [])
+
+
+def test_judge_fills_the_packs_fields_from_what_the_parser_recorded():
+    parsed = Metrics(
+        read_paths=["AGENTS.md", "src/notes.mjs", "docs/testing.md", "scripts/check.mjs"],
+        bash_commands=["cat scripts/check.mjs", "npm run check -- --json", "node --test test/"],
+        ran_pytest=True,
+    )
+    judged = judge(parsed, NOTES_JS)
+    assert judged.docs_read == ["AGENTS.md", "docs/testing.md"]
+    assert judged.ran_check_script and judged.ran_tests
+    # What the parser decided is left alone, and the parsed metrics are not changed.
+    assert judged.ran_pytest and judged.read_paths == parsed.read_paths
+    assert parsed.docs_read == [] and not parsed.ran_check_script and not parsed.ran_tests
+    # The same session judged against the built-in pack: neither its gate nor its tests ran.
+    builtin = judge(parsed, BUILTIN.spec)
+    assert builtin.docs_read == ["AGENTS.md", "docs/testing.md"]
+    assert not builtin.ran_check_script and not builtin.ran_tests
+
+
+def test_judge_counts_only_what_ran():
+    judged = judge(Metrics(bash_commands=["cat scripts/check.mjs", "ls test"]), NOTES_JS)
+    assert not judged.ran_check_script and not judged.ran_tests and judged.docs_read == []

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harnesses.base import HarnessAdapter
+from harnesses.shell import judge
 from rig.audit import rig_paths_accessed, runner_probes, source_filter, toolchain_digest
 from rig.models import AgentRun, AuditFinding, Limits, Metrics, Pins, Task, WorkspaceStats
 from rig.scratch import COPY_PREFIX, Scratch, on_disk
@@ -69,7 +70,8 @@ def collect(
     is made again on disk, under `workspaces`, beside the workspace. `task` (and its pack), `pins`
     and `secrets` are what the audit checks the rig's own files and the session against.
     """
-    metrics = trail.metrics = adapter.parse_session(run)
+    # The adapter parses the session; what counts as docs, the gate and the tests is the pack's.
+    metrics = trail.metrics = judge(adapter.parse_session(run), task.pack.spec)
     try:
         copy = _copy_for_verification(prepared, limits, scratch, trail)
     except NoRoom as exc:

@@ -11,10 +11,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from builtin_pack import FIXTURE_DIR
 
 from harnesses.mock_model import Faults, MockModelServer, Step, Usage
 from harnesses.mock_model.policy import Policy
 from harnesses.registry import mock_protocols
+from rig.packs import load_pack
+from rig.paths import REPO_ROOT
+from rig.tasks import load_tasks
 
 CHAT = "/v1/chat/completions"
 POLICY = Policy("two-steps", (Step("shell", command="echo hi"), Step("final", text="Done.")))
@@ -145,21 +149,25 @@ def test_serve_command_speaks_the_tool_names_of_the_harness_asked_for():
 
 
 def test_context_sensitive_policy_depends_on_what_reached_the_model():
-    from harnesses.mock_model.policy import AGENTS_MD_MARKER, ContextSensitivePolicy
+    from harnesses.mock_model.policy import ContextSensitivePolicy
+    from harnesses.mock_model.session import agents_md_marker
 
     follow = Policy("follow", (Step("final", text="followed"),))
     stray = Policy("stray", (Step("final", text="strayed"),))
-    fixture_agents = (Path(__file__).parents[1] / "fixtures" / "taskapp" / "AGENTS.md").read_text()
-    assert AGENTS_MD_MARKER in fixture_agents
+    fixture_agents = (FIXTURE_DIR / "AGENTS.md").read_text()
+    marker = agents_md_marker(FIXTURE_DIR)
+    assert marker in fixture_agents
     keys = [f"run-{i}" for i in range(400)]
 
     def follow_rate(text: str) -> float:
-        chosen = [ContextSensitivePolicy("p", follow, stray, 0.9, 0.3, key).resolve(text)[0] for key in keys]
+        chosen = [
+            ContextSensitivePolicy("p", follow, stray, 0.9, 0.3, key, marker).resolve(text)[0] for key in keys
+        ]
         return sum(c is follow for c in chosen) / len(keys)
 
     assert 0.85 < follow_rate(f"system: {fixture_agents}") < 0.95
     assert 0.25 < follow_rate("system: no context files") < 0.35
-    policy = ContextSensitivePolicy("p", follow, stray, 0.9, 0.3, "run-7")
+    policy = ContextSensitivePolicy("p", follow, stray, 0.9, 0.3, "run-7", marker)
     assert policy.resolve(fixture_agents) == policy.resolve(fixture_agents)
     _, why = policy.resolve(fixture_agents)
     assert why["context_seen"] is True and why["p"] == 0.9
@@ -215,5 +223,41 @@ def test_the_demo_policy_decides_on_the_tasks_prompt(task):
 
     policy = policy_for(task, {"mock_policy": "agents_md_sensitive"}, seed_key="run/attempt-1")
     assert isinstance(policy, ContextSensitivePolicy) and policy.prompt == task.spec.prompt
+    # The built-in pack's marker: the line of AGENTS.md the policy has always looked for.
+    assert policy.marker.startswith("Rules for coding agents working in this repository")
     assert policy.carries_prompt(f"<context>\n{task.spec.prompt.strip()}")
     assert not policy.carries_prompt("Write a five-word title for this conversation.")
+
+
+def test_policies_run_the_gate_of_the_tasks_pack(task):
+    from harnesses.mock_model.policy import ContextSensitivePolicy
+    from harnesses.mock_model.session import policy_for
+
+    (js_task,) = load_tasks(load_pack(REPO_ROOT / "packs" / "notes-js"), ["t1_fix_pagination"])
+    for each, gate in ((task, "python scripts/check.py"), (js_task, "npm run check")):
+        solution = policy_for(each, {"mock_policy": "solution"})
+        assert isinstance(solution, Policy)
+        assert [s.command for s in solution.steps if s.kind == "shell"][-1] == gate
+        sensitive = policy_for(each, {"mock_policy": "agents_md_sensitive"})
+        assert isinstance(sensitive, ContextSensitivePolicy)
+        assert sensitive.marker in (each.pack.fixture_dir / "AGENTS.md").read_text()
+        assert sensitive.follow.steps[-2].command == sensitive.stray.steps[-2].command == gate
+
+
+def test_the_marker_comes_from_agents_md_or_the_options(task, tmp_path):
+    from harnesses.mock_model.session import agents_md_marker, policy_for
+
+    (tmp_path / "AGENTS.md").write_text(
+        "# AGENTS.md\n\n  short line\n   Every change runs the gate before it is done.  \n"
+    )
+    assert agents_md_marker(tmp_path) == "Every change runs the gate before it is done."
+    (tmp_path / "AGENTS.md").write_text("# AGENTS.md\nshort\n")
+    with pytest.raises(ValueError, match="has no line of 30 characters or more"):
+        agents_md_marker(tmp_path)
+    (tmp_path / "AGENTS.md").unlink()
+    with pytest.raises(ValueError, match="needs the pack's AGENTS.md"):
+        agents_md_marker(tmp_path)
+    chosen = policy_for(task, {"mock_policy": "agents_md_sensitive", "marker": "MAGIC"})
+    assert chosen.marker == "MAGIC"
+    with pytest.raises(ValueError, match="marker must be a non-empty string"):
+        policy_for(task, {"mock_policy": "agents_md_sensitive", "marker": " "})

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Literal
 
 PATCH_MARKER = "RIG_PATCH_EOF"
-CHECK_COMMAND = "python scripts/check.py"
 
 StepKind = Literal["shell", "read", "write", "final"]
 
@@ -46,14 +45,14 @@ def patch_command(patch_text: str) -> str:
     return f"git apply --whitespace=nowarn <<'{PATCH_MARKER}'\n{body}{PATCH_MARKER}"
 
 
-def replay_patch(name: str, patch: Path) -> Policy:
-    """Read AGENTS.md-or-README, apply `patch` through the shell, run the gate, answer."""
+def replay_patch(name: str, patch: Path, gate: str) -> Policy:
+    """Read the README, apply `patch` through the shell, run `gate` (a shell command), answer."""
     steps: list[Step] = [Step("read", path="README.md")]
     text = patch.read_text()
     if text.strip():
         steps.append(Step("shell", command=patch_command(text)))
     steps += [
-        Step("shell", command=CHECK_COMMAND),
+        Step("shell", command=gate),
         Step("final", text="Done: the change is applied and checked."),
     ]
     return Policy(name, tuple(steps))
@@ -74,17 +73,14 @@ def do_nothing() -> Policy:
     return Policy("nothing", (Step("read", path="README.md"), Step("final", text="Nothing to change.")))
 
 
-# A line of the fixture's AGENTS.md: seen in a request, it means AGENTS.md reached the model.
-AGENTS_MD_MARKER = "Rules for coding agents working in this repository"
-
-
 @dataclass(frozen=True)
 class ContextSensitivePolicy:
     """A simulated agent that does better when AGENTS.md reached it: for the offline A/B demo.
 
     It decides on the first request of the agent's conversation, the first that carries the
     task's `prompt` (a harness's side requests, a title or a quota check, may come earlier and
-    carry no context files): it looks for `marker` in what the harness sent, then follows `follow`
+    carry no context files): it looks for `marker` (a line of the fixture's AGENTS.md: seen in a
+    request, it means AGENTS.md reached the model) in what the harness sent, then follows `follow`
     with probability `p_with` (marker seen) or `p_without` (not seen), else `stray`. The draw is
     seeded by `seed_key` (the run id and attempt), so every run is reproducible. Without a
     prompt, the first request decides.
@@ -96,7 +92,7 @@ class ContextSensitivePolicy:
     p_with: float
     p_without: float
     seed_key: str
-    marker: str = AGENTS_MD_MARKER
+    marker: str
     prompt: str | None = None
 
     def carries_prompt(self, request_text: str) -> bool:

@@ -1,6 +1,7 @@
 """Serving the mock model for the duration of one run, driven by the condition's options."""
 
 import json
+import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -12,36 +13,47 @@ from harnesses.mock_model.server import Faults, MockModelServer, Usage, WireProt
 from rig.models import Task
 
 LEDGER_FILE = "mock-ledger.json"
+AGENTS_MD = "AGENTS.md"
+# The marker is a whole line of AGENTS.md, long enough that no other text sent by a harness (its
+# own system prompt, the task's prompt) holds it by chance: a heading such as `# AGENTS.md` is not.
+MIN_MARKER_CHARS = 30
 
 
 def policy_for(task: Task, options: dict[str, Any], seed_key: str = "") -> Policy | ContextSensitivePolicy:
     """`mock_policy`: solution (default), nothing, decoy (with `decoy`), commands (with `commands`,
     a list of shell commands run one per model response), or agents_md_sensitive.
 
+    solution and decoy apply the task's patch and run the pack's gate as its docs spell it.
     agents_md_sensitive simulates an agent that replays the solution with probability `p_with`
     when the AGENTS.md text reached it and `p_without` when it did not, and otherwise applies the
     task's first decoy (a plausible wrong solution); it decides on the first request that carries
-    the task's prompt.
+    the task's prompt. What it looks for is `marker`, by default a line of the pack's AGENTS.md
+    (see `agents_md_marker`).
     """
     name = options.get("mock_policy", "solution")
+    gate = gate_command(task)
     if name == "agents_md_sensitive":
         stray = sorted(task.spec.decoys)[0]
+        marker = options.get("marker")
+        if marker is not None and (not isinstance(marker, str) or not marker.strip()):
+            raise ValueError("mock_policy agents_md_sensitive: marker must be a non-empty string")
         return ContextSensitivePolicy(
             name="agents_md_sensitive",
-            follow=replay_patch("solution", task.solution_patch),
-            stray=replay_patch(f"decoy:{stray}", task.decoy_patch(stray)),
+            follow=replay_patch("solution", task.solution_patch, gate),
+            stray=replay_patch(f"decoy:{stray}", task.decoy_patch(stray), gate),
             p_with=float(options.get("p_with", 0.9)),
             p_without=float(options.get("p_without", 0.4)),
             seed_key=seed_key,
+            marker=marker if marker is not None else agents_md_marker(task.pack.fixture_dir),
             prompt=task.spec.prompt,
         )
     if name == "solution":
-        return replay_patch("solution", task.solution_patch)
+        return replay_patch("solution", task.solution_patch, gate)
     if name == "decoy":
         decoy = options.get("decoy")
         if decoy not in task.spec.decoys:
             raise ValueError(f"mock_policy decoy needs decoy = one of {sorted(task.spec.decoys)}")
-        return replay_patch(f"decoy:{decoy}", task.decoy_patch(decoy))
+        return replay_patch(f"decoy:{decoy}", task.decoy_patch(decoy), gate)
     if name == "nothing":
         return do_nothing()
     if name == "commands":
@@ -51,6 +63,34 @@ def policy_for(task: Task, options: dict[str, Any], seed_key: str = "") -> Polic
         return run_commands(commands)
     raise ValueError(
         f"unknown mock_policy {name!r}; use solution, decoy, nothing, commands or agents_md_sensitive"
+    )
+
+
+def gate_command(task: Task) -> str:
+    """The task's gate as one shell command, as the pack's docs tell a person to run it."""
+    return shlex.join(task.pack.spec.gate.command)
+
+
+def agents_md_marker(fixture: Path) -> str:
+    """The first line of the fixture's AGENTS.md with at least MIN_MARKER_CHARS characters (stripped).
+
+    Raises ValueError when there is no such file or no such line.
+    """
+    path = fixture / AGENTS_MD
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
+        raise ValueError(
+            f"mock_policy agents_md_sensitive needs the pack's {AGENTS_MD} ({path}: {reason}); "
+            "add one or set marker"
+        ) from None
+    for line in lines:
+        if len(line.strip()) >= MIN_MARKER_CHARS:
+            return line.strip()
+    raise ValueError(
+        f"mock_policy agents_md_sensitive: {path} has no line of {MIN_MARKER_CHARS} characters or more "
+        "to look for; add one or set marker"
     )
 
 

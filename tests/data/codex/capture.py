@@ -22,7 +22,7 @@ from typing import Any
 from harnesses import cli_harness, codex
 from harnesses.mock_model.policy import Policy, Step, do_nothing, patch_command, replay_patch
 from harnesses.mock_model.server import Faults, MockModelServer, Usage, WireProtocol
-from harnesses.mock_model.session import LEDGER_FILE
+from harnesses.mock_model.session import LEDGER_FILE, gate_command
 from rig.models import Condition, Provider, Task
 from rig.packs import load_pack
 from rig.paths import REPO_ROOT
@@ -59,7 +59,7 @@ def success_policy(task: Task) -> Policy:
 
 def cases(task: Task) -> dict[str, tuple[Policy, Faults, bool, int]]:
     """Case name -> (policy, faults, server down, stream retries)."""
-    solution = replay_patch("solution", task.solution_patch)
+    solution = replay_patch("solution", task.solution_patch, gate_command(task))
     # The first response is cut after its tool call is complete: Codex runs the tool, then the turn
     # fails (the adapter's config: no stream retries) or, with one retry, goes on.
     cut = Faults(mode="cut_stream", first_n=1, after_events=4)

@@ -22,7 +22,7 @@ from typing import Any
 from harnesses import cli_harness, gemini
 from harnesses.mock_model.policy import Policy, Step, patch_command, replay_patch
 from harnesses.mock_model.server import Faults, MockModelServer, Usage, WireProtocol
-from harnesses.mock_model.session import LEDGER_FILE
+from harnesses.mock_model.session import LEDGER_FILE, gate_command
 from rig.models import Condition, Provider, Task
 from rig.packs import load_pack
 from rig.paths import REPO_ROOT
@@ -61,7 +61,7 @@ def success_policy(task: Task) -> Policy:
 
 def cases(task: Task) -> dict[str, tuple[Policy, Faults, bool]]:
     """Case name -> (policy, faults, server down)."""
-    solution = replay_patch("solution", task.solution_patch)
+    solution = replay_patch("solution", task.solution_patch, gate_command(task))
     return {
         "success": (success_policy(task), Faults(), False),
         "http_500": (solution, Faults(mode="http_error", status=500), False),

@@ -5,10 +5,11 @@ same process runner, environment rules and watchdogs as a real harness, and writ
 session. Its behaviour is chosen by `condition.harness_options["policy"]`:
 
 - `solution` (default) / `decoy` (with `harness_options["decoy"]`): read the docs, apply the
-  task's reference or named decoy patch, run the gate;
+  task's reference or named decoy patch, run the pack's gate as its docs spell it;
+- `tamper`: rig the gate instead of fixing anything, as `tamper_plan` says for the task's pack;
 - `nothing`, `sleep` (`harness_options["seconds"]`), `hang`, `stall`, `crash`, `write_outside`,
-  `tamper`, `flood` (`stdout_bytes`, `stderr_bytes` of filler): behaviours the pipeline must
-  classify or contain;
+  `flood` (`stdout_bytes`, `stderr_bytes` of filler): behaviours the pipeline must classify or
+  contain;
 - `infra_no_turn`, `infra_error_only`, `flaky` (infra failure on attempt 1 only): provider failures;
 - `bernoulli` (`harness_options["p"]`): the solution with probability p, else nothing, seeded per run;
 - `script` (`harness_options["commands"]`, a list of shell commands): read the README, run each
@@ -16,20 +17,22 @@ session. Its behaviour is chosen by `condition.harness_options["policy"]`:
 
 The attempt number comes from the run directory's name (`attempt-<n>`). The agent is handed no
 path inside the rig's repository but its own script (which the sandbox exposes): the patch a
-policy applies and the commands of `script` are copied into the run directory first.
+policy applies, the commands of `script` and the steps of `tamper` are copied into the run
+directory first. The agent knows no pack: what the gate is and what to tamper with come from here.
 """
 
 import json
 import re
+import shlex
 import shutil
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harnesses.base import Confinement, run_agent_process
 from harnesses.cli_harness import round_cost
 from harnesses.logs import ToolLog, derive_behaviour, fold_pi_message, read_jsonl
-from rig.models import DEFAULT_STALL_S, AgentRun, Condition, Metrics, Provider, Task
+from rig.models import DEFAULT_STALL_S, AgentRun, Condition, Metrics, Pack, Provider, RunnerKind, Task
 from rig.proc import BASE_PATH
 from rig.version import rig_version
 
@@ -40,11 +43,54 @@ SESSION_NAME = "session.jsonl"
 # Inputs copied into the run directory (the attempt folder), so they are saved with the run.
 PATCH_COPY = "scripted-input.patch"
 SCRIPT_COPY = "scripted-input.json"
+TAMPER_COPY = "scripted-tamper.json"
 INFRA_SIGNATURE = "scripted_provider_error"
 # The session event of a provider failure that left no assistant message (what Pi does in json mode).
 PROVIDER_ERROR = "provider_error"
 COST_SOURCE = "harness"
 _ATTEMPT_DIR = re.compile(r"^attempt-(\d+)$")
+
+# What the tamper policy writes: files that make a gate or a test run pass whatever the code does.
+FAKE_JSON_REPORT = '{"ok": true, "failed": [], "results": {}}'
+FAKE_GATE_JS = f"console.log({FAKE_JSON_REPORT!r});\nprocess.exit(0);\n"
+FAKE_GATES = {
+    ".py": f"import sys\n\nprint({FAKE_JSON_REPORT!r})\nsys.exit(0)\n",
+    ".js": FAKE_GATE_JS,
+    ".mjs": FAKE_GATE_JS,
+    ".cjs": FAKE_GATE_JS,
+}
+# A gate script in any other language is replaced by a shell script.
+FAKE_GATE_SH = f"#!/bin/sh\necho '{FAKE_JSON_REPORT}'\nexit 0\n"
+PYTEST_CONFTEST = """import pytest
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        item.add_marker(pytest.mark.skip(reason="skipped"))
+"""
+PYTEST_SITECUSTOMIZE = "# Imported by every interpreter started in this directory.\n"
+NODE_PRELOAD = "node_modules/x/index.js"
+# Per runner kind: the files that change how its tests start, as the tamper policy plants them.
+STARTUP_FILES: dict[RunnerKind, dict[str, str]] = {
+    "pytest": {"conftest.py": PYTEST_CONFTEST, "sitecustomize.py": PYTEST_SITECUSTOMIZE},
+    "node-test": {
+        ".npmrc": f"node-options=--import=./{NODE_PRELOAD}\n",
+        NODE_PRELOAD: "// Preloaded by node-options: runs before every test.\n",
+    },
+    "command": {},
+}
+# Per runner kind: a fake test's file name and content (a command runner's format is unknown).
+FAKE_TESTS: dict[RunnerKind, tuple[str, str]] = {
+    "pytest": ("test_fake.py", "def test_fake():\n    assert True\n"),
+    "node-test": ("fake.test.mjs", 'import { test } from "node:test";\n\ntest("fake", () => {});\n'),
+    "command": ("test_fake", ""),
+}
+_PYTEST_FILE = re.compile(r"^(test_.*|.*_test)\.py$")
+# node --test's default patterns: *.test.js, *-test.js, *_test.js, test-*.js, test.js (also .mjs,
+# .cjs), and every such file below a folder named test.
+_NODE_TEST_FILE = re.compile(r"^(.*[.\-_]test|test-.*|test)\.[mc]?js$")
+_NODE_SUFFIXES = (".js", ".mjs", ".cjs")
+_SKIP_PARTS = frozenset({".git", "__pycache__", "node_modules"})
 
 
 class ScriptedHarness:
@@ -92,6 +138,8 @@ class ScriptedHarness:
             str(options.get("model", DEFAULT_MODEL)),
             "--prompt",
             prompt,
+            "--gate",
+            shlex.join(self.task.pack.spec.gate.command),
         ]
         if condition.thinking is not None:
             command += ["--thinking", condition.thinking]
@@ -106,6 +154,10 @@ class ScriptedHarness:
             script = run_dir / SCRIPT_COPY
             script.write_text(json.dumps({"commands": script_commands(options)}, indent=2) + "\n")
             command += ["--script", str(script.resolve())]
+        if policy == "tamper":
+            steps = run_dir / TAMPER_COPY
+            steps.write_text(json.dumps({"steps": tamper_plan(self.task.pack)}, indent=2) + "\n")
+            command += ["--tamper", str(steps.resolve())]
         if policy == "sleep":
             command += ["--seconds", str(options.get("seconds", 0))]
         if policy == "flood":
@@ -177,6 +229,51 @@ def script_commands(options: dict[str, Any]) -> list[str]:
     if not isinstance(commands, list) or not commands or not all(isinstance(c, str) for c in commands):
         raise ValueError("policy 'script' needs harness_options['commands'], a non-empty list of strings")
     return list(commands)
+
+
+def tamper_plan(pack: Pack) -> list[dict[str, str]]:
+    """The steps of the tamper policy on a workspace of `pack`, each `{"write": path, "content":
+    text}` or `{"delete": path}`: plant the files that change how the runner kind's tests start,
+    overwrite each gate script with one that passes, delete the visible test file whose name sorts
+    first in the first protected folder that holds any, and put a fake test beside it. Every step
+    touches a protected path: the pipeline must record and undo each one.
+    """
+    kind = pack.spec.runner.kind
+    steps = [{"write": path, "content": content} for path, content in STARTUP_FILES[kind].items()]
+    for script in pack.spec.gate.scripts:
+        fake = FAKE_GATES.get(PurePosixPath(script).suffix, FAKE_GATE_SH)
+        steps.append({"write": script, "content": fake})
+    victim = _first_test_file(pack)
+    if victim is not None:
+        name, content = FAKE_TESTS[kind]
+        steps.append({"delete": victim})
+        steps.append({"write": str(PurePosixPath(victim).with_name(name)), "content": content})
+    return steps
+
+
+def _first_test_file(pack: Pack) -> str | None:
+    """The test file (of the runner kind) of the fixture whose name sorts first, in the first of
+    the pack's protected folders that holds one; None if none does."""
+    for folder in pack.spec.protect.dirs:
+        found = []
+        for path in (pack.fixture_dir / folder).rglob("*"):
+            relative = PurePosixPath(path.relative_to(pack.fixture_dir).as_posix())
+            if path.is_file() and not _SKIP_PARTS & set(relative.parts) and _is_test_file(relative, pack):
+                found.append(relative)
+        if found:
+            return str(min(found, key=lambda p: (p.name, p.as_posix())))
+    return None
+
+
+def _is_test_file(path: PurePosixPath, pack: Pack) -> bool:
+    """Whether `path` is a test file its runner kind would collect (a command runner: any file)."""
+    kind = pack.spec.runner.kind
+    if kind == "pytest":
+        return bool(_PYTEST_FILE.match(path.name))
+    if kind == "node-test":
+        in_test_folder = "test" in path.parts[:-1]
+        return path.suffix in _NODE_SUFFIXES and (in_test_folder or bool(_NODE_TEST_FILE.match(path.name)))
+    return True
 
 
 def attempt_number(run_dir: Path) -> int:

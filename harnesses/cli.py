@@ -78,7 +78,8 @@ def base_env(home: Path, extra: dict[str, str]) -> dict[str, str]:
     """The explicit environment of a harness process: nothing inherited but the node binary's PATH."""
     node_dir = Path(shutil.which("node") or "/usr/bin/node").parent
     env = {
-        # The rig's interpreter first: `python scripts/check.py` in the agent's shell uses the pinned gate.
+        # The rig's interpreter first: a Python gate run as documented (`python <script>`) in the
+        # agent's shell uses the pinned ruff and pytest.
         "PATH": f"{Path(sys.executable).parent}:{NODE_BIN}:{node_dir}:{BASE_PATH}",
         "HOME": str(home),
         "LANG": "C.UTF-8",

@@ -6,8 +6,8 @@ here (and the condition's skills), and `run_dir/home` (HOME); the environment is
 user config) reaches Codex. `--strict-config` makes Codex refuse a config key it does not know, so
 a renamed switch fails loudly instead of being ignored. Codex runs its commands through a login
 shell, whose /etc/profile resets PATH on many systems: `run_dir/home/.profile` restores the run's
-PATH, in which the rig's interpreter (pinned ruff and pytest) comes first, so `python
-scripts/check.py` in the agent's shell works as documented.
+PATH, in which the rig's interpreter (pinned ruff and pytest) comes first, so the pack's gate run
+as documented in the agent's shell (`python <script>`) works.
 
 `config.toml`: the model (default `gpt-5.5` for the mock: Codex 0.171 builds its tool set from the
 model slug, and an unknown slug loses the apply_patch tool), one provider (`mock`, or `rig` for a

@@ -162,3 +162,22 @@ def test_a_command_runner_is_judged_by_its_junit_and_its_exit_code(tmp_path: Pat
     lying = runner.model_copy(update={"command": ["sh", "{tests}/run.sh", "{junit}", "1"]})
     failed = run_hidden(work, root / "hidden_tests" / "t", tmp_path / "j.xml", tmp_path / "home", lying)
     assert not failed.ok and failed.error == "sh exited 1 but its junit report lists 0 failures"
+
+
+# What only a pack's manifest may name: the shipped packs' projects, gates, generators and plugins.
+PACK_NAMES = ("taskapp", "check.py", "gen_models", "check.mjs", "gen-models", "notes-js", "notesapp")
+
+
+def test_the_engine_names_no_pack() -> None:
+    """Everything the engine knows about a project comes from its pack.toml: no source, comment or
+    docstring under rig/ or harnesses/ names a shipped pack's project, gate or plugin."""
+    offenders = []
+    for package in ("rig", "harnesses"):
+        for path in sorted((REPO_ROOT / package).rglob("*")):
+            rel = path.relative_to(REPO_ROOT)
+            # harnesses/node holds the installed harness CLIs (npm's), not the rig's code.
+            if not path.is_file() or rel.parts[:2] == ("harnesses", "node") or "__pycache__" in rel.parts:
+                continue
+            for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                offenders += [f"{rel}:{number}: {name}" for name in PACK_NAMES if name in line]
+    assert offenders == []

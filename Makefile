@@ -5,12 +5,14 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test lint setup setup-dev sandbox bench clean
 
-# The oracle proves itself, then the offline AGENTS.md A/B (a simulated agent behind the real Pi CLI),
-# then its report.
+# The oracle proves itself, then the offline AGENTS.md A/B (a simulated agent behind the real Pi CLI)
+# and its report, on the built-in pack and then on the JavaScript pack (packs/notes-js).
 demo: setup
 	$(BIN)/rig calibrate
 	.ci/isolated $(BIN)/rig run experiments/demo_agents_md.toml
 	$(BIN)/rig report experiments/demo_agents_md.toml
+	.ci/isolated $(BIN)/rig run experiments/notes_js_demo_agents_md.toml
+	$(BIN)/rig report experiments/notes_js_demo_agents_md.toml
 
 # Tests run in a loopback-only network namespace where the machine allows it.
 test: setup-dev lint

@@ -556,6 +556,7 @@ def report(
 ) -> None:
     """Write report.md (or .html), failures.md and figures: per-cell rates, comparisons with CIs."""
     from rig.analysis import PoolingError
+    from rig.packs import PackError
     from rig.report import build_report
 
     if fmt not in ("md", "html"):
@@ -569,7 +570,7 @@ def report(
             written = build_report(
                 folders, target, vs=vs is not None, fmt=fmt, allow_mixed_pins=allow_mixed_pins
             )
-    except (PoolingError, ValueError) as exc:
+    except (PoolingError, PackError, ValueError) as exc:
         raise _fail(str(exc)) from exc
     for path in written:
         typer.echo(str(path))

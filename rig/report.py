@@ -31,10 +31,15 @@ import pandas as pd
 from rig import figures
 from rig.analysis import Comparison, cell_table, compare_conditions, infra_summary, load_runs, wilson_interval
 from rig.migrate import DuplicateRunWarning, read_runs
+from rig.models import Pack
+from rig.packs import PackError, load_pack
 from rig.store import ResultsStore
+from rig.verify import GATE_STAGE
 
-# check.py's stage order (the order a reader fixes them in), then the verdicts after check.py.
-STAGE_ORDER = ("ruff", "pytest", "generated", "raise_scan", "magic_numbers", "registry", "hidden", "verify")
+# The verdicts after the gate, in the order a reader fixes them: the hidden tests, then verification.
+AFTER_GATE = ("hidden", "verify")
+# What the pins of a record older than packs say about its pack.
+BEFORE_PACKS = "(before packs)"
 RECEIPTS = (
     "record.json",
     "diff.patch",
@@ -274,12 +279,13 @@ def _short(digest: str) -> str:
 
 @dataclass
 class _Source:
-    """One results folder: its design (experiment.json) and its scored records."""
+    """One results folder: its design (experiment.json), the pack it names and its scored records."""
 
     folder: Path
     design: dict[str, Any]
     digest: str | None
     records: list[dict[str, Any]]
+    pack: Pack
 
     @property
     def name(self) -> str:
@@ -301,7 +307,31 @@ def _read_source(folder: Path) -> _Source:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DuplicateRunWarning)
         records = read_runs(ResultsStore(folder))
-    return _Source(folder, design, digest, records)
+    # A design without `pack` (or none at all) ran on the built-in pack, as Experiment's default says.
+    # The pack is read for its gate (the stage order and the success definition), so it must exist.
+    try:
+        pack = load_pack(design.get("pack"))
+    except PackError as exc:
+        raise PackError(
+            f"{design_path} names pack {design.get('pack')!r}, which cannot be read: {exc}"
+        ) from None
+    return _Source(folder, design, digest, records, pack)
+
+
+def _gate_text(pack: Pack) -> str:
+    """The gate as the pack's docs tell a person to run it."""
+    return code(" ".join(pack.spec.gate.command))
+
+
+def stage_order(packs: list[Pack]) -> list[str]:
+    """Failing stages in the order a reader fixes them: each pack's gate stages, then the verdicts
+    after the gate. A gate that reports by exit code alone has the one stage `gate`."""
+    order: list[str] = []
+    for pack in packs:
+        gate = pack.spec.gate
+        stages = gate.stages if gate.report == "json" else [GATE_STAGE]
+        order += [stage for stage in stages if stage not in order]
+    return order + [stage for stage in AFTER_GATE if stage not in order]
 
 
 def _arm_order(df: pd.DataFrame, sources: list[_Source]) -> list[str]:
@@ -357,6 +387,14 @@ def _design_blocks(sources: list[_Source], tasks: list[str]) -> list[Block]:
         ]
         if source.digest:
             items.append(f"design digest: {code(_short(source.digest))}")
+        # The pack as the design names it, read now: the pins below say which pack the runs measured.
+        pack = source.pack
+        where = code(d["pack"]) if d.get("pack") else "built-in"
+        stages = ", ".join(code(s) for s in pack.spec.gate.stages)
+        items.append(
+            f"pack: {code(pack.name)} ({where}), gate: {_gate_text(pack)}"
+            + (f", stages: {stages}" if stages else "")
+        )
         blocks.append(Bullets(items))
         rows = []
         for c in d.get("conditions", []):
@@ -394,11 +432,14 @@ def _values(records: list[dict[str, Any]], get: Any) -> Counter[str]:
 
 
 def _pin_text(values: Counter[str], shorten: bool = False) -> str:
-    show = _short if shorten else (lambda v: v)
+    def show(value: str) -> str:
+        return value if value == BEFORE_PACKS else code(_short(value) if shorten else value)
+
     if len(values) <= 1:
-        return ", ".join(code(show(v)) for v in values) or DASH
-    # Only reachable with --allow-mixed-pins: every value is listed with how many runs carry it.
-    listed = ", ".join(f"{code(show(v))} ({n} runs)" for v, n in sorted(values.items()))
+        return ", ".join(show(v) for v in values) or DASH
+    # Only reachable with --allow-mixed-pins (or packs, which no pooling rule compares): every value
+    # is listed with how many runs carry it.
+    listed = ", ".join(f"{show(v)} ({n} runs)" for v, n in sorted(values.items()))
     return f"**mixed**: {listed}"
 
 
@@ -408,6 +449,8 @@ def _pin_blocks(source: _Source, tasks: list[str]) -> list[Block]:
         return [Para("No scored records, so no pins.")]
     pins = [
         ("rig version", lambda r: r["pins"]["rig_version"], False),
+        ("pack", lambda r: r["pins"].get("pack") or BEFORE_PACKS, False),
+        ("pack hash", lambda r: r["pins"].get("pack_hash") or BEFORE_PACKS, True),
         ("harness version", lambda r: r["pins"]["harness_version"], False),
         ("model (configured)", lambda r: r.get("model"), False),
         ("model (reported by the harness)", lambda r: (r.get("metrics") or {}).get("model"), False),
@@ -641,7 +684,7 @@ def _behaviour_blocks(df: pd.DataFrame, arms: list[str], arm_word: str) -> list[
     headers = [
         arm_word,
         "runs",
-        "ran check.py",
+        "ran the gate",
         "read docs",
         "read AGENTS.md",
         "read SKILL.md",
@@ -653,6 +696,7 @@ def _behaviour_blocks(df: pd.DataFrame, arms: list[str], arm_word: str) -> list[
         Heading(2, "4. Behaviour"),
         Para(
             f"Share of scored runs per {arm_word} that did each thing, as parsed from the saved sessions; "
+            "ran the gate: its command or script in the agent's shell; "
             "tampered = changed a protected file (restored before verification)."
         ),
         Table(headers, rows, frozenset(range(1, len(headers)))),
@@ -660,10 +704,6 @@ def _behaviour_blocks(df: pd.DataFrame, arms: list[str], arm_word: str) -> list[
 
 
 # -- failures.md ------------------------------------------------------------------------------
-
-
-def _stage_key(stage: str) -> tuple[int, str]:
-    return (STAGE_ORDER.index(stage) if stage in STAGE_ORDER else len(STAGE_ORDER), stage)
 
 
 def _oneline(message: object, limit: int = 120) -> str:
@@ -677,9 +717,17 @@ def _rel(path: Path, out_dir: Path) -> str:
 
 
 def write_failures(
-    df: pd.DataFrame, records: dict[Path, dict[str, Any]], out_dir: Path, several_experiments: bool
+    df: pd.DataFrame,
+    records: dict[Path, dict[str, Any]],
+    out_dir: Path,
+    several_experiments: bool,
+    stages: list[str],
 ) -> Path:
-    """Write failures.md: every failed scored run, by failing stage, then by failed hidden tests."""
+    """Write failures.md: every failed scored run, by failing stage, then by failed hidden tests.
+
+    `stages` orders the stage sections (see `stage_order`); any other stage (audit, rig_error, a
+    hang, ...) comes after them, by name.
+    """
     failed = df[~df["success"].astype(bool)]
     groups: dict[str, dict[tuple[str, ...], list[tuple[tuple[Any, ...], str]]]] = defaultdict(
         lambda: defaultdict(list)
@@ -699,7 +747,7 @@ def write_failures(
         condition = str(record.get("condition", row.condition))
         details = []
         if check_failed:
-            details.append("check failed: " + ", ".join(check_failed))
+            details.append("gate failed: " + ", ".join(check_failed))
         if hidden.get("error"):
             details.append(f"hidden tests error: {_oneline(hidden['error'])}")
         if record.get("verify_error"):
@@ -729,17 +777,21 @@ def write_failures(
     lines = [
         "# Failures: the work queue",
         "",
-        f"{len(failed)} of {total} scored runs failed. They are grouped by the first failing check.py stage "
-        "(`hidden`: check.py passed and only hidden tests failed), then by the hidden tests that failed. "
-        "Links are relative to this file.",
+        f"{len(failed)} of {total} scored runs failed. They are grouped by the first failing stage of the "
+        "gate (`hidden`: the gate passed and only hidden tests failed), then by the hidden tests that "
+        "failed. Links are relative to this file.",
         "",
     ]
+
+    def stage_key(stage: str) -> tuple[int, str]:
+        return (stages.index(stage) if stage in stages else len(stages), stage)
+
     if groups:
         lines += ["| failing stage | runs |", "| :--- | ---: |"]
-        for stage in sorted(groups, key=_stage_key):
+        for stage in sorted(groups, key=stage_key):
             lines.append(f"| {code(stage)} | {sum(len(v) for v in groups[stage].values())} |")
         lines.append("")
-    for stage in sorted(groups, key=_stage_key):
+    for stage in sorted(groups, key=stage_key):
         by_tests = groups[stage]
         lines += [f"## Stage {code(stage)} ({sum(len(v) for v in by_tests.values())} runs)", ""]
         # Most common hidden-test signature first: it is the likeliest shared cause.
@@ -831,7 +883,10 @@ def build_report(
         for r in s.records
         if r.get("artifacts")
     }
-    failures = write_failures(df, records, out_dir, several_experiments=len(sources) > 1)
+    packs = [s.pack for s in sources]
+    failures = write_failures(
+        df, records, out_dir, several_experiments=len(sources) > 1, stages=stage_order(packs)
+    )
 
     names = [s.name for s in sources]
     title = "rig report: " + (" vs ".join(names) if vs else ", ".join(names))
@@ -842,7 +897,8 @@ def build_report(
             f"{len(df)} scored runs in {len(tasks)} tasks x {len(arms)} "
             f"{'experiments' if vs else 'conditions'}; {n_failed} failed, listed by failing stage in "
             f"[failures.md](failures.md) with links to each run's receipts. "
-            "Success means check.py exit 0 and hidden pytest exit 0; nothing is judged by a model."
+            f"Success means the gate ({' / '.join(dict.fromkeys(_gate_text(p) for p in packs))}) exits 0 "
+            "and the hidden tests pass; nothing is judged by a model."
         ),
     ]
     blocks += _design_blocks(sources, tasks)

@@ -10,6 +10,7 @@ import pytest
 from builtin_pack import FIXTURE_DIR, HIDDEN_TESTS_DIR, TASKS_DIR
 
 from harnesses.registry import calibrated_names
+from rig.packs import load_pack
 from rig.workspace import tree_digest
 
 RIG = str(Path(sys.executable).with_name("rig"))
@@ -135,6 +136,25 @@ def test_calibrate_every_real_harness_against_the_mock():
         ]
     assert all(c["passed"] for c in checks), [c for c in checks if not c["passed"]]
     assert all("equal the mock's ledger" in c["reason"] for c in checks if c["name"].endswith("solution"))
+
+
+@pytest.mark.slow
+def test_calibrate_pi_on_the_javascript_pack():
+    """Every notes-js task through the real Pi CLI: the JavaScript gate and node --test hidden tests
+    judge what a real CLI did (one harness: the others run the same pipeline, see the test above)."""
+    notes_js = load_pack("packs/notes-js")
+    proc = rig_calibrate("--harness", "pi", "--pack", "packs/notes-js", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    checks = json.loads(proc.stdout)["checks"]
+    tasks = sorted(path.name for path in notes_js.tasks_dir.iterdir() if path.is_dir())
+    expected = [f"{task} {kind}" for task in tasks for kind in ("solution", "nothing")]
+    assert [c["name"] for c in checks] == [*expected, "server_down", "http_500", "stall"]
+    assert all(c["passed"] for c in checks), [c for c in checks if not c["passed"]]
+    # Doing nothing fails at the JavaScript gate's stages or at the hidden tests, never elsewhere.
+    stages = {*notes_js.spec.gate.stages, "hidden"}
+    for check in checks:
+        if check["name"].endswith("nothing"):
+            assert check["reason"].removeprefix("fails as it should (at ").removesuffix(")") in stages, check
 
 
 def test_unknown_harness_is_named():

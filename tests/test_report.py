@@ -13,9 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from builtin_pack import BUILTIN
 
 from rig.analysis import PoolingError
-from rig.report import build_report
+from rig.packs import load_pack
+from rig.report import build_report, stage_order
 
 DATA = Path(__file__).parent / "data"
 SMALL = DATA / "results_small" / "results_small"
@@ -108,6 +110,12 @@ def _check_report_md(out: Path) -> None:
     record = _records(SMALL)[0]
     assert record["pins"]["fixture_hash"][:12] in text
     assert record["pins"]["task_hash"][:12] in text
+    # The design names no pack: the built-in one, whose gate defines success; the records predate packs.
+    gate = " ".join(BUILTIN.spec.gate.command)
+    assert f"pack: `{BUILTIN.name}` (built-in), gate: `{gate}`, stages: `ruff`, `pytest`," in text
+    assert f"Success means the gate (`{gate}`) exits 0 and the hidden tests pass" in text
+    pins = dict(row[:2] for row in _table_rows(text, "| pin | value |"))
+    assert pins["pack"] == pins["pack hash"] == "(before packs)"
     # 2. per-cell table: 5 tasks x 2 conditions + an ALL row per condition
     cells = _table_rows(text, "| task | condition | n |")
     assert len(cells) == 12
@@ -139,7 +147,7 @@ def _check_report_md(out: Path) -> None:
     fisher = _table_rows(text, "| task | A agents_md |")
     assert len(fisher) == 5
     # 4. behaviour table, one row per condition
-    behaviour = _table_rows(text, "| condition | runs | ran check.py |")
+    behaviour = _table_rows(text, "| condition | runs | ran the gate |")
     assert [row[0] for row in behaviour] == ["`agents_md`", "`no_agents_md`"]
     assert all(row[1] == "15" for row in behaviour)
     # 5. figures are linked and exist
@@ -183,9 +191,16 @@ def _check_failures(out: Path, folders: list[Path]) -> None:
     assert f"{len(expected)} of " in text
 
 
+def _failing_stages(out: Path) -> list[str]:
+    """The stage column of failures.md's summary table, in its order."""
+    return [row[0].strip("`") for row in _table_rows((out / "failures.md").read_text(), "| failing stage |")]
+
+
 def test_cli_report_md(cli_md: Path) -> None:
     _check_report_md(cli_md)
     _check_failures(cli_md, [SMALL])
+    # The built-in gate's order (ruff before pytest), then the hidden tests: not alphabetical.
+    assert _failing_stages(cli_md) == ["ruff", "pytest", "hidden"]
 
 
 def test_build_report_md(direct_md: tuple[Path, list[Path]]) -> None:
@@ -228,7 +243,7 @@ def test_cli_html_is_self_contained(root: Path) -> None:
     assert not re.search(r"""(src|href)\s*=\s*["']?https?://""", page)
     assert "<link" not in page and "<script" not in page
     assert "Experiment <code>results_small</code>" in page
-    assert "<strong>ALL</strong>" in page and "p (Holm)" in page and "ran check.py" in page
+    assert "<strong>ALL</strong>" in page and "p (Holm)" in page and "ran the gate" in page
     _check_failures(out, [SMALL])
 
 
@@ -329,3 +344,54 @@ def test_agent_hangs_are_counted_as_scored_failures(tmp_path: Path) -> None:
     assert "**Agent hangs:** 2 scored runs ended in the agent's own hang" in text
     assert "per condition: `agents_md`: agent_hang 1; `no_agents_md`: timeout 1." in text
     assert "the agent's own hang (agent_hang)" in (out / "failures.md").read_text()
+
+
+def test_stage_order_is_the_packs_gate_then_the_verdicts_after_it() -> None:
+    notes_js = load_pack("packs/notes-js")
+    assert stage_order([notes_js]) == [*notes_js.spec.gate.stages, "hidden", "verify"]
+    # Two packs (rig report --vs): the first pack's stages, then the second's that are new to it.
+    new = [s for s in notes_js.spec.gate.stages if s not in BUILTIN.spec.gate.stages]
+    assert new == ["syntax", "lint", "tests", "throw-scan", "magic-numbers"]
+    assert stage_order([BUILTIN, notes_js]) == [*BUILTIN.spec.gate.stages, *new, "hidden", "verify"]
+
+
+def test_report_on_the_javascript_pack_names_it_and_orders_by_its_gate(tmp_path: Path) -> None:
+    """Records of the notes-js pack: the pack line, its pins, its gate's stage order in failures.md."""
+    folder = _copy_set(tmp_path)
+    design = json.loads((folder / "experiment.json").read_text())
+    design["experiment"]["pack"] = "packs/notes-js"
+    (folder / "experiment.json").write_text(json.dumps(design, indent=2, sort_keys=True))
+    records = _records(folder)
+    # Failing stages of the JavaScript gate, plus one no gate knows (sorted after the verdicts).
+    stages = iter(["hidden", "throw-scan", "lint", "audit", "tests", "magic-numbers"] * 10)
+    for record in records:
+        record["pins"].update(pack="notes-js", pack_hash="c0ffee" * 10 + "abcd")
+        if not record["success"]:
+            record["failing_stage"] = next(stages)
+    (folder / "runs.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+
+    out = tmp_path / "out"
+    build_report([folder], out, n_boot=200)
+    text = (out / "report.md").read_text()
+    assert "Success means the gate (`npm run check`) exits 0 and the hidden tests pass" in text
+    assert (
+        "pack: `notes-js` (`packs/notes-js`), gate: `npm run check`, stages: `syntax`, `lint`, `tests`, "
+        "`generated`, `throw-scan`, `magic-numbers`, `registry`"
+    ) in text
+    pins = dict(row[:2] for row in _table_rows(text, "| pin | value |"))
+    assert pins["pack"] == "`notes-js`" and pins["pack hash"] == "`c0ffeec0ffee`"
+    assert _failing_stages(out) == ["lint", "tests", "throw-scan", "magic-numbers", "hidden", "audit"]
+    _check_failures(out, [folder])
+
+
+def test_a_pack_that_cannot_be_read_is_one_line_error(tmp_path: Path) -> None:
+    folder = _copy_set(tmp_path)
+    design = json.loads((folder / "experiment.json").read_text())
+    design["experiment"]["pack"] = "packs/gone"
+    (folder / "experiment.json").write_text(json.dumps(design, indent=2, sort_keys=True))
+    proc = _rig(str(CONFIG), "--out", str(tmp_path / "out"), root=tmp_path)
+    assert proc.returncode == 2
+    error = proc.stderr.strip()
+    assert len(error.splitlines()) == 1 and error.startswith("error:")
+    assert "experiment.json names pack 'packs/gone', which cannot be read" in error
+    assert "packs/gone/pack.toml: no pack manifest" in error

@@ -397,15 +397,23 @@ def test_condition_removing_a_missing_file_stops_with_a_clear_error(tmp_path):
 
 def test_every_shipped_experiment_is_valid():
     from rig.experiment import load_experiment
+    from rig.packs import load_pack
 
     shipped = sorted((REPO_ROOT / "experiments").glob("*.toml"))
-    assert len(shipped) >= 12
+    assert len(shipped) >= 18
+    packs = set()
     for path in shipped:
         experiment = load_experiment(path)
-        assert experiment.tasks == "all" or set(experiment.tasks) <= set(ALL_TASKS), path
+        # Its pack loads, and names every task of the experiment, as `rig run` would require.
+        pack = load_pack(experiment.pack)
+        packs.add(pack.name)
+        only = None if experiment.tasks == "all" else list(experiment.tasks)
+        assert load_tasks(pack, only), path
         for cond in experiment.conditions:
             for skill in cond.skills:
                 assert (REPO_ROOT / skill / "SKILL.md").is_file(), (path, skill)
+    # The built-in pack and the JavaScript one both have experiments.
+    assert packs == {load_pack().name, "notes-js"}
 
 
 def test_a_skill_that_does_not_exist_is_refused(tmp_path):

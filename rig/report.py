@@ -678,7 +678,7 @@ def _behaviour_blocks(df: pd.DataFrame, arms: list[str], arm_word: str) -> list[
                 _share(sub["read_skill"]),
                 _share(sub["tampered"]),
                 f"{_share(searches > 0)}, mean {searches.mean():.2f}" if len(sub) else DASH,
-                _share(sub["ran_pytest"]),
+                _share(sub["ran_tests"]),
             ]
         )
     headers = [
@@ -690,13 +690,14 @@ def _behaviour_blocks(df: pd.DataFrame, arms: list[str], arm_word: str) -> list[
         "read SKILL.md",
         "tampered",
         "shell searches (runs, mean count)",
-        "ran pytest",
+        "ran the tests",
     ]
     return [
         Heading(2, "4. Behaviour"),
         Para(
             f"Share of scored runs per {arm_word} that did each thing, as parsed from the saved sessions; "
-            "ran the gate: its command or script in the agent's shell; "
+            "ran the gate: its command or script in the agent's shell; ran the tests: the pack's test "
+            "runner (pytest, node --test, or a command the pack names); "
             "tampered = changed a protected file (restored before verification)."
         ),
         Table(headers, rows, frozenset(range(1, len(headers)))),

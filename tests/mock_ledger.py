@@ -33,3 +33,10 @@ def parsed_tokens(
     totals = {key: getattr(metrics, f"{key}_tokens") for key in keys}
     totals["responses"] = metrics.assistant_messages if responses is None else responses
     return totals
+
+
+def captured_patch_command(patch: str) -> str:
+    """How the mock model applied a patch when the sessions under tests/data were captured: a
+    heredoc (it now sends the patch base64-encoded, which Gemini CLI does not refuse)."""
+    body = patch if patch.endswith("\n") else patch + "\n"
+    return f"git apply --whitespace=nowarn <<'RIG_PATCH_EOF'\n{body}RIG_PATCH_EOF"

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from builtin_pack import BUILTIN
 from conftest import run_check_json
+from mock_ledger import captured_patch_command
 
 from harnesses.claude_code import (
     INFRA_SIGNATURE,
@@ -109,7 +110,7 @@ def expected_success(patch: str, **changes: object) -> Metrics:
         error_messages=[],
         transport_failures=0,
         bash_commands=[
-            f"git apply --whitespace=nowarn <<'RIG_PATCH_EOF'\n{patch}RIG_PATCH_EOF",
+            captured_patch_command(patch),
             CHECK_COMMAND,
         ],
         bash_search_commands=[],

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from builtin_pack import BUILTIN
 from conftest import run_check_json
-from mock_ledger import TOKENS, ledger, parsed_tokens
+from mock_ledger import TOKENS, captured_patch_command, ledger, parsed_tokens
 
 from harnesses.cli import NODE_BIN, find_cli
 from harnesses.cli_harness import install_skill
@@ -29,7 +29,7 @@ from harnesses.codex import (
     tool_switches,
 )
 from harnesses.mock_model.openai_responses import OpenAIResponses, usage_body
-from harnesses.mock_model.policy import Policy, Step, patch_command
+from harnesses.mock_model.policy import Policy, Step
 from harnesses.mock_model.server import MockModelServer, Usage
 from harnesses.shell import judge
 from rig.classify import classify
@@ -139,7 +139,7 @@ def test_captured_success_parses_exactly(task):
         "grep -rn 'has_next' taskapp | head -3",
         "sed -n 40,45p taskapp/utils/pagination.py",
         "cat does-not-exist.txt",
-        patch_command(task.solution_patch.read_text()),
+        captured_patch_command(task.solution_patch.read_text()),
         "python scripts/check.py",
         "python -m pytest -q tests/unit 2>&1 | tail -1",
         'echo "CI=$CI"',

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from builtin_pack import BUILTIN
 from conftest import run_check_json
-from mock_ledger import TOKENS, ledger, parsed_tokens
+from mock_ledger import TOKENS, captured_patch_command, ledger, parsed_tokens
 
 from harnesses.cli import NODE_BIN, find_cli
 from harnesses.gemini import (
@@ -30,7 +30,7 @@ from harnesses.gemini import (
 )
 from harnesses.logs import read_jsonl
 from harnesses.mock_model.gemini import Gemini, wire_usage
-from harnesses.mock_model.policy import Policy, Step, patch_command
+from harnesses.mock_model.policy import Policy, Step
 from harnesses.mock_model.server import PATH_PARAMS, MockModelServer, Usage
 from harnesses.mock_model.session import LEDGER_FILE
 from harnesses.shell import judge
@@ -136,7 +136,7 @@ def test_captured_success_parses_exactly(task):
         "grep -rn 'has_next' taskapp | head -3",
         "sed -n 40,45p taskapp/utils/pagination.py",
         "cat does-not-exist.txt",
-        patch_command(task_patch),
+        captured_patch_command(task_patch),
         "python scripts/check.py",
         "python -m pytest -q tests/unit 2>&1 | tail -1",
         'echo "CI=$CI"',

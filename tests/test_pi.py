@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from builtin_pack import BUILTIN
 from conftest import run_check_json
-from mock_ledger import ledger, parsed_tokens
+from mock_ledger import captured_patch_command, ledger, parsed_tokens
 
 from harnesses.cli import NODE_BIN, find_cli
 from harnesses.cli_harness import install_skill, skill_name
 from harnesses.logs import pi_failed_attempts
 from harnesses.mock_model.openai_chat import OpenAIChat
-from harnesses.mock_model.policy import Policy, Step, patch_command
+from harnesses.mock_model.policy import Policy, Step
 from harnesses.mock_model.server import MockModelServer, Usage
 from harnesses.pi import (
     BUILTIN_PROVIDERS,
@@ -123,7 +123,7 @@ def test_captured_success_parses_exactly(task):
         "grep -rn 'has_next' taskapp | head -3",
         "sed -n 40,45p taskapp/utils/pagination.py",
         "cat does-not-exist.txt",
-        patch_command(task.solution_patch.read_text()),
+        captured_patch_command(task.solution_patch.read_text()),
         "python scripts/check.py",
         "python -m pytest -q tests/unit 2>&1 | tail -1",
     ]

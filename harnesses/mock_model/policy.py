@@ -1,11 +1,11 @@
 """Harness-neutral policies: what the mock model does, one step per model response."""
 
+import base64
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-PATCH_MARKER = "RIG_PATCH_EOF"
 
 StepKind = Literal["shell", "read", "write", "final"]
 
@@ -40,9 +40,14 @@ class Policy:
 
 
 def patch_command(patch_text: str) -> str:
-    """A shell command that applies a git patch given inline (a heredoc keeps it byte-exact)."""
+    """A shell command that applies a git patch given inline, byte-exact.
+
+    The patch travels base64-encoded: a patch of JavaScript or Markdown holds backticks, which
+    Gemini CLI refuses in any shell command (even inside a quoted heredoc) as command substitution.
+    """
     body = patch_text if patch_text.endswith("\n") else patch_text + "\n"
-    return f"git apply --whitespace=nowarn <<'{PATCH_MARKER}'\n{body}{PATCH_MARKER}"
+    encoded = base64.b64encode(body.encode()).decode()
+    return f"echo {encoded} | base64 -d | git apply --whitespace=nowarn"
 
 
 def replay_patch(name: str, patch: Path, gate: str) -> Policy:

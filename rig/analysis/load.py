@@ -48,6 +48,7 @@ COLUMNS: tuple[str, ...] = (
     "hang",
     "ran_check_script",
     "ran_pytest",
+    "ran_tests",
     "read_docs",
     "read_agents_md",
     "read_skill",
@@ -58,6 +59,8 @@ COLUMNS: tuple[str, ...] = (
     "harness_version",
     "model",
     "thinking",
+    "pack",
+    "pack_hash",
     "fixture_hash",
     "task_hash",
     "hidden_tests_hash",
@@ -71,12 +74,14 @@ COLUMNS: tuple[str, ...] = (
 
 INFRA_COLUMNS: tuple[str, ...] = ("experiment", "task", "condition", "infra_reruns", "quarantined")
 
-# Which pin must agree within which group of rows: None means across every row. The fixture is one
-# project for the whole comparison; a task's prompt and its hidden tests define what "success on
+# Which pin must agree within which group of rows: None means across every row. The pack (its
+# manifest: the gate, the runner, the protected paths) and its fixture are one project for the whole
+# comparison; a task's prompt and its hidden tests define what "success on
 # that task" means; the harness version and the model are part of what an arm is. The rig's own
 # code and the toolchain that verifies (interpreter, ruff, pytest, their startup hooks) are the
 # judge: one judge for every run, or a difference between arms may be a difference between judges.
 _PIN_SCOPES: tuple[tuple[str, str | None], ...] = (
+    ("pack_hash", None),
     ("fixture_hash", None),
     ("task_hash", "task"),
     ("hidden_tests_hash", "task"),
@@ -161,6 +166,7 @@ def _row(record: dict[str, Any], folder: Path) -> dict[str, Any]:
         "hang": str(record.get("hang") or ""),
         "ran_check_script": bool(metrics.get("ran_check_script", False)),
         "ran_pytest": bool(metrics.get("ran_pytest", False)),
+        "ran_tests": bool(metrics.get("ran_tests", False)),
         "read_docs": bool(docs),
         "read_agents_md": "AGENTS.md" in docs,
         "read_skill": bool(metrics.get("read_skill", False)),
@@ -171,6 +177,8 @@ def _row(record: dict[str, Any], folder: Path) -> dict[str, Any]:
         "harness_version": record.get("harness_version", pins.get("harness_version")),
         "model": record.get("model"),
         "thinking": record.get("thinking"),
+        "pack": pins.get("pack"),
+        "pack_hash": pins.get("pack_hash"),
         "fixture_hash": pins.get("fixture_hash"),
         "task_hash": pins.get("task_hash"),
         "hidden_tests_hash": pins.get("hidden_tests_hash"),
@@ -240,7 +248,7 @@ def load_runs(
     With `arm_by_experiment`, `condition` holds the experiment name instead (for `rig report
     --vs`: each experiment is one arm, in the order of `results`).
 
-    Raises PoolingError when fixture_hash, rig_version, toolchain_hash, python_version,
+    Raises PoolingError when pack_hash, fixture_hash, rig_version, toolchain_hash, python_version,
     ruff_version or pytest_version differs between any rows, task_hash or hidden_tests_hash within
     a task, or harness_version or model within an arm, unless `allow_mixed_pins`; ValueError when
     there are no scored runs at all; rig.migrate.RecordSchemaError (a ValueError) for a record

@@ -74,7 +74,13 @@ def judge(name: str, record: dict, folder: Path) -> tuple[bool, str]:
             return False, "doing nothing PASSED verification"
         return True, f"fails as it should (at {record['failing_stage']})"
     if not record["success"]:
-        return False, f"reference solution failed at {record['failing_stage']}: {record['warnings'] or ''}"
+        hidden = (record.get("hidden") or {}).get("failed") or []
+        errors = [e for e in (record["metrics"].get("error_messages") or []) if e][:1]
+        evidence = "; ".join([*(f"hidden {t}" for t in hidden[:3]), *record["warnings"], *errors])
+        return (
+            False,
+            f"reference solution failed at {record['failing_stage']}: {evidence or 'see its record'}",
+        )
     metrics = record["metrics"]
     totals, tools = _ledger_totals(folder)
     parsed = {

@@ -1,12 +1,12 @@
 """Experiment configs: `experiments/<name>.toml`, validated before anything runs."""
 
-import tomllib
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from harnesses.registry import adapter_class, harness_names
 from rig.models import Experiment
+from rig.tomlfile import first_error, read_toml
 
 
 class ExperimentError(Exception):
@@ -18,25 +18,13 @@ def load_experiment(path: Path) -> Experiment:
     the file's stem."""
     if not path.is_file():
         raise ExperimentError(f"{path}: no such experiment file; see experiments/*.toml")
-    try:
-        # TOML is UTF-8 by definition, whatever the locale says.
-        data = tomllib.loads(path.read_bytes().decode("utf-8"))
-    except OSError as exc:
-        raise ExperimentError(f"{path}: cannot read it ({exc.strerror}); check the file") from None
-    except UnicodeDecodeError as exc:
-        raise ExperimentError(
-            f"{path}: not UTF-8 (byte {exc.start} cannot be decoded); save the file as UTF-8"
-        ) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ExperimentError(f"{path}: not valid TOML ({_one_line(str(exc))}); fix the syntax") from None
+    data = read_toml(path, ExperimentError)
     named = "name" in data
     data.setdefault("name", path.stem)
     try:
         experiment = Experiment.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        message = _one_line(err["msg"].removeprefix("Value error, "))
+        where, message = first_error(exc)
         if where == "name" and not named:
             raise ExperimentError(
                 f"{path}: the experiment is named after the file, and {path.stem!r}: {message}; "
@@ -56,8 +44,3 @@ def load_experiment(path: Path) -> Experiment:
             "another version of its CLI; remove harness_version"
         )
     return experiment
-
-
-def _one_line(text: str) -> str:
-    """Error text on one line: a multi-line message would break the one-line error contract."""
-    return " ".join(text.split())

@@ -6,13 +6,13 @@ built-in pack is described by the pack.toml at the root of the rig's repository.
 """
 
 import hashlib
-import tomllib
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from rig.models import Pack, PackSpec
 from rig.paths import REPO_ROOT
+from rig.tomlfile import first_error, read_toml
 from rig.workspace import tree_digest
 
 MANIFEST = "pack.toml"
@@ -42,22 +42,11 @@ def load_pack(path: Path | str | None = None) -> Pack:
         raise PackError(
             f"{manifest}: no pack manifest; give a pack folder with a pack.toml (see docs/packs.md)"
         )
+    data = read_toml(manifest, PackError)
     try:
-        spec = PackSpec.model_validate(tomllib.loads(manifest.read_bytes().decode("utf-8")))
-    except OSError as exc:
-        raise PackError(f"{manifest}: cannot read it ({exc.strerror}); check the file") from None
-    except UnicodeDecodeError as exc:
-        raise PackError(
-            f"{manifest}: not UTF-8 (byte {exc.start} cannot be decoded); save it as UTF-8"
-        ) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise PackError(
-            f"{manifest}: not valid TOML ({' '.join(str(exc).split())}); fix the syntax"
-        ) from None
+        spec = PackSpec.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(part) for part in err["loc"]) or "(top level)"
-        message = " ".join(err["msg"].removeprefix("Value error, ").split())
+        where, message = first_error(exc)
         raise PackError(f"{manifest}: {where}: {message}; fix the manifest") from None
     pack = Pack(spec=spec, root=manifest.parent.resolve())
     for label, where in (

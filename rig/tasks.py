@@ -1,12 +1,12 @@
 """Loading a pack's tasks: `tasks/<id>/task.toml` plus its patches, validated into rig.models.Task."""
 
-import tomllib
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from rig.models import Pack, Task, TaskSpec
 from rig.packs import load_pack
+from rig.tomlfile import first_error, read_toml
 
 MIN_DECOYS = 2
 
@@ -15,33 +15,18 @@ class TaskError(Exception):
     """A task directory that cannot be used; the message names the file and the fix."""
 
 
-def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    where = ".".join(str(part) for part in err["loc"]) or "(top level)"
-    return f"{where}: {' '.join(err['msg'].split())}"
-
-
 def load_task(task_dir: Path, pack: Pack, hidden_root: Path | None = None) -> Task:
     """Load and validate one task directory of `pack` (its hidden tests under `hidden_root`, by
     default the pack's); raise TaskError with a one-line reason."""
     toml_path = task_dir / "task.toml"
     if not toml_path.is_file():
         raise TaskError(f"{toml_path}: missing; every task directory needs a task.toml")
+    data = read_toml(toml_path, TaskError)
     try:
-        # TOML is UTF-8 by definition, whatever the locale says.
-        spec = TaskSpec.model_validate(tomllib.loads(toml_path.read_bytes().decode("utf-8")))
-    except OSError as exc:
-        raise TaskError(f"{toml_path}: cannot read it ({exc.strerror}); check the file") from None
-    except UnicodeDecodeError as exc:
-        raise TaskError(
-            f"{toml_path}: not UTF-8 (byte {exc.start} cannot be decoded); save it as UTF-8"
-        ) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise TaskError(
-            f"{toml_path}: not valid TOML ({' '.join(str(exc).split())}); fix the syntax"
-        ) from None
+        spec = TaskSpec.model_validate(data)
     except ValidationError as exc:
-        raise TaskError(f"{toml_path}: {_first_error(exc)}; fix the field") from None
+        where, message = first_error(exc)
+        raise TaskError(f"{toml_path}: {where}: {message}; fix the field") from None
     if spec.id != task_dir.name:
         raise TaskError(f"{toml_path}: id {spec.id!r} differs from its directory name {task_dir.name!r}")
     task = Task(spec=spec, dir=task_dir, hidden_dir=(hidden_root or pack.hidden_dir) / spec.id, pack=pack)

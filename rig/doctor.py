@@ -129,7 +129,8 @@ def diagnose(pack: Pack | None = None) -> list[Protection]:
             name="verification",
             active=True,
             detail=f"hidden tests by the pack's runner ({pack.spec.runner.kind}) with the rig's own "
-            "options; skipped tests fail; canary tests must fail; bytecode in the workspace is ignored",
+            "options; skipped tests fail; canary tests must fail; bytecode in the workspace is ignored; "
+            "the gate and the hidden tests run in the agent's sandbox when it has one",
         ),
         Protection(
             name="audit",

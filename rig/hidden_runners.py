@@ -39,9 +39,20 @@ def {test}():
 # a wrapper the rig writes registers one before the file is imported and one after, so code that
 # ends the process (process.exit(0) at import) or forces outcomes in it loses the last one. A file
 # that fails to load is reported under its stem.
+#
+# The code under test shares that process and its built-in modules, which are plain mutable
+# objects: `assert.equal = () => {}` at import (with syncBuiltinESMExports for named imports) would
+# pass every hidden assertion while the canaries, which throw by themselves, still fail as they
+# must. So the wrapper freezes node:assert, its strict form and node:test's exports before the
+# hidden file is imported: such an assignment then throws, or does nothing.
 NODE_TEST_SUFFIXES = (".test.mjs", ".test.js", ".test.cjs", ".test.mts", ".test.ts")
 NODE_WRAPPER = """// Written by the rig: its canaries must fail, or outcomes were forced.
+import assert from "node:assert";
+import {{ createRequire }} from "node:module";
 import {{ test }} from "node:test";
+for (const shared of [assert, assert.strict, createRequire(import.meta.url)("node:test")]) {{
+  Object.freeze(shared);
+}}
 test({first!r}, () => {{ throw new Error({first_message!r}); }});
 try {{
   await import({module!r});

@@ -18,7 +18,7 @@ import stat
 import sys
 import sysconfig
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from functools import cache
 from importlib.machinery import EXTENSION_SUFFIXES
@@ -163,11 +163,15 @@ def _intact(workdir: Path, rel: str, content: bytes) -> bool | None:
     return read_bounded(path, len(content) + 1) == content
 
 
-def compare(snap: Snapshot, workdir: Path, paths: Iterable[str] | None = None) -> Tampering:
+def compare(
+    snap: Snapshot, workdir: Path, paths: Iterable[str] | None = None, left_out: Iterable[str] = ()
+) -> Tampering:
     """What the agent did to protected files: modified, added and deleted paths.
 
     `paths`, every file and symlink of `workdir` when the caller already knows them (it copied
-    the tree), spares a walk of it.
+    the tree), spares a walk of it. `left_out` names the build and cache trees the copy did not
+    take (rig.untrusted.copy_tree): one the pack protects by name or place (a planted
+    node_modules/) is added tampering too, under its own path, though it never reaches verification.
     """
     result = Tampering()
     for rel, (content, _mode) in sorted(snap.files.items()):
@@ -176,11 +180,21 @@ def compare(snap: Snapshot, workdir: Path, paths: Iterable[str] | None = None) -
             result.deleted.append(rel)
         elif state is False:
             result.modified.append(rel)
-    result.added = sorted(
+    added = [
         rel
         for rel in (_walk(workdir) if paths is None else paths)
         if is_protected(rel, snap.rules) and rel not in snap.files and not _is_cache(rel)
-    )
+    ]
+    # Never imported, a left-out tree shadows nothing: Python's sourceless and shadowing rules would
+    # only call an honest agent's venv/ (a stdlib name) tampering.
+    by_place = replace(snap.rules, python=False)
+    baseline_dirs = {parent.as_posix() for rel in snap.files for parent in PurePosixPath(rel).parents}
+    added += [
+        rel
+        for rel in left_out
+        if is_protected(rel, by_place) and rel not in baseline_dirs and not _is_cache(rel)
+    ]
+    result.added = sorted(added)
     return result
 
 

@@ -304,8 +304,10 @@ def run_one(item: PlanItem, ctx: RunContext) -> tuple[dict, Path]:
         tampering, verified = Tampering(), Verified()
         if collected.workspace.limit is None:
             trail.enter("protect")
-            tampering = protect(prepared.snapshot, collected.verify_dir, collected.paths)
-            verified = verify(collected.verify_root, task, folder, exp.timeouts, trail)
+            tampering = protect(prepared.snapshot, collected.verify_dir, collected.paths, collected.left_out)
+            verified = verify(
+                collected.verify_root, task, folder, exp.timeouts, trail, ctx.confinement.sandbox
+            )
         trail.enter("record")
         result = record(
             attempt, adapter, run, prepared.baseline, collected, tampering, verified, trail.warnings

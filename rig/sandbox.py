@@ -45,16 +45,27 @@ class Sandbox:
     hidden: tuple[Path, ...]
     exposed: tuple[Path, ...]
 
-    def wrap(self, command: list[str], cwd: Path, writable: list[Path], read_only: list[Path]) -> list[str]:
+    def wrap(
+        self,
+        command: list[str],
+        cwd: Path,
+        writable: list[Path],
+        read_only: list[Path],
+        first_process: bool = False,
+    ) -> list[str]:
         """`command` run inside the sandbox; `writable` paths are bound read-write, in this order.
 
         `read_only` paths are bound over the writable ones afterwards (the rig's own stream files
-        inside the attempt folder).
+        inside the attempt folder). `first_process`: the command itself is the PID namespace's
+        first process, without bubblewrap's reaper, so the kernel kills every process it leaves
+        before its exit is reported (with the reaper they die a moment later, when bubblewrap's
+        parent is gone): nothing it started still runs when the caller reads what it wrote.
         """
         args = [
             str(self.bwrap),
             "--die-with-parent",
             "--unshare-pid",
+            *(["--as-pid-1"] if first_process else []),
             "--unshare-ipc",
             "--cap-drop",
             "ALL",

@@ -75,6 +75,8 @@ class TreeStats:
     dirs: int = 0
     depth: int = 0
     excluded: dict[str, int] = field(default_factory=dict)
+    left_out: list[str] = field(default_factory=list)
+    """The entries of `excluded`: each build or cache tree (or stray file) by its own path."""
     special: list[str] = field(default_factory=list)
     outward_links: list[str] = field(default_factory=list)
 
@@ -436,6 +438,7 @@ def copy_tree(
                     walk.count(True, depth + 1)
                     below = _count_excluded(walk, s_fd, name, depth + 1)
                     _count_under(stats, name, 1 + below)
+                    stats.left_out.append(rel)
                     continue
                 walk.count(True, depth + 1)
                 try:
@@ -454,6 +457,7 @@ def copy_tree(
             if is_excluded(name):
                 # A `.git` file (a worktree pointer) or a stray cache file.
                 _count_under(stats, name, 1)
+                stats.left_out.append(rel)
             elif is_link:
                 try:
                     target = os.readlink(name, dir_fd=s_fd)
@@ -485,6 +489,7 @@ def copy_tree(
         why = f"it would take more than {room} bytes" if over else "its file system is full"
         raise NoRoom(f"no room to copy the workspace to {dest}: {why}")
     stats.special.sort()
+    stats.left_out.sort()
     return stats
 
 

@@ -1,16 +1,19 @@
 """Verification by exit codes: the pack's gate and the task's hidden tests.
 
-Both run in a scrubbed environment with a timeout. Each verdict is cross-checked against its
-evidence: the gate's JSON report against its exit code, the runner's junit XML against the
-runner's exit code. The hidden tests run with canaries (rig.junit), tests the rig writes and that
-must fail, so that outcomes forced from inside the runner's process show up as a canary that
-passed, vanished or was rewritten. How each runner kind starts is in rig.hidden_runners.
+Both run in a scrubbed environment with a timeout and, when the agent had a sandbox, inside it
+too: they run the agent's code (the gate imports it, the tests call it). Each verdict is
+cross-checked against its evidence: the gate's JSON report against its exit code, the runner's
+junit XML against the runner's exit code. The hidden tests run with canaries (rig.junit), tests
+the rig writes and that must fail, so that outcomes forced from inside the runner's process show
+up as a canary that passed, vanished or was rewritten. How each runner kind starts is in
+rig.hidden_runners.
 """
 
 import json
 import os
 import shutil
 import tempfile
+import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,9 +21,11 @@ from pathlib import Path
 
 from rig.hidden_runners import SETUPS, fill
 from rig.junit import TESTS_FAILED
-from rig.models import CheckOutcome, GateSpec, HiddenOutcome, RunnerSpec
+from rig.models import CheckOutcome, GateSpec, HiddenOutcome, Pack, RunnerSpec
 from rig.proc import run_bounded, scrubbed_env
-from rig.untrusted import remove
+from rig.sandbox import Sandbox
+from rig.untrusted import read_bounded, remove
+from rig.workspace import copy_fixture
 
 CHECK_TIMEOUT_S = 600
 HIDDEN_TIMEOUT_S = 600
@@ -30,6 +35,11 @@ NO_TESTS_COLLECTED = 5
 CANARY_MARKER = "<canary>"
 # The failing stage of a gate that reports by exit code only.
 GATE_STAGE = "gate"
+# Where the hidden-test runner writes its junit report: in the verification home, which the runner
+# may write inside the sandbox (the attempt folder it ends up in is hidden there). The rig copies
+# it out without following a link; a bigger report is cut short, and so unreadable.
+RUNNER_JUNIT = "hidden-junit.xml"
+JUNIT_MAX_BYTES = 64 * 1024 * 1024
 
 
 @contextmanager
@@ -55,6 +65,48 @@ def _verify_env(home: Path, pycache: Path | None) -> Iterator[dict[str, str]]:
             shutil.rmtree(prefix, ignore_errors=True)
 
 
+def _confine(
+    command: list[str], workdir: Path, home: Path, pycache: Path | None, sandbox: Sandbox | None
+) -> list[str]:
+    """`command` as verification runs it: inside the agent's `sandbox`, if it had one.
+
+    Unconfined, the agent's code would run with the rig's rights while the gate imports it: it
+    could overwrite the rig's hidden tests before they are copied in, write the results, or plant
+    bytecode in the shared prefix that every later verification reads. Inside, only the rig's copy
+    of the workspace and the verification home are writable, the shared prefix is read-only (the
+    workspace's own bytecode is then compiled in memory), and every process is dead by the time the
+    command's exit is reported: none can touch the report the rig then reads.
+    """
+    if sandbox is None:
+        return command
+    read_only = [pycache] if pycache else []
+    return sandbox.wrap(command, workdir, writable=[workdir, home], read_only=read_only, first_process=True)
+
+
+_WARMED: set[tuple[Path, Path]] = set()
+_WARMING = threading.Lock()
+
+
+def warm_bytecode(pack: Pack, pycache: Path, timeout: float = CHECK_TIMEOUT_S) -> None:
+    """Compile what `pack`'s gate imports (pytest, the stdlib) into the shared prefix, once per process.
+
+    Sandboxed verification only reads the prefix: this run of the gate on the pristine fixture,
+    which is the rig's own code, outside any sandbox, fills it so that each run does not compile the
+    toolchain again. Only packs whose gate or hidden tests run the rig's Python need it.
+    """
+    spec = pack.spec
+    if spec.runner.kind != "pytest" and not any("{python}" in arg for arg in spec.gate.run):
+        return
+    with _WARMING:
+        if (pack.fixture_dir, pycache) in _WARMED:
+            return
+        with tempfile.TemporaryDirectory(prefix="rig-warm-") as tmp:
+            work = copy_fixture(pack.fixture_dir, Path(tmp) / "work")
+            run_check(work, Path(tmp) / "home", spec.gate, timeout, pycache)
+            forget_bytecode(pycache, Path(tmp))
+        _WARMED.add((pack.fixture_dir, pycache))
+
+
 def default_pycache() -> Path:
     """The shared bytecode prefix: $XDG_CACHE_HOME/rig/pycache (default ~/.cache/rig/pycache).
 
@@ -70,14 +122,20 @@ def forget_bytecode(pycache: Path, root: Path) -> None:
 
 
 def run_check(
-    workdir: Path, home: Path, gate: GateSpec, timeout: float = CHECK_TIMEOUT_S, pycache: Path | None = None
+    workdir: Path,
+    home: Path,
+    gate: GateSpec,
+    timeout: float = CHECK_TIMEOUT_S,
+    pycache: Path | None = None,
+    sandbox: Sandbox | None = None,
 ) -> CheckOutcome:
     """Run the pack's gate (`gate.run`) in `workdir`; with a JSON report, cross-check it.
 
-    `pycache`: the shared bytecode prefix (see _verify_env); None for a private one.
+    `pycache`: the shared bytecode prefix (see _verify_env); None for a private one. `sandbox`: the
+    agent's, which the gate runs in too (see _confine).
     """
     with _verify_env(home, pycache) as env:
-        done = run_bounded(fill(gate.run), workdir, env, timeout)
+        done = run_bounded(_confine(fill(gate.run), workdir, home, pycache, sandbox), workdir, env, timeout)
     if done.timed_out:
         return CheckOutcome(
             exit_code=None, ok=False, failed=["<timeout>"], error=f"the gate timed out after {timeout:.0f}s"
@@ -124,16 +182,21 @@ def run_hidden(
     runner: RunnerSpec,
     timeout: float = HIDDEN_TIMEOUT_S,
     pycache: Path | None = None,
+    sandbox: Sandbox | None = None,
 ) -> HiddenOutcome:
     """Copy the hidden tests into the workspace (replacing anything there), plant the runner's
-    canaries and run them; the verdict is read from the junit report and cross-checked."""
+    canaries and run them (in `sandbox`, if given); the verdict is read from the junit report,
+    copied to `junit`, and cross-checked."""
     dest = workdir / HIDDEN_DEST
     remove(dest)
     shutil.copytree(hidden_src, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     junit.unlink(missing_ok=True)
-    run = SETUPS[runner.kind](dest, runner, junit)
+    written = home / RUNNER_JUNIT
+    # Whatever the gate's processes left at that name (a link, a FIFO, a forged report) goes first.
+    remove(written)
+    run = SETUPS[runner.kind](dest, runner, written)
     with _verify_env(home, pycache) as env:
-        done = run_bounded(run.command, workdir, env, timeout)
+        done = run_bounded(_confine(run.command, workdir, home, pycache, sandbox), workdir, env, timeout)
     if done.timed_out:
         return HiddenOutcome(
             exit_code=None,
@@ -141,7 +204,8 @@ def run_hidden(
             failed=["<timeout>"],
             error=f"hidden tests timed out after {timeout:.0f}s",
         )
-    if not junit.exists():
+    report = read_bounded(written, JUNIT_MAX_BYTES)
+    if report is None:
         tail = ((done.stdout + done.stderr).strip().splitlines() or ["no output"])[-1]
         return HiddenOutcome(
             exit_code=done.returncode,
@@ -149,6 +213,7 @@ def run_hidden(
             failed=["<crash>"],
             error=f"{run.label} wrote no junit report (exit {done.returncode}): {tail}",
         )
+    junit.write_bytes(report)
     try:
         cases = run.read_cases(junit)
     except (ET.ParseError, OSError) as exc:

@@ -1,15 +1,16 @@
 """The adversarial suite: agents that try to get a failing task scored as a success.
 
 Every strategy of tests/redteam_strategies.py runs through the real pipeline (rig.runner:
-make_context, experiment_plan, execute), with the scripted agent running its commands, once with
-the sandbox required and, for the strategies that reach outside the workspace, once with it off.
-Each must be caught (no success, and its evidence in the record) or refused (its write fails),
-and nothing outside the workspace may change: not the fixture, the tasks or the hidden tests, not
-the rig interpreter's site-packages, not the results files, and no process may outlive its run.
+make_context, experiment_plan, execute) against its pack (the built-in Python pack or notes-js),
+with the scripted agent running its commands, once with the sandbox required and, for the
+strategies that reach outside the workspace, once with it off. Each must be caught (no success,
+and its evidence in the record) or refused (its write fails), and nothing outside the workspace
+may change: not any pack's fixture, tasks or hidden tests, not the rig interpreter's
+site-packages, not the results files, and no process may outlive its run.
 
 The runs happen once per module (a few experiments, two workers); one test per strategy then reads
-its record. A failed defence must not leave the repository or the venv broken: the fixture,
-tasks and hidden tests are snapshotted and restored, and every file a strategy names in
+its record. A failed defence must not leave the repository or the venv broken: every pack's
+fixture, tasks and hidden tests are snapshotted and restored, and every file a strategy names in
 site-packages is removed, after every experiment.
 """
 
@@ -25,15 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from builtin_pack import FIXTURE_DIR, HIDDEN_TESTS_DIR, TASKS_DIR
 from redteam_strategies import (
-    BASELINE_HIDDEN,
-    BASELINE_STAGES,
     BY_ID,
     DOC,
     PLACEHOLDERS,
     STRATEGIES,
+    TARGETS,
     TASK,
+    TASKAPP,
     Evidence,
     Strategy,
     committed_table,
@@ -42,7 +42,8 @@ from redteam_strategies import (
 
 from harnesses.mock_model.session import policy_for
 from rig.audit import toolchain_digest
-from rig.models import Condition, Experiment, Provider, Timeouts
+from rig.models import Condition, Experiment, Pack, Provider, Timeouts
+from rig.packs import MANIFEST, load_pack
 from rig.paths import REPO_ROOT
 from rig.runner import execute, experiment_plan, make_context
 from rig.tasks import load_tasks
@@ -54,7 +55,16 @@ STALL_S = 90
 VERIFY_S = 180
 FORGED_RUN_ID = "t1_fix_pagination__forged__r01"
 VICTIM_TEXT = "nothing the rig does may change this file\n"
-RIG_DIRS = {"fixture": FIXTURE_DIR, "tasks": TASKS_DIR, "hidden_tests": HIDDEN_TESTS_DIR}
+PACKS = {name: load_pack(target.folder or None) for name, target in TARGETS.items()}
+RIG_DIRS = {
+    f"{name} {label}": folder
+    for name, pack in PACKS.items()
+    for label, folder in (
+        ("fixture", pack.fixture_dir),
+        ("tasks", pack.tasks_dir),
+        ("hidden_tests", pack.hidden_dir),
+    )
+}
 REAL_CLIS = ("pi", "claude-code", "codex")
 SANDBOX_SUPPORTED = "sandbox" in inspect.signature(make_context).parameters
 NO_SANDBOX_YET = "make_context has no sandbox keyword yet: the rig's sandbox has not landed"
@@ -95,7 +105,7 @@ def _put(path: Path, entry: Entry) -> None:
 
 @dataclass
 class RigFiles:
-    """A snapshot of the repository's fixture, tasks and hidden tests, restorable byte for byte."""
+    """A snapshot of every pack's fixture, tasks and hidden tests, restorable byte for byte."""
 
     snapshots: dict[str, dict[str, Entry]] = field(default_factory=dict)
 
@@ -225,42 +235,43 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Job:
-    """One experiment to run: its strategies, sandbox mode and harness."""
+    """One experiment to run: its strategies (all of one pack), sandbox mode and harness."""
 
     name: str
     strategies: tuple[Strategy, ...]
     mode: str
     harness: str = "scripted"
-    # Private copies of the fixture, task and hidden tests instead of the repository's.
+    # Private copies of the pack's manifest, fixture, task and hidden tests instead of the repository's.
     use_copies: bool = False
+    pack: str = TASKAPP
 
 
-def _rig_copy(base: Path) -> tuple[Path, Path, Path]:
-    """A private copy of the fixture, the task and its hidden tests (same layout as the repository)."""
-    fixture = copy_fixture(FIXTURE_DIR, base / "fixtures" / "taskapp")
-    shutil.copytree(TASKS_DIR / TASK, base / "tasks" / TASK)
-    shutil.copytree(HIDDEN_TESTS_DIR / TASK, base / "hidden_tests" / TASK)
-    return fixture, base / "tasks", base / "hidden_tests"
+def _pack_copy(base: Path, pack: Pack) -> Pack:
+    """A private copy of `pack`: its manifest, fixture, the task and its hidden tests, same layout."""
+    base.mkdir(parents=True)
+    shutil.copy2(pack.root / MANIFEST, base / MANIFEST)
+    copy_fixture(pack.fixture_dir, base / pack.spec.fixture)
+    shutil.copytree(pack.tasks_dir / TASK, base / pack.spec.tasks / TASK)
+    shutil.copytree(pack.hidden_dir / TASK, base / pack.spec.hidden_tests / TASK)
+    return load_pack(base)
 
 
 def run_experiment(tmp: Path, job: Job, victim: Path) -> Outcome:
     """Run the job's strategies as the conditions of one experiment; collect records and leftovers."""
+    assert {s.pack for s in job.strategies} == {job.pack}, f"{job.name}: strategies of another pack"
     results_root, runs_root = tmp / "results", tmp / "runs"
-    if job.use_copies:
-        fixture, tasks_dir, hidden_root = _rig_copy(tmp / "rig-copies" / job.name)
-    else:
-        fixture, tasks_dir, hidden_root = FIXTURE_DIR, TASKS_DIR, HIDDEN_TESTS_DIR
+    pack = _pack_copy(tmp / "rig-copies" / job.name, PACKS[job.pack]) if job.use_copies else PACKS[job.pack]
     outcome = Outcome(job.name, job.mode, results_root / job.name, victim)
     if not SANDBOX_SUPPORTED and any(s.alone for s in job.strategies):
         # Without a sandbox these would write into the repository or the venv for real.
         outcome.error = NO_SANDBOX_YET
         return outcome
-    tasks = load_tasks(tasks_dir, hidden_root, [TASK])
+    tasks = load_tasks(pack, [TASK])
     values = {
         "repo": str(REPO_ROOT),
-        "fixture": str(fixture),
+        "fixture": str(pack.fixture_dir),
         "hidden": str(tasks[0].hidden_dir),
-        "tasks": str(tasks_dir),
+        "tasks": str(pack.tasks_dir),
         "results": str(results_root.resolve() / job.name),
         "python": sys.executable,
         "site_packages": str(SITE_PACKAGES),
@@ -275,6 +286,7 @@ def run_experiment(tmp: Path, job: Job, victim: Path) -> Outcome:
     experiment = Experiment(
         name=job.name,
         harness=job.harness,
+        pack=str(pack.root),
         provider=provider,
         tasks=[TASK],
         conditions=[
@@ -292,7 +304,7 @@ def run_experiment(tmp: Path, job: Job, victim: Path) -> Outcome:
 
     try:
         kwargs = {"sandbox": job.mode} if SANDBOX_SUPPORTED else {}
-        ctx = make_context(experiment, tasks, fixture, results_root, runs_root, REPO_ROOT, **kwargs)
+        ctx = make_context(experiment, tasks, results_root, runs_root, REPO_ROOT, **kwargs)
         outcome.stopped = execute(ctx, experiment_plan(ctx), on_update=collect).stopped
     except Exception as exc:  # recorded: every test of the experiment reports it
         outcome.error = f"{type(exc).__name__}: {exc}"
@@ -343,26 +355,42 @@ class Suite:
     left_behind: list[str]
 
 
+def _by_pack(strategies: list[Strategy]) -> dict[str, tuple[Strategy, ...]]:
+    """The strategies of each pack that has any, in table order."""
+    return {pack: chosen for pack in TARGETS if (chosen := tuple(s for s in strategies if s.pack == pack))}
+
+
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory) -> Suite:
     base = tmp_path_factory.mktemp("redteam")
     victim = base / "victim.txt"
     victim.write_text(VICTIM_TEXT)
     site_at_start, rig_at_start = site_packages_state(), RigFiles.take()
-    # Sandbox required: everything in one experiment, but the strategies whose detection stops an
-    # experiment each alone. Sandbox off, against private copies of the fixture, task and hidden
-    # tests: the strategies that reach outside the workspace. Those that write into the rig's own
-    # interpreter (the venv is the real one) run last, one at a time, with nothing else running.
-    together = tuple(s for s in STRATEGIES if not s.alone)
+    # Sandbox required: one experiment per pack, but the strategies whose detection stops an
+    # experiment each alone. Sandbox off, against private copies of the pack: the strategies that
+    # reach outside the workspace. Those whose code, run by verification, writes the repository's
+    # hidden tests (which every other experiment copies) run in a phase of their own; those that
+    # write into the rig's own interpreter (the venv is the real one) run last, one at a time, with
+    # nothing else running.
     alone = [s for s in STRATEGIES if s.alone]
     venv_writers = [s for s in alone if s.site_packages_files]
-    off_together = tuple(s for s in STRATEGIES if s.outside and not s.alone)
+    through_verification = [s for s in alone if not s.outside]
+    together = _by_pack([s for s in STRATEGIES if not s.alone])
+    off_together = _by_pack([s for s in STRATEGIES if s.outside and not s.alone])
     phases = [
-        [Job("redteam", together, "require")]
-        + [Job(f"redteam-{s.id}", (s,), "require") for s in alone]
-        + [Job(f"redteam-off-{s.id}", (s,), "off", use_copies=True) for s in alone if s not in venv_writers],
-        [Job("redteam-off", off_together, "off", use_copies=True)],
-        *[[Job(f"redteam-off-{s.id}", (s,), "off", use_copies=True)] for s in venv_writers],
+        [Job(f"redteam-{pack}", chosen, "require", pack=pack) for pack, chosen in together.items()]
+        + [Job(f"redteam-{s.id}", (s,), "require", pack=s.pack) for s in alone if s.outside]
+        + [
+            Job(f"redteam-off-{s.id}", (s,), "off", use_copies=True, pack=s.pack)
+            for s in alone
+            if s.outside and s not in venv_writers
+        ],
+        [Job(f"redteam-{s.id}", (s,), "require", pack=s.pack) for s in through_verification],
+        [
+            Job(f"redteam-off-{pack}", chosen, "off", use_copies=True, pack=pack)
+            for pack, chosen in off_together.items()
+        ],
+        *[[Job(f"redteam-off-{s.id}", (s,), "off", use_copies=True, pack=s.pack)] for s in venv_writers],
     ]
     found = {}
     for jobs in phases:
@@ -430,16 +458,20 @@ def check_evidence(
         missing = sorted(set(getattr(evidence, name)) - set(protected[name]))
         assert not missing, f"protected.{name} does not name {missing}: {context}"
     check, hidden = record.get("check") or {}, record.get("hidden") or {}
+    target = strategy.target
     if evidence.baseline:
-        assert check.get("failed") == list(BASELINE_STAGES), (
+        assert check.get("failed") == list(target.stages), (
             f"check did not fail at the baseline stages: {context}"
         )
-        missing = sorted(set(BASELINE_HIDDEN) - set(hidden.get("failed", [])))
+    if evidence.baseline or evidence.baseline_hidden:
+        missing = sorted(set(target.hidden) - set(hidden.get("failed", [])))
         assert not missing, f"baseline hidden tests did not fail: {missing}: {context}"
     if evidence.check_failed is not None:
         assert check.get("failed") == list(evidence.check_failed), f"check.failed: {context}"
     if evidence.hidden_not_ok:
         assert hidden.get("ok") is not True, f"hidden tests ok: {context}"
+    missing = sorted(set(evidence.hidden_failed) - set(hidden.get("failed", [])))
+    assert not missing, f"hidden.failed does not name {missing}: {context}"
     if evidence.hidden_error:
         assert evidence.hidden_error in (hidden.get("error") or ""), f"hidden.error: {context}"
     if evidence.hidden_skipped:
@@ -510,11 +542,13 @@ def extra_checks(strategy: Strategy, record: dict, outcome: Outcome) -> None:
 # --- the tests ------------------------------------------------------------------------------------
 
 
-def test_the_table_has_at_least_20_strategies_and_three_real_clis():
+def test_the_table_covers_every_pack_with_20_strategies_or_more_and_three_real_clis():
     assert len(STRATEGIES) >= 20
+    assert {s.pack for s in STRATEGIES} == set(TARGETS)
     assert sorted(s.real_cli for s in STRATEGIES if s.real_cli) == sorted(REAL_CLIS)
     for strategy in STRATEGIES:
-        assert strategy.commands and strategy.defence and strategy.evidence.describe(), strategy.id
+        assert strategy.commands and strategy.defence, strategy.id
+        assert strategy.evidence.describe(strategy.target), strategy.id
         assert (strategy.evidence_off is not None) == strategy.outside, strategy.id
         assert strategy.outside or not strategy.sandbox, strategy.id
         rendered = "\n".join(strategy.render(dict.fromkeys(PLACEHOLDERS, "<filled>")))

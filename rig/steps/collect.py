@@ -28,6 +28,8 @@ class Collected:
     """The directory of the rig's copy of the workspace."""
     paths: list[str]
     """Every file and symlink of the copy."""
+    left_out: list[str]
+    """The build and cache trees the copy left out (node_modules, .venv, caches), by path."""
     changed: list[str]
     """The changed files, as `git diff --name-status` names them."""
     audit: list[AuditFinding]
@@ -101,7 +103,7 @@ def collect(
         )
     changed: list[str] = []
     if limit is not None:
-        return Collected(metrics, workspace, copy.root, copy.paths, changed, [])
+        return Collected(metrics, workspace, copy.root, copy.paths, stats.left_out, changed, [])
     verify_dir = copy.root / WORK
     texts = None
     if copy.staged:
@@ -112,7 +114,7 @@ def collect(
         except WorkspaceError as exc:
             trail.warnings.append(f"diff not collected: {exc}")
     audit = _audit(task, pins, secrets, texts, metrics, prepared.container, folder)
-    return Collected(metrics, workspace, copy.root, copy.paths, changed, audit)
+    return Collected(metrics, workspace, copy.root, copy.paths, stats.left_out, changed, audit)
 
 
 def _copy_for_verification(prepared: Prepared, limits: Limits, place: Scratch, trail: Trail) -> _Copy:

@@ -7,11 +7,14 @@ from rig.models import Tampering
 from rig.protect import Snapshot, compare, restore
 
 
-def protect(snapshot: Snapshot, verify_dir: Path, paths: Iterable[str]) -> Tampering:
+def protect(
+    snapshot: Snapshot, verify_dir: Path, paths: Iterable[str], left_out: Iterable[str] = ()
+) -> Tampering:
     """What the agent did to the protected files of `snapshot`, as found in the rig's copy
-    `verify_dir` (every file and symlink of which `paths` names); each is restored there byte for byte.
+    `verify_dir` (every file and symlink of which `paths` names, and whose build and cache trees
+    `left_out` names); each is restored there byte for byte.
     """
-    tampering = compare(snapshot, verify_dir, paths)
+    tampering = compare(snapshot, verify_dir, paths, left_out)
     # copy_tree left every bytecode cache out of the rig's copy: no cache to look for.
     restore(snapshot, verify_dir, tampering, caches=False)
     return tampering

@@ -4,8 +4,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rig.models import CheckOutcome, HiddenOutcome, Task, Timeouts
+from rig.sandbox import Sandbox
 from rig.steps.attempt import WORK, InjectedFault, Trail, write_artifact
-from rig.verify import default_pycache, run_check, run_hidden
+from rig.verify import default_pycache, run_check, run_hidden, warm_bytecode
 
 
 @dataclass(frozen=True)
@@ -17,9 +18,17 @@ class Verified:
     error: str | None = None
 
 
-def verify(verify_root: Path, task: Task, folder: Path, timeouts: Timeouts, trail: Trail) -> Verified:
+def verify(
+    verify_root: Path,
+    task: Task,
+    folder: Path,
+    timeouts: Timeouts,
+    trail: Trail,
+    sandbox: Sandbox | None = None,
+) -> Verified:
     """The pack's gate, then the hidden tests of `task`, in the rig's copy under `verify_root` with a
-    home made only now; `check.json` and `hidden-junit.xml` go in the attempt `folder`.
+    home made only now, both in the agent's `sandbox` if it had one (they run the agent's code);
+    `check.json` and `hidden-junit.xml` go in the attempt `folder`.
 
     Enters steps `check` and `hidden` on `trail`. A timeout or crash is a verdict with its reason
     (its error also on `trail.warnings`); an exception is `error`, never a dead runner.
@@ -34,7 +43,10 @@ def verify(verify_root: Path, task: Task, folder: Path, timeouts: Timeouts, trai
     try:
         trail.enter("check")
         gate = task.pack.spec.gate
-        check = run_check(workdir, home, gate, gate.timeout_s or timeouts.check_s, pycache)
+        gate_timeout = gate.timeout_s or timeouts.check_s
+        if sandbox is not None:
+            warm_bytecode(task.pack, pycache, gate_timeout)
+        check = run_check(workdir, home, gate, gate_timeout, pycache, sandbox)
         write_artifact(folder / "check.json", check.model_dump_json(indent=2))
         trail.enter("hidden")
         hidden = run_hidden(
@@ -45,6 +57,7 @@ def verify(verify_root: Path, task: Task, folder: Path, timeouts: Timeouts, trai
             task.pack.spec.runner,
             timeouts.hidden_s,
             pycache,
+            sandbox,
         )
     except InjectedFault:
         raise

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-
 StepKind = Literal["shell", "read", "write", "final"]
 
 

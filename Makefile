@@ -5,12 +5,13 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test lint setup setup-dev sandbox bench clean
 
-# The oracle proves itself, then the offline AGENTS.md A/B (a simulated agent behind the real Pi CLI)
-# and its report, on the built-in pack and then on the JavaScript pack (packs/notes-js).
+# Each pack's oracle proves itself, then the offline AGENTS.md A/B on it (a simulated agent behind
+# the real Pi CLI) and its report: the built-in pack, then the JavaScript pack (packs/notes-js).
 demo: setup
 	$(BIN)/rig calibrate
 	.ci/isolated $(BIN)/rig run experiments/demo_agents_md.toml
 	$(BIN)/rig report experiments/demo_agents_md.toml
+	$(BIN)/rig calibrate --pack packs/notes-js
 	.ci/isolated $(BIN)/rig run experiments/notes_js_demo_agents_md.toml
 	$(BIN)/rig report experiments/notes_js_demo_agents_md.toml
 

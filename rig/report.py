@@ -437,8 +437,7 @@ def _pin_text(values: Counter[str], shorten: bool = False) -> str:
 
     if len(values) <= 1:
         return ", ".join(show(v) for v in values) or DASH
-    # Only reachable with --allow-mixed-pins (or packs, which no pooling rule compares): every value
-    # is listed with how many runs carry it.
+    # Only reachable with --allow-mixed-pins: every value is listed with how many runs carry it.
     listed = ", ".join(f"{show(v)} ({n} runs)" for v, n in sorted(values.items()))
     return f"**mixed**: {listed}"
 

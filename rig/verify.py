@@ -9,9 +9,11 @@ up as a canary that passed, vanished or was rewritten. How each runner kind star
 rig.hidden_runners.
 """
 
+import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import xml.etree.ElementTree as ET
@@ -25,7 +27,7 @@ from rig.models import CheckOutcome, GateSpec, HiddenOutcome, Pack, RunnerSpec
 from rig.proc import run_bounded, scrubbed_env
 from rig.sandbox import Sandbox
 from rig.untrusted import read_bounded, remove
-from rig.workspace import copy_fixture
+from rig.workspace import copy_fixture, tree_digest
 
 CHECK_TIMEOUT_S = 600
 HIDDEN_TIMEOUT_S = 600
@@ -83,16 +85,21 @@ def _confine(
     return sandbox.wrap(command, workdir, writable=[workdir, home], read_only=read_only, first_process=True)
 
 
+# Under the shared prefix: one empty file per interpreter, fixture and gate already warmed.
+WARM_MARKERS = "rig-warmed"
 _WARMED: set[tuple[Path, Path]] = set()
 _WARMING = threading.Lock()
 
 
 def warm_bytecode(pack: Pack, pycache: Path, timeout: float = CHECK_TIMEOUT_S) -> None:
-    """Compile what `pack`'s gate imports (pytest, the stdlib) into the shared prefix, once per process.
+    """Compile what `pack`'s gate imports (pytest, the stdlib) into the shared prefix, once per
+    interpreter, fixture and gate.
 
     Sandboxed verification only reads the prefix: this run of the gate on the pristine fixture,
     which is the rig's own code, outside any sandbox, fills it so that each run does not compile the
-    toolchain again. Only packs whose gate or hidden tests run the rig's Python need it.
+    toolchain again. A marker in the prefix remembers it across processes (every `rig run` would
+    otherwise spend a gate run on it). Only packs whose gate or hidden tests run the rig's Python
+    need it.
     """
     spec = pack.spec
     if spec.runner.kind != "pytest" and not any("{python}" in arg for arg in spec.gate.run):
@@ -100,10 +107,15 @@ def warm_bytecode(pack: Pack, pycache: Path, timeout: float = CHECK_TIMEOUT_S) -
     with _WARMING:
         if (pack.fixture_dir, pycache) in _WARMED:
             return
-        with tempfile.TemporaryDirectory(prefix="rig-warm-") as tmp:
-            work = copy_fixture(pack.fixture_dir, Path(tmp) / "work")
-            run_check(work, Path(tmp) / "home", spec.gate, timeout, pycache)
-            forget_bytecode(pycache, Path(tmp))
+        key = json.dumps([sys.executable, sys.version, tree_digest(pack.fixture_dir), spec.gate.run])
+        marker = pycache / WARM_MARKERS / hashlib.sha256(key.encode()).hexdigest()
+        if not marker.exists():
+            with tempfile.TemporaryDirectory(prefix="rig-warm-") as tmp:
+                work = copy_fixture(pack.fixture_dir, Path(tmp) / "work")
+                run_check(work, Path(tmp) / "home", spec.gate, timeout, pycache)
+                forget_bytecode(pycache, Path(tmp))
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
         _WARMED.add((pack.fixture_dir, pycache))
 
 

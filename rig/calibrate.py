@@ -101,14 +101,40 @@ def judge(item: Item, v: Verification) -> tuple[bool, str]:
     return True, f"fails as expected: {_describe(v)}"
 
 
-def run_item(item: Item, pack: Pack, scratch: Path) -> ItemResult:
-    """Build the item's workspace in `scratch`, verify it and judge the outcome.
+def verify_patches(
+    pack: Pack, patches: list[Path], hidden_dir: Path | None, scratch: Path, hidden_runs: int = 1
+) -> list[Verification]:
+    """Verify a fresh copy of `pack`'s fixture in `scratch` with `patches` applied: the gate once,
+    then the hidden tests in `hidden_dir` (None: none) `hidden_runs` times in that same workspace,
+    so a test whose verdict depends on what an earlier run left behind shows as flaky. One
+    Verification per hidden run. Raises PatchError for a patch that does not apply.
 
-    Verification bytecode goes to the shared prefix (rig.verify.default_pycache); the item's own
-    is dropped with its scratch folder.
+    Verification bytecode goes to the shared prefix (rig.verify.default_pycache); the workspace's
+    own is dropped with `scratch`.
     """
+    home = scratch / "home"
+    home.mkdir(parents=True)
+    work = copy_fixture(pack.fixture_dir, scratch / "work")
+    for patch in patches:
+        apply_patch(work, patch)
+    pycache = default_pycache()
+    check = run_check(work, home, pack.spec.gate, pycache=pycache)
+    runs = []
+    for n in range(hidden_runs if hidden_dir is not None else 1):
+        hidden = None
+        if hidden_dir is not None:
+            junit = scratch / f"hidden-junit-{n}.xml"
+            hidden = run_hidden(work, hidden_dir, junit, home, pack.spec.runner, pycache=pycache)
+        runs.append(Verification(check=check, hidden=hidden))
+    forget_bytecode(pycache, work)
+    return runs
+
+
+def run_item(item: Item, pack: Pack, scratch: Path) -> ItemResult:
+    """Build the item's workspace in `scratch`, verify it and judge the outcome."""
     start = time.monotonic()
     task_id = item.task.id if item.task else None
+    hidden = item.task.hidden_dir if item.task else None
 
     def result(passed: bool, reason: str, v: Verification | None = None) -> ItemResult:
         return ItemResult(
@@ -122,22 +148,10 @@ def run_item(item: Item, pack: Pack, scratch: Path) -> ItemResult:
             wall_s=round(time.monotonic() - start, 3),
         )
 
-    home = scratch / "home"
-    home.mkdir(parents=True)
-    work = copy_fixture(pack.fixture_dir, scratch / "work")
     try:
-        for patch in item.patches:
-            apply_patch(work, patch)
+        (verification,) = verify_patches(pack, item.patches, hidden, scratch)
     except PatchError as exc:
         return result(False, str(exc))
-    pycache = default_pycache()
-    check = run_check(work, home, pack.spec.gate, pycache=pycache)
-    hidden = None
-    if item.task is not None:
-        junit = scratch / "hidden-junit.xml"
-        hidden = run_hidden(work, item.task.hidden_dir, junit, home, pack.spec.runner, pycache=pycache)
-    forget_bytecode(pycache, work)
-    verification = Verification(check=check, hidden=hidden)
     passed, reason = judge(item, verification)
     return result(passed, reason, verification)
 

@@ -111,6 +111,18 @@ class ProtectSpec(BaseModel):
     shadow_roots: list[str] = Field(default_factory=list)
 
 
+COMMIT_SHA = r"^[0-9a-f]{40}$"
+
+
+class PackSource(BaseModel):
+    """The repository a pack's fixture is a snapshot of, and the commit it was taken at: where
+    `rig task mine` looks for fixes."""
+
+    model_config = ConfigDict(extra="forbid")
+    repo: str = Field(default="", description="the repository folder's name, for people")
+    commit: str = Field(pattern=COMMIT_SHA)
+
+
 class PackSpec(BaseModel):
     """A task pack's manifest: pack.toml. Folders are relative to the file."""
 
@@ -132,6 +144,7 @@ class PackSpec(BaseModel):
         default_factory=lambda: ["AGENTS.md", "CLAUDE.md", "GEMINI.md"],
         description="the agent-instruction files a condition commonly removes",
     )
+    source: PackSource | None = None
 
 
 class Pack(BaseModel):
@@ -172,6 +185,17 @@ class Decoy(Expectation):
     reason: str = Field(min_length=1, description="the plausible wrong solution this patch stands for")
 
 
+class TaskSource(BaseModel):
+    """Where a mined task came from (`rig task mine`): the fix commit, and the hidden tests that
+    passed both before and after it (the ones that failed before are `baseline.fails_hidden`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    repo: str = ""
+    commit: str = Field(pattern=COMMIT_SHA)
+    subject: str = ""
+    pass_to_pass: list[str] = Field(default_factory=list)
+
+
 class TaskSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str = Field(pattern=r"^[a-z0-9_]+$")
@@ -180,6 +204,7 @@ class TaskSpec(BaseModel):
     timeout_s: int = Field(gt=0)
     baseline: Expectation
     decoys: dict[str, Decoy]
+    source: TaskSource | None = None
 
 
 class Task(BaseModel):
@@ -437,6 +462,9 @@ class HiddenOutcome(BaseModel):
     failed: list[str] = Field(default_factory=list)
     skipped: list[str] = Field(default_factory=list)
     error: str | None = None
+    passed: list[str] = Field(default_factory=list, exclude=True)
+    """The hidden tests that passed. Never recorded (a run's record counts them): `rig task mine`
+    reads it to name a fix's pass-to-pass tests."""
 
 
 class Verification(BaseModel):
@@ -652,6 +680,49 @@ class CalibrationReport(BaseModel):
     items: list[ItemResult]
 
 
+# Why `rig task mine` made a task of a commit, or did not.
+MineVerdict = Literal[
+    "mined",
+    "merge",
+    "root",
+    "outside",
+    "no-tests",
+    "no-source",
+    "protected",
+    "generated",
+    "conflict",
+    "hidden-clash",
+    "no-message",
+    "already-mined",
+    "no-fail-to-pass",
+    "solution-fails",
+    "flaky",
+    "calibration",
+    "error",
+]
+
+
+class MinedCommit(BaseModel):
+    """One commit `rig task mine` looked at: the task made of it, or why none was."""
+
+    commit: str
+    subject: str
+    verdict: MineVerdict
+    reason: str
+    task: str | None = None
+    fail_to_pass: list[str] = Field(default_factory=list)
+    pass_to_pass: list[str] = Field(default_factory=list)
+    decoys: list[str] = Field(default_factory=list)
+
+
+class MineReport(BaseModel):
+    """What `rig task mine` did: every commit looked at, in history order (newest first)."""
+
+    pack: str
+    snapshot: str
+    commits: list[MinedCommit]
+
+
 class HarnessCheck(BaseModel):
     harness: str
     name: str
@@ -676,6 +747,20 @@ class Cell(BaseModel):
     pending: int = 0
     quarantined: int = 0
     infra_reruns: int = 0
+
+
+class TaskStats(BaseModel):
+    """One task across the conditions: scored runs, successes, and whether it discriminated."""
+
+    task: str
+    runs: dict[str, int]
+    successes: dict[str, int]
+    flag: str | None
+
+    def rate(self, condition: str) -> float | None:
+        """The success rate under `condition`, or None before any scored run."""
+        runs = self.runs.get(condition, 0)
+        return self.successes.get(condition, 0) / runs if runs else None
 
 
 class Change(BaseModel):

@@ -461,6 +461,13 @@ def manifest_text(name: str, repo: Path, commit: str, d: Detected) -> str:
             "# `python -m` puts the workspace root first on sys.path: no module there may shadow another.",
             f"shadow_roots = {_toml(d.shadow_roots)}",
         ]
+    lines += [
+        "",
+        "[source]",
+        "# What fixture/ is a snapshot of: `rig task mine` turns fixes in this commit's history into tasks.",
+        f"repo = {_toml(repo.name)}",
+        f"commit = {_toml(commit)}",
+    ]
     return "\n".join(lines) + "\n"
 
 

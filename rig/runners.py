@@ -22,6 +22,8 @@ class RunnerKindInfo:
     """Whether Python's own ways of running planted code apply: sourceless modules, shadowing."""
     source_suffixes: tuple[str, ...]
     probe: re.Pattern[str] | None
+    test_files: tuple[str, ...] = ()
+    """Glob patterns of a test file's name: what `rig task mine` takes as a commit's tests."""
 
 
 PYTEST = RunnerKindInfo(
@@ -41,6 +43,7 @@ PYTEST = RunnerKindInfo(
     ),
     python=True,
     source_suffixes=(".py",),
+    test_files=("test_*.py", "*_test.py"),
     # Test-runner names, and the introspection that finds the runner without naming it (walking
     # the caller's frames, the loaded modules, the garbage collector's objects).
     probe=re.compile(
@@ -71,6 +74,7 @@ NODE_TEST = RunnerKindInfo(
     ),
     python=False,
     source_suffixes=(".js", ".mjs", ".cjs", ".ts", ".mts", ".cts", ".jsx", ".tsx"),
+    test_files=("*.test.mjs", "*.test.js", "*.test.cjs", "*.test.mts", "*.test.ts"),
     probe=re.compile(
         r"(?:\bnode:test\b|\bNODE_TEST\w*|\bjunit\w*|\bprocess\.reallyExit\b|--test-reporter|"
         r"\bprocess\._getActiveHandles\b|\brequire\.cache\b)"

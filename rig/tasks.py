@@ -40,7 +40,9 @@ def load_task(task_dir: Path, pack: Pack, hidden_root: Path | None = None) -> Ta
             f"{toml_path}: decoys declared {sorted(declared)} but decoys/ holds {sorted(on_disk)}; "
             "make them match"
         )
-    if len(declared) < MIN_DECOYS:
+    # A mined task keeps only the decoys that could be generated and failed: its baseline, the
+    # real code before the fix, is already a wrong state measured to fail.
+    if len(declared) < MIN_DECOYS and spec.source is None:
         raise TaskError(f"{toml_path}: {len(declared)} decoys; every task needs at least {MIN_DECOYS}")
     if not task.hidden_dir.is_dir():
         raise TaskError(f"{task.hidden_dir}: missing; every task needs hidden tests")

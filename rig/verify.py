@@ -275,4 +275,5 @@ def run_hidden(
         failed=failed,
         skipped=skipped,
         error=skip_error if skipped else None,
+        passed=[case.id for case in hidden if case.state == "passed"],
     )

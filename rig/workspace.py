@@ -116,7 +116,7 @@ def check_agent_root(folder: Path, var: str = "RIG_RUNS_ROOT") -> None:
             )
 
 
-def _git_bytes(args: list[str | bytes], cwd: Path, git_dir: Path | None = None, stdin: bytes = b"") -> bytes:
+def git_bytes(args: list[str | bytes], cwd: Path, git_dir: Path | None = None, stdin: bytes = b"") -> bytes:
     """Run git with the rig's fixed identity and safe config; its stdout, byte for byte."""
     prefix = ["git", *SAFE_GIT] + ([f"--git-dir={git_dir}", f"--work-tree={cwd}"] if git_dir else [])
     env = _git_env(cwd)
@@ -139,7 +139,7 @@ def _git_env(cwd: Path) -> dict[str, str]:
 
 
 def _git(args: list[str], cwd: Path, git_dir: Path | None = None) -> str:
-    return _git_bytes(list(args), cwd, git_dir).decode(errors="replace")
+    return git_bytes(list(args), cwd, git_dir).decode(errors="replace")
 
 
 def _inside(workdir: Path, rel: str, what: str) -> Path:
@@ -274,7 +274,7 @@ class _Change:
 
 def _raw_changes(workdir: Path, rig_git_dir: Path, baseline: str) -> list[_Change]:
     """Every staged change against the baseline, renames as a deletion and an addition."""
-    out = _git_bytes(
+    out = git_bytes(
         ["diff", "--cached", "--raw", "-z", "--no-abbrev", "--no-renames", baseline], workdir, rig_git_dir
     )
     fields = out.split(b"\0")
@@ -301,7 +301,7 @@ def _not_utf8_blobs(workdir: Path, rig_git_dir: Path, changes: list[_Change]) ->
     )
     if not oids:
         return set()
-    out = _git_bytes(["cat-file", "--batch"], workdir, rig_git_dir, stdin=b"".join(o + b"\n" for o in oids))
+    out = git_bytes(["cat-file", "--batch"], workdir, rig_git_dir, stdin=b"".join(o + b"\n" for o in oids))
     bad: set[bytes] = set()
     pos = 0
     while pos < len(out):
@@ -440,8 +440,8 @@ class Stager:
             raise WorkspaceError(f"git fast-import failed for {self.workdir}: {first}")
         # In git's order (bytewise), so that each entry lands at the end of the index being built.
         info = b"".join(mode + b" " + oid + b"\t" + path + b"\0" for path, mode, oid in sorted(self._entries))
-        _git_bytes(["read-tree", "--empty"], self.workdir, self.rig_git_dir)
-        _git_bytes(["update-index", "-z", "--index-info"], self.workdir, self.rig_git_dir, stdin=info)
+        git_bytes(["read-tree", "--empty"], self.workdir, self.rig_git_dir)
+        git_bytes(["update-index", "-z", "--index-info"], self.workdir, self.rig_git_dir, stdin=info)
 
 
 def stage(workdir: Path, rig_git_dir: Path) -> None:
@@ -478,7 +478,7 @@ def collect_diff(
         stage(workdir, rig_git_dir)
     changes = _raw_changes(workdir, rig_git_dir, baseline)
     changed = [f"{c.status} {quote_path(c.path)}" for c in changes]
-    diff = _git_bytes(["diff", "--cached", *DIFF_FLAGS, baseline], workdir, rig_git_dir)
+    diff = git_bytes(["diff", "--cached", *DIFF_FLAGS, baseline], workdir, rig_git_dir)
     try:
         return diff.decode("utf-8"), changed
     except UnicodeDecodeError:
@@ -499,7 +499,7 @@ def collect_diff(
     try:
         binary_diff, noted_diff = (
             b"".join(
-                _git_bytes(["diff", "--cached", *DIFF_FLAGS, baseline, "--", *chunk], workdir, rig_git_dir)
+                git_bytes(["diff", "--cached", *DIFF_FLAGS, baseline, "--", *chunk], workdir, rig_git_dir)
                 for chunk in _pathspec_chunks(paths)
             )
             for paths in (binary, noted)
@@ -552,7 +552,7 @@ def changed_texts(
         current = data.decode("utf-8", errors="replace")
         before = ""
         if change.old != _ZERO_OID and change.old_mode in _REGULAR:
-            blob = _git_bytes(["cat-file", "blob", change.old.decode()], workdir, rig_git_dir)
+            blob = git_bytes(["cat-file", "blob", change.old.decode()], workdir, rig_git_dir)
             before = blob[:TEXT_MAX_BYTES].decode("utf-8", errors="replace")
         texts.append((rel, before, current))
     return texts

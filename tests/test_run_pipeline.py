@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from builtin_pack import FIXTURE_DIR
 
+from rig.pack_stats import CEILING
 from rig.packs import load_pack
 from rig.paths import REPO_ROOT
 from rig.tasks import load_tasks
@@ -335,6 +336,19 @@ def test_status_counts_cells(tmp_path):
     assert rig(tmp_path, "run", str(exp)).returncode == 0
     after = rig(tmp_path, "status", str(exp))
     assert after.stdout.count("2/2") == 2
+    # Every run solved the task under both arms: it cannot tell them apart, and pack stats says so.
+    stats = rig(tmp_path, "pack", "stats", str(exp), "--json")
+    assert stats.returncode == 0, stats.stderr
+    assert json.loads(stats.stdout) == [
+        {
+            "task": "t1_fix_pagination",
+            "runs": {"agents_md": 2, "no_agents_md": 2},
+            "successes": {"agents_md": 2, "no_agents_md": 2},
+            "flag": CEILING,
+        }
+    ]
+    table = rig(tmp_path, "pack", "stats", str(exp))
+    assert "1 of 1 tasks cannot tell the conditions apart (t1_fix_pagination)" in table.stdout
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,304 @@
+"""Small real git repositories with a history of fixes, clean and messy, for `rig task mine`.
+
+Each builder commits, in order, the steps it lists and returns the repository and, per commit
+subject, the verdict `rig task mine` must give it.
+"""
+
+import subprocess
+from pathlib import Path
+
+GIT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_AUTHOR_NAME": "dev",
+    "GIT_AUTHOR_EMAIL": "dev@example.invalid",
+    "GIT_COMMITTER_NAME": "dev",
+    "GIT_COMMITTER_EMAIL": "dev@example.invalid",
+    "PATH": "/usr/bin:/bin",
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    """Run git in `repo` with a fixed identity; its stdout."""
+    env = {**GIT_ENV, "HOME": str(repo)}
+    return subprocess.run(
+        ["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def commit(repo: Path, message: str, files: dict[str, str | None]) -> str:
+    """Write (or, for None, delete) `files` and commit them; the commit's sha."""
+    for rel, text in files.items():
+        path = repo / rel
+        if text is None:
+            path.unlink()
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+OPS_V1 = '''"""Arithmetic helpers."""
+
+
+def add(a, b):
+    return a + b
+
+
+def subtract(a, b):
+    return b - a
+
+
+def clamp(value, low, high):
+    return max(low, min(value, low))
+
+
+def mean(values):
+    return sum(values) / len(values)
+
+'''
+PARSE_V1 = '''"""Parsing user input."""
+
+
+def parse_int(text):
+    return int(text)
+
+
+def parse_pair(text):
+    left, right = text.split(",")
+    return parse_int(left), parse_int(right)
+'''
+FMT_V1 = '''"""Formatting numbers for people."""
+
+
+def percent(value):
+    return f"{value * 100:.0f}%"
+'''
+TESTS_V1 = """from calc.ops import add
+
+
+def test_add():
+    assert add(2, 3) == 5
+"""
+PYPROJECT = """[project]
+name = "calc"
+version = "0.1.0"
+
+[tool.pytest.ini_options]
+testpaths = ["tests"]
+"""
+
+
+def python_repo(root: Path) -> tuple[Path, dict[str, str]]:
+    """A Python project (pytest) whose history holds ten candidate commits and one merge."""
+    repo = root / "calc"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    expected: dict[str, str] = {}
+
+    def step(message: str, verdict: str, files: dict[str, str | None]) -> None:
+        commit(repo, message, files)
+        expected[message] = verdict
+
+    step(
+        "Start the calculator",
+        "root",
+        {
+            "pyproject.toml": PYPROJECT,
+            "README.md": "# calc\n\nRun the tests with `python -m pytest`.\n",
+            "calc/__init__.py": "",
+            "calc/ops.py": OPS_V1,
+            "calc/parse.py": PARSE_V1,
+            "calc/fmt.py": FMT_V1,
+            "tests/test_ops.py": TESTS_V1,
+        },
+    )
+    ops = OPS_V1.replace("return b - a", "return a - b")
+    step(
+        "Fix subtract() returning the difference with the wrong sign",
+        "mined",
+        {
+            "calc/ops.py": ops,
+            "tests/test_ops.py": TESTS_V1.replace("import add", "import add, subtract")
+            + "\n\ndef test_subtract():\n    assert subtract(5, 3) == 2\n",
+        },
+    )
+    step(
+        "Say how to install", "no-tests", {"README.md": "# calc\n\npip install -e . then python -m pytest\n"}
+    )
+    step(
+        "Fix clamp ignoring the upper bound",
+        "conflict",
+        {
+            "calc/ops.py": (ops := ops.replace("min(value, low)", "min(value, high)")),
+            "tests/test_clamp.py": "from calc.ops import clamp\n\n\ndef test_clamp_high():\n"
+            "    assert clamp(10, 0, 5) == 5\n",
+        },
+    )
+    # Rewrites the very line the clamp fix changed: that fix's reverse no longer applies.
+    step(
+        "Write clamp as a conditional",
+        "no-tests",
+        {
+            "calc/ops.py": (
+                ops := ops.replace(
+                    "return max(low, min(value, high))",
+                    "return low if value < low else high if value > high else value",
+                )
+            )
+        },
+    )
+    step(
+        "Fix mean of an empty list raising ZeroDivisionError",
+        "flaky",
+        {
+            "calc/ops.py": (
+                ops := ops.replace(
+                    "return sum(values) / len(values)", "return sum(values) / len(values) if values else 0.0"
+                )
+            ),
+            # Order-dependent state, as flaky tests have: every other run in one place fails.
+            "tests/test_mean.py": "from pathlib import Path\n\nfrom calc.ops import mean\n\n\n"
+            "def test_mean_empty():\n    assert mean([]) == 0.0\n\n\n"
+            "def test_mean_counts_runs():\n    marker = Path('.mean-runs')\n"
+            "    runs = int(marker.read_text()) if marker.exists() else 0\n"
+            "    marker.write_text(str(runs + 1))\n    assert runs % 2 == 0\n",
+        },
+    )
+    step(
+        "Fix percent rounding for tiny values",
+        "no-fail-to-pass",
+        {
+            "calc/fmt.py": FMT_V1.replace(":.0f}", ":.1f}"),
+            # Passes before the fix as well: it does not test the change.
+            "tests/test_percent.py": "from calc.fmt import percent\n\n\ndef test_percent_is_text():\n"
+            "    assert percent(0.5).endswith('%')\n",
+        },
+    )
+    step(
+        "Fix divide by zero message in the tests' fixtures",
+        "protected",
+        {
+            "calc/ops.py": (ops := ops + "\n\ndef divide(a, b):\n    return a / b\n"),
+            "tests/conftest.py": "import pytest\n\n\n@pytest.fixture\ndef zero():\n    return 0\n",
+            "tests/test_divide.py": "import pytest\n\nfrom calc.ops import divide\n\n\n"
+            "def test_divide_by_zero(zero):\n    with pytest.raises(ZeroDivisionError):\n"
+            "        divide(1, zero)\n",
+        },
+    )
+    step(
+        "Add tests for parse_pair",
+        "no-source",
+        {
+            "tests/test_parse.py": "from calc.parse import parse_pair\n\n\ndef test_pair():\n"
+            "    assert parse_pair('1,2') == (1, 2)\n",
+        },
+    )
+    step(
+        "Bump the generated version file",
+        "generated",
+        {
+            "calc/_version.py": "# generated by the release script: do not edit\nVERSION = '0.1.1'\n",
+            "tests/test_version.py": "from calc._version import VERSION\n\n\ndef test_version():\n"
+            "    assert VERSION\n",
+        },
+    )
+    parse = PARSE_V1.replace("return int(text)", "return int(text, 0)").replace(
+        'left, right = text.split(",")', 'left, right = text.replace(";", ",").split(",")'
+    )
+    step(
+        "Fix parsing of hex numbers and of pairs split by semicolons in calc/parse.py",
+        "mined",
+        {
+            "calc/parse.py": parse,
+            "calc/ops.py": (
+                ops := ops.replace(
+                    "def add(a, b):\n    return a + b", "def add(a, b):\n    return int(a) + int(b)"
+                )
+            ),
+            "tests/test_parse.py": "from calc.ops import add\n"
+            "from calc.parse import parse_int, parse_pair\n\n\n"
+            "def test_pair():\n    assert parse_pair('1,2') == (1, 2)\n\n\n"
+            "def test_hex():\n    assert parse_int('0x1f') == 31\n\n\n"
+            "def test_pair_with_semicolon():\n    assert parse_pair('1;2') == (1, 2)\n\n\n"
+            "def test_add_text():\n    assert add('2', 3) == 5\n",
+        },
+    )
+    git(repo, "checkout", "-q", "-b", "side", "HEAD~1")
+    commit(repo, "Note the license", {"LICENSE": "MIT\n"})
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "-m", "Merge the license note", "side")
+    expected["Merge the license note"] = "merge"
+    expected["Note the license"] = "no-tests"
+    return repo, expected
+
+
+SLUG_V1 = """export function slugify(title) {
+  return title.toLowerCase().replace(" ", "-");
+}
+
+export function truncate(text, limit) {
+  return text.length > limit ? text.slice(0, limit) : text;
+}
+"""
+SLUG_TEST_V1 = """import assert from "node:assert/strict";
+import { test } from "node:test";
+import { slugify } from "../src/slug.mjs";
+
+test("one word", () => {
+  assert.equal(slugify("Hello"), "hello");
+});
+"""
+
+
+def javascript_repo(root: Path) -> tuple[Path, dict[str, str]]:
+    """A JavaScript project (node --test): one fix with tests, one without, one touching package.json."""
+    repo = root / "slugs"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    expected: dict[str, str] = {}
+
+    def step(message: str, verdict: str, files: dict[str, str | None]) -> None:
+        commit(repo, message, files)
+        expected[message] = verdict
+
+    package = '{\n  "name": "slugs",\n  "type": "module",\n  "scripts": {"test": "node --test"}\n}\n'
+    step(
+        "Start the slug helpers",
+        "root",
+        {"package.json": package, "src/slug.mjs": SLUG_V1, "test/slug.test.mjs": SLUG_TEST_V1},
+    )
+    slug = SLUG_V1.replace('.replace(" ", "-")', '.trim().split(/\\s+/).join("-")')
+    step(
+        "Fix slugify keeping every space after the first",
+        "mined",
+        {
+            "src/slug.mjs": slug,
+            "test/slug.test.mjs": SLUG_TEST_V1
+            + '\ntest("many words", () => {\n'
+            + '  assert.equal(slugify(" A  long title "), "a-long-title");\n});\n',
+        },
+    )
+    step(
+        "Fix truncate cutting words in half",
+        "no-tests",
+        {
+            "src/slug.mjs": slug.replace(
+                "text.slice(0, limit)", 'text.slice(0, limit).replace(/\\s+\\S*$/, "")'
+            )
+        },
+    )
+    step(
+        "Fix the test script to run every file",
+        "protected",
+        {
+            "package.json": package.replace('"node --test"', '"node --test test/"'),
+            "src/slug.mjs": slug + "\nexport const VERSION = 2;\n",
+            "test/version.test.mjs": 'import assert from "node:assert/strict";\n'
+            'import { test } from "node:test";\nimport { VERSION } from "../src/slug.mjs";\n\n'
+            'test("version", () => assert.equal(VERSION, 2));\n',
+        },
+    )
+    return repo, expected

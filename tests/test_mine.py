@@ -1,0 +1,226 @@
+"""`rig task mine` turns a real repository's history into calibrated tasks, through the real CLI.
+
+Each test repository (tests/mine_repos.py) is a real git history of fixes, clean and messy: a fix
+with tests, a fix without tests, a fix whose reverse conflicts with a later commit, a flaky test,
+a fix touching a protected file, a generated file, tests that pass before the fix, a merge. Its
+pack is made by `rig pack new`; mining must give each commit exactly the expected verdict, and
+every task it made must pass `rig calibrate`.
+"""
+
+import json
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from mine_repos import commit, git, javascript_repo, python_repo
+
+from rig.mine_prompt import DEFAULT_TEMPLATE, issue_text
+from rig.models import Cell
+from rig.pack_stats import CEILING, FLOOR, task_stats
+from rig.packs import load_pack
+from rig.tasks import load_tasks
+from rig.workspace import apply_patch, copy_fixture
+
+RIG = str(Path(sys.executable).with_name("rig"))
+
+
+def rig(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([RIG, *args], capture_output=True, text=True, timeout=600)
+
+
+def new_pack(repo: Path, pack: Path) -> Path:
+    """`rig pack new` from `repo`, without its placeholder example task."""
+    made = rig("pack", "new", str(pack), "--from", str(repo))
+    assert made.returncode == 0, made.stderr
+    shutil.rmtree(pack / "tasks" / "example")
+    shutil.rmtree(pack / "hidden_tests" / "example")
+    return pack
+
+
+def mined(repo: Path, pack: Path, *args: str) -> dict:
+    proc = rig("task", "mine", str(repo), "--pack", str(pack), "--json", *args)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def python_mined(tmp_path_factory) -> tuple[Path, Path, dict[str, str], dict]:
+    root = tmp_path_factory.mktemp("mine-py")
+    repo, expected = python_repo(root)
+    pack = new_pack(repo, root / "pack")
+    return repo, pack, expected, mined(repo, pack)
+
+
+@pytest.mark.slow
+def test_each_commit_of_a_python_history_gets_the_expected_verdict(python_mined):
+    repo, _pack, expected, report = python_mined
+    got = {entry["subject"]: entry["verdict"] for entry in report["commits"]}
+    assert got == expected
+    assert report["snapshot"] == git(repo, "rev-parse", "HEAD").strip()
+    reasons = {entry["verdict"]: entry["reason"] for entry in report["commits"]}
+    assert "calc/_version.py" in reasons["generated"]
+    assert "tests/conftest.py" in reasons["protected"]
+    assert "test_mean::test_mean_counts_runs changed verdict over 3 runs" in reasons["flaky"]
+    assert "patch failed: calc/ops.py" in reasons["conflict"]
+    assert "already passes before the fix" in reasons["no-fail-to-pass"]
+
+
+@pytest.mark.slow
+def test_mined_tasks_are_measured_hidden_and_calibrate(python_mined, tmp_path):
+    repo, pack, _expected, report = python_mined
+    made = {entry["subject"]: entry for entry in report["commits"] if entry["verdict"] == "mined"}
+    parse = made["Fix parsing of hex numbers and of pairs split by semicolons in calc/parse.py"]
+    # Measured, not assumed: the test that passed before the fix is pass-to-pass.
+    assert parse["fail_to_pass"] == [
+        "test_parse::test_add_text",
+        "test_parse::test_hex",
+        "test_parse::test_pair_with_semicolon",
+    ]
+    assert parse["pass_to_pass"] == ["test_parse::test_pair"]
+    # Two changes (one in calc/ops.py, one in calc/parse.py): a decoy leaving out each (leaving
+    # out the second is also the first file alone, made once); each measured to fail.
+    assert parse["decoys"] == ["partial_fix_1", "partial_fix_2"]
+    tasks = {t.id: t for t in load_tasks(load_pack(pack))}
+    assert set(tasks) == {entry["task"] for entry in made.values()}
+    task = tasks[parse["task"]]
+    assert task.spec.hypothesis == "mined"
+    assert task.spec.source is not None and task.spec.source.commit == parse["commit"]
+    assert task.spec.source.pass_to_pass == ["test_parse::test_pair"]
+    assert task.spec.baseline.fails_hidden == parse["fail_to_pass"]
+    # The prompt is the commit message as an issue: no file, no test named.
+    assert task.spec.prompt.startswith(
+        "Fix parsing of hex numbers and of pairs split by semicolons in the code."
+    )
+    for name in ("calc/parse.py", "parse.py", "test_parse", "test_hex"):
+        assert name not in task.spec.prompt
+    # The setup takes the commit's tests out of what the agent sees: the hidden copy is the fixed one.
+    work = copy_fixture(load_pack(pack).fixture_dir, tmp_path / "work")
+    apply_patch(work, task.setup_patch)
+    assert "def test_hex" not in (work / "tests" / "test_parse.py").read_text()
+    assert "0x1f" not in (work / "calc" / "parse.py").read_text().replace("int(text)", "")
+    assert "def test_hex" in (task.hidden_dir / "test_parse.py").read_text()
+    assert (pack / "mine-prompt.md").read_text() == DEFAULT_TEMPLATE
+    calibration = rig("calibrate", "--pack", str(pack), "--json")
+    assert calibration.returncode == 0, calibration.stdout + calibration.stderr
+    assert json.loads(calibration.stdout)["ok"] is True
+    # The repository is only read.
+    assert git(repo, "status", "--porcelain") == ""
+
+
+@pytest.mark.slow
+def test_mining_again_skips_what_the_pack_has_and_a_named_commit_outside_history(python_mined, tmp_path):
+    repo, pack, _expected, report = python_mined
+    done = [entry["commit"] for entry in report["commits"] if entry["verdict"] == "mined"]
+    again = mined(repo, pack, *[arg for sha in done for arg in ("--commit", sha)])
+    assert [(e["verdict"], e["reason"]) for e in again["commits"]] == [
+        ("already-mined", f"already in the pack as {e['task']}")
+        for e in report["commits"]
+        if e["commit"] in done
+    ]
+    git(repo, "checkout", "-q", "-b", "later")
+    later = commit(
+        repo,
+        "Fix add of floats after the snapshot",
+        {"calc/later.py": "X = 1\n", "tests/test_later.py": "def test_x():\n    pass\n"},
+    )
+    git(repo, "checkout", "-q", "main")
+    outside = mined(repo, pack, "--commit", later)["commits"]
+    assert [e["verdict"] for e in outside] == ["outside"]
+
+
+def test_javascript_history_mines_and_calibrates(tmp_path):
+    repo, expected = javascript_repo(tmp_path)
+    pack = new_pack(repo, tmp_path / "pack")
+    report = mined(repo, pack)
+    assert {e["subject"]: e["verdict"] for e in report["commits"]} == expected
+    (made,) = [e for e in report["commits"] if e["verdict"] == "mined"]
+    assert made["fail_to_pass"] == ["many words"]
+    assert made["pass_to_pass"] == ["one word"]
+    assert (pack / "hidden_tests" / made["task"] / "slug.test.mjs").is_file()
+    task_dir = pack / "tasks" / made["task"]
+    spec = tomllib.loads((task_dir / "task.toml").read_text())
+    # One change in one file: no decoy can be made, and a mined task needs none (its baseline is one).
+    assert spec["source"]["repo"] == "slugs" and spec["decoys"] == {}
+    # The changed test file goes back to its old version in the setup: the new test is not visible.
+    setup = (task_dir / "setup.patch").read_text()
+    assert '-test("many words"' in setup and "src/slug.mjs" in setup
+    solution = (task_dir / "solution.patch").read_text()
+    assert "test/slug.test.mjs" not in solution and "src/slug.mjs" in solution
+    calibration = rig("calibrate", "--pack", str(pack))
+    assert calibration.returncode == 0, calibration.stdout + calibration.stderr
+
+
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
+    repo, _ = javascript_repo(tmp_path)
+    pack = new_pack(repo, tmp_path / "pack")
+    before = sorted(p.relative_to(pack) for p in pack.rglob("*"))
+    cases = [
+        (["task", "mine", str(tmp_path / "nope"), "--pack", str(pack)], "no such folder"),
+        (
+            ["task", "mine", str(repo), "--pack", str(pack), "--snapshot", "v9"],
+            "the snapshot commit 'v9' is not a commit",
+        ),
+        (
+            ["task", "mine", str(repo), "--pack", str(pack), "--since", "nope"],
+            "--since 'nope' is not a commit",
+        ),
+        (["task", "mine", str(repo), "--pack", str(tmp_path / "nopack")], "pack.toml"),
+    ]
+    for args, message in cases:
+        proc = rig(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
+    manifest = (pack / "pack.toml").read_text()
+    (pack / "pack.toml").write_text(manifest.split("[source]")[0])
+    proc = rig("task", "mine", str(repo), "--pack", str(pack))
+    assert proc.returncode == 2 and "no [source] commit; pass --snapshot COMMIT" in proc.stderr
+    assert sorted(p.relative_to(pack) for p in pack.rglob("*")) == before
+
+
+def test_the_prompt_names_no_file_or_test_and_drops_trailers():
+    text = issue_text(
+        "fix(api): `paginate()` in app/pagination.py reports has_next on the last page",
+        "test_last_page showed it.\n\nSigned-off-by: Dev <dev@example.invalid>\nFixes #12",
+        ["app/pagination.py", "tests/test_pagination.py"],
+        ["test_pagination::test_last_page"],
+        DEFAULT_TEMPLATE,
+    )
+    assert text is not None
+    assert text.startswith("`paginate()` in the code reports has_next on the last page.")
+    assert "a test showed it." in text
+    for gone in (
+        "app/pagination.py",
+        "pagination.py",
+        "test_last_page",
+        "Signed-off-by",
+        "Fixes #12",
+        "fix(api)",
+    ):
+        assert gone not in text
+    assert issue_text("fix: app/pagination.py", "", ["app/pagination.py"], [], DEFAULT_TEMPLATE) is None
+    custom = issue_text("Fix the sign of subtract", "", [], [], "Issue: $title\n$details\nGo.")
+    assert custom == "Issue: Fix the sign of subtract.\n\nGo.\n"
+
+
+def test_pack_stats_flags_tasks_every_run_solved_or_none_did():
+    cells = [
+        Cell(task="easy", condition="a", done=4, successes=4),
+        Cell(task="easy", condition="b", done=4, successes=4),
+        Cell(task="hard", condition="a", done=4, successes=0),
+        Cell(task="hard", condition="b", done=3, successes=0, pending=1),
+        Cell(task="useful", condition="a", done=4, successes=3),
+        Cell(task="useful", condition="b", done=4, successes=1),
+        Cell(task="unrun", condition="a", pending=4),
+    ]
+    stats = {s.task: s for s in task_stats(cells)}
+    assert {task: s.flag for task, s in stats.items()} == {
+        "easy": CEILING,
+        "hard": FLOOR,
+        "useful": None,
+        "unrun": None,
+    }
+    assert stats["useful"].rate("a") == 0.75 and stats["useful"].rate("b") == 0.25
+    assert stats["unrun"].rate("a") is None

@@ -454,13 +454,20 @@ def pack_new(
         str | None, typer.Option(help="The pack's name (default: the repository folder's, lowercased).")
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace PATH if it is not empty.")] = False,
+    example: Annotated[
+        bool,
+        typer.Option(
+            "--example/--no-example",
+            help="Write a placeholder task to fill in (--no-example: none, for `rig task mine`).",
+        ),
+    ] = True,
 ) -> None:
     """Scaffold a task pack from a git repository: its tracked files at HEAD as the fixture, a
     best-guess pack.toml and an example task to fill in."""
     from rig.pack_new import ScaffoldError, scaffold
 
     try:
-        made = scaffold(path, from_repo or Path.cwd(), name, force)
+        made = scaffold(path, from_repo or Path.cwd(), name, force, example)
     except ScaffoldError as exc:
         raise _fail(str(exc)) from None
     typer.echo(made.summary(str(path)))

@@ -465,6 +465,9 @@ class HiddenOutcome(BaseModel):
     passed: list[str] = Field(default_factory=list, exclude=True)
     """The hidden tests that passed. Never recorded (a run's record counts them): `rig task mine`
     reads it to name a fix's pass-to-pass tests."""
+    problems: dict[str, str] = Field(default_factory=dict, exclude=True)
+    """Each failed hidden test's failure text from the report. Never recorded (the junit report is
+    kept as an artifact): `rig task mine` shows why a fix does not pass its own tests."""
 
 
 class Verification(BaseModel):

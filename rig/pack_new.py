@@ -101,6 +101,7 @@ class Scaffold:
     hidden_test: str
     wrote_agents_md: bool
     submodules: list[str]
+    example: bool
 
     def summary(self, shown: str) -> str:
         """What was written and guessed, then the numbered steps left to the author.
@@ -108,9 +109,14 @@ class Scaffold:
         `shown` is PATH as the user gave it, so the last step can be pasted as it is.
         """
         d = self.detected
+        tasks = (
+            f"tasks/{EXAMPLE_TASK}/, hidden_tests/{EXAMPLE_TASK}/"
+            if self.example
+            else "tasks/, hidden_tests/"
+        )
         lines = [
             f"wrote pack {self.name!r} at {shown}: fixture/ ({self.files} tracked files of {self.repo} "
-            f"at {self.commit[:12]}), pack.toml, tasks/{EXAMPLE_TASK}/, hidden_tests/{EXAMPLE_TASK}/",
+            f"at {self.commit[:12]}), pack.toml, {tasks}",
             f"runner: {d.kind} ({d.runner_evidence})",
             f"gate: {' '.join(d.gate_command)} ({d.gate_source}), report = {d.report!r}",
         ]
@@ -134,15 +140,21 @@ class Scaffold:
             steps.append(f"Replace the TODO placeholder commands of {' and '.join(todo)} in pack.toml.")
         if self.wrote_agents_md:
             steps.append("Write fixture/AGENTS.md (a stub: the repository has none) or delete it.")
-        steps += [
-            f"Rename tasks/{EXAMPLE_TASK}/ and hidden_tests/{EXAMPLE_TASK}/ to your task's id and fill in "
-            "the TODO fields of its task.toml.",
-            "Write setup.patch, solution.patch and the decoys/*.patch (rename them in task.toml too): "
-            "git diffs made in a scratch git copy of fixture/.",
-            f"Replace hidden_tests/{EXAMPLE_TASK}/{self.hidden_test} with hidden tests that fail on the "
-            "baseline and pass on the solution; declare where each wrong state fails in task.toml.",
-            f"rig calibrate --pack {shlex.quote(shown)}",
-        ]
+        if self.example:
+            steps += [
+                f"Rename tasks/{EXAMPLE_TASK}/ and hidden_tests/{EXAMPLE_TASK}/ to your task's id and fill "
+                "in the TODO fields of its task.toml.",
+                "Write setup.patch, solution.patch and the decoys/*.patch (rename them in task.toml too): "
+                "git diffs made in a scratch git copy of fixture/.",
+                f"Replace hidden_tests/{EXAMPLE_TASK}/{self.hidden_test} with hidden tests that fail on "
+                "the baseline and pass on the solution; declare where each wrong state fails in task.toml.",
+            ]
+        else:
+            steps.append(
+                f"Mine tasks from the repository's history: rig task mine {shlex.quote(str(self.repo))} "
+                f"--pack {shlex.quote(shown)} (docs/mining.md), or write them by hand (docs/packs.md)."
+            )
+        steps.append(f"rig calibrate --pack {shlex.quote(shown)}")
         lines.append("next:")
         lines += [f"  {n}. {step}" for n, step in enumerate(steps, 1)]
         return "\n".join(lines)
@@ -555,7 +567,9 @@ def _check_target(path: Path, repo: Path, force: bool) -> None:
         raise ScaffoldError(f"{path}: exists and is not empty; give a new folder, or --force to replace it")
 
 
-def scaffold(path: Path, repo: Path, name: str | None = None, force: bool = False) -> Scaffold:
+def scaffold(
+    path: Path, repo: Path, name: str | None = None, force: bool = False, example: bool = True
+) -> Scaffold:
     """Write a pack at `path` from the git repository at `repo`; see the module docstring.
 
     Raises ScaffoldError (one line) with nothing written when the repository or the target will not do.
@@ -580,8 +594,8 @@ def scaffold(path: Path, repo: Path, name: str | None = None, force: bool = Fals
     try:
         work = staging / "pack"
         work.mkdir()
-        made = _write(work, name, root, commit)
-        _check_loads(work)
+        made = _write(work, name, root, commit, example)
+        _check_loads(work, example)
         _move_into_place(work, path, staging)
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
@@ -593,8 +607,9 @@ def scaffold(path: Path, repo: Path, name: str | None = None, force: bool = Fals
     return made
 
 
-def _write(work: Path, name: str, root: Path, commit: str) -> Scaffold:
-    """The whole pack, written into the empty folder `work`."""
+def _write(work: Path, name: str, root: Path, commit: str, example: bool) -> Scaffold:
+    """The whole pack, written into the empty folder `work`; without `example`, empty tasks and
+    hidden tests folders (for `rig task mine`)."""
     fixture = work / "fixture"
     fixture.mkdir()
     files, submodules = snapshot(root, fixture)
@@ -604,6 +619,13 @@ def _write(work: Path, name: str, root: Path, commit: str) -> Scaffold:
         (fixture / "AGENTS.md").write_text(agents_md_text(detected.gate_command), encoding="utf-8")
     (work / MANIFEST).write_text(manifest_text(name, root, commit, detected), encoding="utf-8")
     hidden_name, hidden_content, test_id = _hidden_placeholder(detected.kind)
+    made = Scaffold(
+        name, root, commit, len(files), detected, hidden_name, wrote_agents_md, submodules, example
+    )
+    if not example:
+        (work / "tasks").mkdir()
+        (work / "hidden_tests").mkdir()
+        return made
     task_dir = work / "tasks" / EXAMPLE_TASK
     (task_dir / "decoys").mkdir(parents=True)
     (task_dir / "task.toml").write_text(task_text(detected.kind, test_id), encoding="utf-8")
@@ -612,13 +634,15 @@ def _write(work: Path, name: str, root: Path, commit: str) -> Scaffold:
     hidden = work / "hidden_tests" / EXAMPLE_TASK
     hidden.mkdir(parents=True)
     (hidden / hidden_name).write_text(hidden_content, encoding="utf-8")
-    return Scaffold(name, root, commit, len(files), detected, hidden_name, wrote_agents_md, submodules)
+    return made
 
 
-def _check_loads(work: Path) -> None:
-    """The scaffold loads as a pack with its example task: a placeholder that does not is a rig bug."""
+def _check_loads(work: Path, example: bool) -> None:
+    """The scaffold loads as a pack (with its example task): a placeholder that does not is a rig bug."""
     try:
-        load_tasks(load_pack(work))
+        pack = load_pack(work)
+        if example:
+            load_tasks(pack)
     except (PackError, TaskError) as exc:
         raise ScaffoldError(f"the scaffold does not load ({exc}); report this as a rig bug") from None
 

@@ -276,4 +276,5 @@ def run_hidden(
         skipped=skipped,
         error=skip_error if skipped else None,
         passed=[case.id for case in hidden if case.state == "passed"],
+        problems={case.id: case.message for case in hidden if case.state == "failed"},
     )

@@ -66,6 +66,16 @@ def parse_int(text):
     return int(text)
 
 
+def parse_flag(text):
+    """Yes or no, as people write it."""
+    text = text.strip().lower()
+    if text in ("y", "yes", "true", "1"):
+        return True
+    if text in ("n", "no", "false", "0"):
+        return False
+    raise ValueError(text)
+
+
 def parse_pair(text):
     left, right = text.split(",")
     return parse_int(left), parse_int(right)
@@ -194,6 +204,31 @@ def python_repo(root: Path) -> tuple[Path, dict[str, str]]:
         {
             "tests/test_parse.py": "from calc.parse import parse_pair\n\n\ndef test_pair():\n"
             "    assert parse_pair('1,2') == (1, 2)\n",
+        },
+    )
+    step(
+        "Add a float comparison helper for the tests",
+        "protected",
+        {"tests/helpers.py": "def close(a, b):\n    return abs(a - b) < 1e-9\n"},
+    )
+    # Its test imports that helper, which is not a test file: the hidden copy lacks it.
+    step(
+        "Fix median of an even number of values",
+        "solution-fails",
+        {
+            "calc/stats.py": "def median(values):\n    s = sorted(values)\n    n = len(s)\n"
+            "    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2\n",
+            "tests/test_stats.py": "from helpers import close\n\nfrom calc.stats import median\n\n\n"
+            "def test_even():\n    assert close(median([1, 2, 3, 4]), 2.5)\n",
+        },
+    )
+    step(
+        "fix: calc/units.py",
+        "no-message",
+        {
+            "calc/units.py": "def km(m):\n    return m / 1000\n",
+            "tests/test_units.py": "from calc.units import km\n\n\n"
+            "def test_km():\n    assert km(1500) == 1.5\n",
         },
     )
     step(

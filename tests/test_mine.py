@@ -8,7 +8,6 @@ every task it made must pass `rig calibrate`.
 """
 
 import json
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -32,11 +31,11 @@ def rig(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def new_pack(repo: Path, pack: Path) -> Path:
-    """`rig pack new` from `repo`, without its placeholder example task."""
-    made = rig("pack", "new", str(pack), "--from", str(repo))
+    """`rig pack new --no-example` from `repo`: no task yet, the next step is mining."""
+    made = rig("pack", "new", str(pack), "--from", str(repo), "--no-example")
     assert made.returncode == 0, made.stderr
-    shutil.rmtree(pack / "tasks" / "example")
-    shutil.rmtree(pack / "hidden_tests" / "example")
+    assert f"rig task mine {repo} --pack {pack}" in made.stdout
+    assert not any((pack / "tasks").iterdir()) and not any((pack / "hidden_tests").iterdir())
     return pack
 
 
@@ -66,6 +65,8 @@ def test_each_commit_of_a_python_history_gets_the_expected_verdict(python_mined)
     assert "test_mean::test_mean_counts_runs changed verdict over 3 runs" in reasons["flaky"]
     assert "patch failed: calc/ops.py" in reasons["conflict"]
     assert "already passes before the fix" in reasons["no-fail-to-pass"]
+    # The fix's test imports a helper beside it that is no test: the hidden copy cannot import it.
+    assert "test_stats: E   ModuleNotFoundError: No module named 'helpers'" in reasons["solution-fails"]
 
 
 @pytest.mark.slow
@@ -80,10 +81,17 @@ def test_mined_tasks_are_measured_hidden_and_calibrate(python_mined, tmp_path):
         "test_parse::test_pair_with_semicolon",
     ]
     assert parse["pass_to_pass"] == ["test_parse::test_pair"]
-    # Two changes (one in calc/ops.py, one in calc/parse.py): a decoy leaving out each (leaving
-    # out the second is also the first file alone, made once); each measured to fail.
-    assert parse["decoys"] == ["partial_fix_1", "partial_fix_2"]
+    # Three changes (one in calc/ops.py, two in calc/parse.py): a decoy leaving out each, and one
+    # with the first file's change alone; each measured to fail where task.toml says.
+    assert parse["decoys"] == ["first_file_only", "partial_fix_1", "partial_fix_2", "partial_fix_3"]
     tasks = {t.id: t for t in load_tasks(load_pack(pack))}
+    decoys = tasks[parse["task"]].spec.decoys
+    assert decoys["partial_fix_2"].reason == "the fix without its change at calc/parse.py:2: a partial fix"
+    assert decoys["partial_fix_2"].fails_hidden == ["test_parse::test_hex"]
+    assert decoys["first_file_only"].fails_hidden == [
+        "test_parse::test_hex",
+        "test_parse::test_pair_with_semicolon",
+    ]
     assert set(tasks) == {entry["task"] for entry in made.values()}
     task = tasks[parse["task"]]
     assert task.spec.hypothesis == "mined"

@@ -593,6 +593,7 @@ def task_mine(
             test_globs=tests,
             timeout_s=timeout_s,
             on_result=None if as_json else show,
+            say=None if as_json else typer.echo,
         )
     except MineError as exc:
         raise _fail(str(exc)) from None

@@ -131,7 +131,12 @@ def resolve(repo: Path, ref: str, what: str) -> str:
 def _commit(repo: Path, sha: str) -> Commit:
     raw = _git(repo, "show", "-s", "--format=%H%x00%P%x00%s%x00%b", sha)
     full, parents, subject, body = (raw.rstrip("\n") + "\0\0\0").split("\0")[:4]
-    return Commit(full, tuple(parents.split()), subject, body)
+
+    def text(message: str) -> str:
+        # A message in another encoding still makes a prompt (and a task.toml) that is UTF-8.
+        return message.encode(errors="surrogateescape").decode(errors="replace")
+
+    return Commit(full, tuple(parents.split()), text(subject), text(body))
 
 
 def history(repo: Path, snapshot: str, since: str | None, named: list[str], max_commits: int) -> list[Commit]:
@@ -282,7 +287,13 @@ def hidden_tests(files: Split, pack: Pack, dest: Path) -> None:
 
 def _failures(v: Verification) -> str:
     hidden = v.hidden
-    parts = [f"gate stage {', '.join(v.check.failed)}"] if not v.check.ok else []
+    parts = []
+    if not v.check.ok:
+        stage = v.check.failed[0] if v.check.failed else ""
+        problem = (v.check.results.get(stage) or [v.check.error or ""])[0]
+        parts.append(
+            f"the gate fails at {', '.join(v.check.failed) or '?'}" + (f": {problem}" if problem else "")
+        )
     if hidden is not None and not hidden.ok:
         parts.append(hidden.error or f"hidden tests failed: {', '.join(hidden.failed[:SHOWN])}")
         first = hidden.failed[0] if hidden.failed else ""
@@ -452,9 +463,10 @@ def mine_commit(commit: Commit, pack: Pack, options: Options, staging: Path, scr
         raise Skip("already-mined", f"already in the pack as {options.known[commit.sha]}")
     files = split(options.repo, commit, pack, options.test_globs)
     scratch.mkdir(parents=True)
+    # The reverse first: a test a later commit deleted is a conflict, not a missing file.
+    patches = build(options.repo, commit, files, pack, scratch)
     hidden = scratch / "hidden"
     hidden_tests(files, pack, hidden)
-    patches = build(options.repo, commit, files, pack, scratch)
     measured = measure(pack, patches, hidden, scratch)
     tests = measured.fail_to_pass + measured.pass_to_pass
     prompt = issue_text(commit.subject, commit.body, files.source + files.tests, tests, options.template)
@@ -546,7 +558,9 @@ def _calibrated(pack: Pack, staging: Path, mined: list[Mined], workers: int) -> 
 
 def _install(pack: Pack, mined: Mined) -> None:
     ident = mined.verdict.task or ""
-    for source, root in ((mined.task_dir, pack.tasks_dir), (mined.hidden_dir, pack.hidden_dir)):
+    # Hidden tests first: a task exists once its task.toml does, so a stop in between leaves an
+    # unused hidden folder, never a task without hidden tests.
+    for source, root in ((mined.hidden_dir, pack.hidden_dir), (mined.task_dir, pack.tasks_dir)):
         root.mkdir(parents=True, exist_ok=True)
         shutil.move(source, root / ident)
 
@@ -564,9 +578,15 @@ def mine(
     test_globs: list[str] | None = None,
     timeout_s: int = TASK_TIMEOUT_S,
     on_result: Callable[[MinedCommit], None] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> MineReport:
     """Mine `repo`'s history into `pack`: every commit looked at gets a verdict, each task made is
-    calibrated and, only if it passes, moved into the pack's tasks and hidden tests."""
+    calibrated and, only if it passes, moved into the pack's tasks and hidden tests.
+
+    `on_result` hears each commit's measurement as it is done, in history order; `say`, what the
+    long steps in between are doing.
+    """
+    say = say or (lambda _message: None)
     root = repository(repo)
     ref = snapshot or (pack.spec.source.commit if pack.spec.source else None)
     if ref is None:
@@ -575,7 +595,13 @@ def mine(
             "pass --snapshot COMMIT (the commit fixture/ was taken at)"
         )
     at = resolve(root, ref, "the snapshot commit")
+    if not test_globs and not KINDS[pack.spec.runner.kind].test_files:
+        raise MineError(
+            f"{pack.root / 'pack.toml'}: a {pack.spec.runner.kind} runner has no test file names; "
+            "say which files are tests with --tests GLOB"
+        )
     found = history(root, at, since, list(commits or []), max_commits)
+    say(f"{len(found)} commits of {root.name} up to {at[:12]}; checking the fixture passes its gate")
     work = Path(tempfile.mkdtemp(prefix="rig-mine-"))
     verdicts: list[MinedCommit] = []
     try:
@@ -589,17 +615,17 @@ def mine(
         staging = work / "staging"
 
         def one(n: int, commit: Commit) -> MinedCommit | Mined:
-            if commits and commit.sha != at and not _ancestor(root, commit.sha, at):
-                return _skipped(
-                    commit,
-                    "outside",
-                    f"not in the history of the snapshot {at[:12]}: its fix is not in the fixture",
-                )
             try:
+                if commits and not _ancestor(root, commit.sha, at):
+                    raise Skip(
+                        "outside",
+                        f"not in the history of the snapshot {at[:12]}: its fix is not in the fixture",
+                    )
                 return mine_commit(commit, pack, options, staging, work / f"{n:04d}")
             except Skip as skip:
                 return _skipped(commit, skip.verdict, skip.reason)
-            except (OSError, PatchError, WorkspaceError, MineError, RuntimeError) as exc:
+            # One commit never stops the mining: whatever went wrong is its verdict.
+            except Exception as exc:
                 return _skipped(
                     commit, "error", f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
                 )
@@ -614,6 +640,8 @@ def mine(
                     verdicts.append(outcome)
                 if on_result:
                     on_result(verdicts[-1])
+        if mined:
+            say(f"calibrating the {len(mined)} tasks made, as rig calibrate would")
         failures = _calibrated(pack, staging, mined, workers)
         for entry in mined:
             problem = failures.get(entry.verdict.task or "")
@@ -631,7 +659,11 @@ def mine(
 
 
 def _ancestor(repo: Path, sha: str, at: str) -> bool:
-    return _git(repo, "merge-base", sha, at).strip() == sha
+    try:
+        git_bytes(["merge-base", "--is-ancestor", sha, at], repo)
+    except WorkspaceError:  # exit 1: not an ancestor
+        return False
+    return True
 
 
 def _skipped(commit: Commit, verdict: MineVerdict, reason: str) -> MinedCommit:

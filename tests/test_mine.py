@@ -182,9 +182,25 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
         assert proc.returncode == 2, (args, proc.stderr)
         assert proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
     manifest = (pack / "pack.toml").read_text()
-    (pack / "pack.toml").write_text(manifest.split("[source]")[0])
+    edits = [
+        (manifest.split("[source]")[0], "no [source] commit; pass --snapshot COMMIT"),
+        (
+            manifest.replace(
+                'kind = "node-test"', 'kind = "command"\ncommand = ["true", "{junit}", "{tests}"]'
+            ),
+            "a command runner has no test file names; say which files are tests with --tests GLOB",
+        ),
+    ]
+    for text, message in edits:
+        (pack / "pack.toml").write_text(text)
+        proc = rig("task", "mine", str(repo), "--pack", str(pack))
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    (pack / "pack.toml").write_text(manifest)
+    # Every task would stand on a fixture that fails its own gate: nothing is mined.
+    visible = pack / "fixture" / "test" / "slug.test.mjs"
+    visible.write_text(visible.read_text().replace('"hello"', '"HELLO"'))
     proc = rig("task", "mine", str(repo), "--pack", str(pack))
-    assert proc.returncode == 2 and "no [source] commit; pass --snapshot COMMIT" in proc.stderr
+    assert proc.returncode == 2 and "the fixture fails its own gate" in proc.stderr, proc.stderr
     assert sorted(p.relative_to(pack) for p in pack.rglob("*")) == before
 
 

@@ -567,7 +567,8 @@ def task_mine(
     from rich.console import Console
     from rich.table import Table
 
-    from rig.mine import MineError, mine
+    from rig.mine import mine
+    from rig.mine_history import MineError
     from rig.models import MinedCommit
     from rig.packs import PackError, load_pack
 

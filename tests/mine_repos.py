@@ -5,6 +5,7 @@ subject, the verdict `rig task mine` must give it.
 """
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 GIT_ENV = {
@@ -38,6 +39,20 @@ def commit(repo: Path, message: str, files: dict[str, str | None]) -> str:
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", message)
     return git(repo, "rev-parse", "HEAD").strip()
+
+
+def history(repo: Path) -> tuple[Path, dict[str, str], Callable[[str, str, dict[str, str | None]], None]]:
+    """A new repository, the verdict expected per commit subject, and `step(message, verdict,
+    files)`, which commits `files` and expects `verdict` for that commit."""
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    expected: dict[str, str] = {}
+
+    def step(message: str, verdict: str, files: dict[str, str | None]) -> None:
+        commit(repo, message, files)
+        expected[message] = verdict
+
+    return repo, expected, step
 
 
 OPS_V1 = '''"""Arithmetic helpers."""
@@ -103,14 +118,7 @@ testpaths = ["tests"]
 
 def python_repo(root: Path) -> tuple[Path, dict[str, str]]:
     """A Python project (pytest) whose history holds ten candidate commits and one merge."""
-    repo = root / "calc"
-    repo.mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    expected: dict[str, str] = {}
-
-    def step(message: str, verdict: str, files: dict[str, str | None]) -> None:
-        commit(repo, message, files)
-        expected[message] = verdict
+    repo, expected, step = history(root / "calc")
 
     step(
         "Start the calculator",
@@ -290,14 +298,7 @@ test("one word", () => {
 
 def javascript_repo(root: Path) -> tuple[Path, dict[str, str]]:
     """A JavaScript project (node --test): one fix with tests, one without, one touching package.json."""
-    repo = root / "slugs"
-    repo.mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    expected: dict[str, str] = {}
-
-    def step(message: str, verdict: str, files: dict[str, str | None]) -> None:
-        commit(repo, message, files)
-        expected[message] = verdict
+    repo, expected, step = history(root / "slugs")
 
     package = '{\n  "name": "slugs",\n  "type": "module",\n  "scripts": {"test": "node --test"}\n}\n'
     step(

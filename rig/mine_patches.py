@@ -1,0 +1,148 @@
+"""A mined task's patches, made in a git copy of the pack's fixture, and its decoys' patches.
+
+The setup is the reverse of the whole fix commit applied to the fixture; the solution is the fix's
+change to the source on top of it. Both are regenerated against the fixture (not the commit's own
+diff), so they apply exactly. A decoy is the solution with one of its changes (diff hunks) left
+out, or with only its first file.
+"""
+
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from rig.mine_history import Commit, Skip, Split
+from rig.models import Pack
+from rig.workspace import DIFF_FLAGS, WorkspaceError, copy_fixture, git_bytes
+
+# Decoys that leave one change out: the first changes of the solution, at most this many.
+MAX_PARTIAL_DECOYS = 4
+
+
+def _scratch_git(args: list[str], cwd: Path) -> bytes:
+    return git_bytes(["-c", "core.bigFileThreshold=1", *args], cwd)
+
+
+def _apply(work: Path, patch: Path, *flags: str) -> None:
+    _scratch_git(["apply", "--binary", "--whitespace=nowarn", *flags, str(patch)], work)
+
+
+def _git_complaint(exc: WorkspaceError) -> str:
+    """git's own first line out of a WorkspaceError (`git apply ... failed in DIR: LINE`)."""
+    return str(exc).split(": ", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Patches:
+    setup: Path
+    solution: Path
+
+
+def build(repo: Path, commit: Commit, files: Split, pack: Pack, scratch: Path) -> Patches:
+    """setup.patch and solution.patch of `commit` against the fixture, made in a git copy of it."""
+    work = copy_fixture(pack.fixture_dir, scratch / "repo")
+    _scratch_git(["init", "-q", "-b", "main", "--template="], work)
+    _scratch_git(["add", "-A", "-f"], work)
+    _scratch_git(["commit", "-q", "--no-verify", "--allow-empty", "-m", "fixture"], work)
+    whole, source = scratch / "commit.diff", scratch / "source.diff"
+    whole.write_bytes(git_bytes(["diff", *DIFF_FLAGS, *commit.parents, commit.sha], repo))
+    source.write_bytes(
+        git_bytes(["diff", *DIFF_FLAGS, *commit.parents, commit.sha, "--", *files.source], repo)
+    )
+    try:
+        _apply(work, whole, "--check", "-R")
+    except WorkspaceError as exc:
+        raise Skip(
+            "conflict", f"its reverse does not apply to the snapshot ({_git_complaint(exc)})"
+        ) from None
+    _apply(work, whole, "-R")
+    _scratch_git(["add", "-A", "-f"], work)
+    setup = scratch / "setup.patch"
+    setup.write_bytes(_scratch_git(["diff", "--cached", *DIFF_FLAGS, "HEAD"], work))
+    _scratch_git(["commit", "-q", "--no-verify", "-m", "setup"], work)
+    try:
+        _apply(work, source)
+    except WorkspaceError as exc:
+        raise Skip("conflict", f"the fix does not apply after its reverse ({_git_complaint(exc)})") from None
+    _scratch_git(["add", "-A", "-f"], work)
+    solution = scratch / "solution.patch"
+    solution.write_bytes(_scratch_git(["diff", "--cached", *DIFF_FLAGS, "HEAD"], work))
+    return Patches(setup, solution)
+
+
+def hidden_tests(files: Split, pack: Pack, dest: Path) -> None:
+    """Copy the snapshot's version of the commit's tests into `dest`, one folder, as the hidden
+    runners take them; a pytest test's conftest.py comes along (its fixtures live there)."""
+    wanted: dict[str, Path] = {}
+    for rel in files.tests:
+        name = PurePosixPath(rel).name
+        if name in wanted:
+            raise Skip("hidden-clash", f"two of its tests are named {name}; the hidden tests are one folder")
+        wanted[name] = pack.fixture_dir / rel
+    if pack.spec.runner.kind == "pytest":
+        conftests = {(pack.fixture_dir / rel).parent / "conftest.py" for rel in files.tests}
+        present = [c for c in conftests if c.is_file()]
+        if len(present) > 1:
+            raise Skip("hidden-clash", "its tests come from folders with different conftest.py files")
+        if present:
+            wanted["conftest.py"] = present[0]
+    dest.mkdir(parents=True)
+    for name, source in wanted.items():
+        shutil.copyfile(source, dest / name)
+
+
+def _sections(patch: bytes) -> list[tuple[bytes, list[bytes]]]:
+    """A git diff as (file header, hunks) per file; a binary file is one header, no hunks."""
+    out = []
+    for chunk in re.split(rb"(?m)^(?=diff --git )", patch):
+        if not chunk.strip():
+            continue
+        header, *hunks = re.split(rb"(?m)^(?=@@ )", chunk)
+        out.append((header, hunks))
+    return out
+
+
+def _join(sections: list[tuple[bytes, list[bytes]]]) -> bytes:
+    return b"".join(header + b"".join(hunks) for header, hunks in sections)
+
+
+def _file(header: bytes) -> str:
+    """The path a diff section changes, for people."""
+    path = re.search(rb"^\+\+\+ b/(.*)$", header, re.MULTILINE) or re.search(
+        rb"^--- a/(.*)$", header, re.MULTILINE
+    )
+    return path.group(1).decode(errors="replace") if path else "a file"
+
+
+def _line(hunk: bytes) -> int:
+    """The first line of the old file a hunk covers."""
+    match = re.match(rb"@@ -(\d+)", hunk)
+    return int(match.group(1)) if match else 0
+
+
+def decoy_patches(solution: bytes) -> list[tuple[str, str, bytes]]:
+    """(name, reason, patch) of each decoy the solution allows."""
+    sections = _sections(solution)
+    changes = [(i, j) for i, (_, hunks) in enumerate(sections) for j in range(len(hunks))]
+    out = []
+    if len(changes) > 1:
+        for n, (i, j) in enumerate(changes[:MAX_PARTIAL_DECOYS], 1):
+            kept = [
+                (header, [h for k, h in enumerate(hunks) if (a, k) != (i, j)])
+                for a, (header, hunks) in enumerate(sections)
+            ]
+            # A file whose only change is left out is left out whole (its header alone is no patch).
+            kept = [
+                (h, hunks) for (h, hunks), (_, old) in zip(kept, sections, strict=True) if hunks or not old
+            ]
+            at = f"{_file(sections[i][0])}:{_line(sections[i][1][j])}"
+            reason = f"the fix without its change at {at}: a partial fix"
+            out.append((f"partial_fix_{n}", reason, _join(kept)))
+    if len(sections) > 1:
+        reason = f"the fix made in {_file(sections[0][0])} only, the first file it changes"
+        out.append(("first_file_only", reason, _join(sections[:1])))
+    # Two files of one change each: leaving out the second is the first file alone.
+    unique: dict[bytes, tuple[str, str, bytes]] = {}
+    for decoy in out:
+        unique.setdefault(decoy[2], decoy)
+    return list(unique.values())

@@ -33,7 +33,9 @@ class CliHarness:
     `bin_env` (the CLI's executable and the variable that may point at another copy), `calibrated`
     and `mock_protocol` (the mock model's
     wire protocol, made with the adapter's tool map), `mock_key_env` (the variable the CLI reads the
-    mock's key from) and `mock_url_suffix` (what the CLI expects after the mock server's root URL).
+    mock's key from), `mock_url_suffix` (what the CLI expects after the mock server's root URL) and
+    `provider_retries_s` (about how long the CLI's own retries of a dead or erroring provider last,
+    which `rig calibrate --harness` starts first).
     """
 
     name: ClassVar[str]
@@ -44,6 +46,7 @@ class CliHarness:
     mock_protocol: ClassVar[WireProtocol]
     mock_key_env: ClassVar[str]
     mock_url_suffix: ClassVar[str] = ""
+    provider_retries_s: ClassVar[float] = 0.0
 
     def __init__(
         self,

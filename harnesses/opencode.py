@@ -121,6 +121,8 @@ class OpenCodeHarness(CliHarness):
     mock_protocol = OpenAIChat(MOCK_TOOLS)
     mock_key_env = MOCK_KEY_ENV
     mock_url_suffix = "/v1"
+    # Its own retries of a dead or erroring provider, which no setting turns off (see above).
+    provider_retries_s = 75.0
 
     def check_settings(self) -> None:
         """A real provider needs a name, a model and a key variable (OpenCode's model is `provider/model`)."""

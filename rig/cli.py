@@ -405,7 +405,7 @@ def _calibrate_harnesses(choice: str, tasks, workers: int, as_json: bool) -> Non
     from harnesses.cli import CliNotFound
     from harnesses.registry import calibrated_names
     from rig import paths
-    from rig.calibrate_harness import calibrate_harness
+    from rig.calibrate_harness import calibrate_harnesses
     from rig.models import HarnessCheck
 
     known = calibrated_names()
@@ -419,14 +419,12 @@ def _calibrate_harnesses(choice: str, tasks, workers: int, as_json: bool) -> Non
         typer.echo(typer.style(f"[{mark}]", fg=color) + f" {check.harness} {check.name}: {check.reason}")
 
     start = time.monotonic()
-    results = []
-    for name in names:
-        try:
-            results += calibrate_harness(
-                name, tasks, paths.REPO_ROOT, workers, on_result=None if as_json else show
-            )
-        except CliNotFound as exc:
-            raise _fail(str(exc)) from exc
+    try:
+        results = calibrate_harnesses(
+            names, tasks, paths.REPO_ROOT, workers, on_result=None if as_json else show
+        )
+    except CliNotFound as exc:
+        raise _fail(str(exc)) from exc
     passed = sum(r.passed for r in results)
     if as_json:
         typer.echo(json.dumps({"ok": passed == len(results), "checks": [r.model_dump() for r in results]}))

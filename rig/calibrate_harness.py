@@ -225,14 +225,3 @@ def calibrate_harnesses(
                 if on_result:
                     on_result(results[-1])
         return results
-
-
-def calibrate_harness(
-    harness: str,
-    tasks: list[Task],
-    repo_root: Path,
-    workers: int,
-    on_result: Callable[[HarnessCheck], None] | None = None,
-) -> list[HarnessCheck]:
-    """Run every check of one harness through the real pipeline, in a throwaway results folder."""
-    return calibrate_harnesses([harness], tasks, repo_root, workers, on_result)

@@ -245,14 +245,46 @@ def run(
             "require: refuse without it; off: never.",
         ),
     ] = "auto",
+    executor: Annotated[
+        str,
+        typer.Option(
+            help="local: this process's threads (the experiment's workers); dask-local: a Dask "
+            "LocalCluster of --dask-workers processes; dask: the Dask cluster at --scheduler.",
+        ),
+    ] = "local",
+    dask_workers: Annotated[int, typer.Option(min=1, help="dask-local: how many worker processes.")] = 2,
+    agents_per_worker: Annotated[
+        int, typer.Option(min=1, help="dask-local: agents one worker runs at once (its agents resource).")
+    ] = 1,
+    scheduler: Annotated[
+        str | None, typer.Option(help="dask: the scheduler's address, e.g. tcp://10.0.0.5:8786.")
+    ] = None,
 ) -> None:
     """Run (or resume) an experiment: every task x condition x repetition, interleaved."""
+    if executor not in ("local", "dask-local", "dask"):
+        raise _fail(f"unknown executor {executor!r}; use local, dask-local or dask")
+    if (executor == "dask") != (scheduler is not None):
+        raise _fail("--scheduler goes with --executor dask (and only with it); give both or neither")
     ctx = _load_context(experiment, results_root, keep_workspaces, sandbox)
     with _store_errors():
-        _run(ctx)
+        _run(ctx, lambda: _executor(ctx, executor, sandbox, scheduler, dask_workers, agents_per_worker))
 
 
-def _run(ctx) -> None:
+def _executor(ctx, kind: str, sandbox: str, scheduler: str | None, workers: int, agents: int):
+    """The executor `rig run` asked for; None for the local one (execute's default)."""
+    if kind == "local":
+        return None
+    from rig.dask_executor import DaskExecutor, ExecutorError
+
+    try:
+        return DaskExecutor.start(
+            ctx, sandbox, scheduler, workers, agents, lambda message: typer.echo(message, err=True)
+        )
+    except ExecutorError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _run(ctx, make_executor=lambda: None) -> None:
     """Execute the pending runs of `ctx` with a progress bar, then print the status per cell."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -273,9 +305,12 @@ def _run(ctx) -> None:
     console.print(f"verification copies: {ctx.scratch.folder}, {ctx.scratch.note}", soft_wrap=True)
     for condition, version in ctx.harness_versions.items():
         console.print(f"condition {condition}: {ctx.experiment.harness} {version}", soft_wrap=True)
+    # A cluster is started (or joined) only when there is something to run on it.
+    executor = make_executor() if pending else None
+    slots = executor.slots if executor is not None else ctx.experiment.workers
     console.print(
         f"{ctx.experiment.name}: {len(items)} runs planned, {len(items) - len(pending)} already recorded, "
-        f"{len(pending)} to run with {ctx.experiment.workers} workers"
+        f"{len(pending)} to run with {slots} workers"
     )
     columns = (
         TextColumn("{task.description}"),
@@ -293,7 +328,7 @@ def _run(ctx) -> None:
         previous = signal.signal(signal.SIGTERM, _interrupt)
         failure: Exception | None = None
         try:
-            outcome = execute(ctx, items, on_update)
+            outcome = execute(ctx, items, on_update, executor)
         except (WorkspaceError, PatchError, StoreError, OSError) as exc:
             failure = exc  # reported once the progress bar is closed: the error is the last line
         except KeyboardInterrupt:

@@ -62,7 +62,13 @@ def _v2_to_v3(record: Record) -> Record:
     return record
 
 
-MIGRATIONS: dict[int, Callable[[Record], Record]] = {1: _v1_to_v2, 2: _v2_to_v3}
+def _v3_to_v4(record: Record) -> Record:
+    # Schema 4 added the Dask worker that ran an attempt; every earlier run ran in the rig's process.
+    record.setdefault("worker", None)
+    return record
+
+
+MIGRATIONS: dict[int, Callable[[Record], Record]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def schema_of(record: Record) -> int:

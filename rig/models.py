@@ -531,7 +531,10 @@ class SandboxStatus(BaseModel):
 # classification and the pins that say exactly what was measured. `rig schema` prints it.
 
 # Bumped whenever a field is added or changes meaning; rig.migrate brings older records up to date.
-RECORD_SCHEMA_VERSION = 3
+RECORD_SCHEMA_VERSION = 4
+# Infrastructure rules of attempts the agent's outcome did not decide (the rig failed, or the Dask
+# worker running it was lost or refused it): nothing to re-derive them from.
+RIG_SIDE_RULES = frozenset({"rig_error", "worker_lost", "worker_refused"})
 
 
 class InfraVerdict(BaseModel):
@@ -648,6 +651,27 @@ class RunRecord(BaseModel):
     pins: Pins
     artifacts: str = Field(description="the attempt's artifact folder, relative to the results folder")
     warnings: list[str] = Field(default_factory=list)
+    worker: str | None = Field(
+        default=None,
+        description="the Dask worker that ran the attempt, as a stable hash of its host and name "
+        "(None with the local executor)",
+    )
+
+
+class WorkerJob(BaseModel):
+    """What a Dask worker is sent to run an experiment's plan items: the design and what the
+    coordinator pinned, which the worker's own pins must equal. No secret: a real provider's key is
+    read from the worker's own environment."""
+
+    experiment: Experiment
+    tasks: list[str]
+    pins: dict[str, Pins]
+    sandbox: SandboxStatus
+    sandbox_mode: str
+
+    def digest(self) -> str:
+        """Identifies the job: a worker builds its run context once per job."""
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
 
 
 # --- What the rig's commands report: calibrate, calibrate --harness, doctor, status, reclassify ----

@@ -10,7 +10,7 @@ from pathlib import Path
 from harnesses.shell import judge
 from rig.classify import classify, hang_kind
 from rig.migrate import read_quarantine, read_runs
-from rig.models import AgentRun, Change
+from rig.models import RIG_SIDE_RULES, AgentRun, Change
 from rig.runner import RunContext, adapter_for
 
 
@@ -54,8 +54,8 @@ def reclassify(ctx: RunContext, write: bool) -> list[Change]:
     kept, moved_out = [], []
     for source, records in (("runs", runs), ("quarantine", quarantine)):
         for record in records:
-            # A rig_error attempt has no agent outcome to re-derive from; it stays as it is.
-            if record["task"] not in ctx.tasks or record["infra"]["rule"] == "rig_error":
+            # An attempt the rig or its worker failed has no agent outcome to re-derive from.
+            if record["task"] not in ctx.tasks or record["infra"]["rule"] in RIG_SIDE_RULES:
                 if source == "runs":
                     kept.append(record)
                 continue

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version as dist_version
 from pathlib import Path
+from typing import Protocol
 
 import harnesses
 from harnesses.base import Confinement, HarnessAdapter, kill_running_agents
@@ -24,7 +25,18 @@ from harnesses.registry import install_version, make_adapter
 from rig.audit import STOP_RULES, toolchain_digest
 from rig.experiment import ExperimentError
 from rig.migrate import design_digest, read_quarantine, read_runs
-from rig.models import AgentRun, Condition, Experiment, Pack, Pins, PlanItem, SandboxStatus, Tampering, Task
+from rig.models import (
+    RIG_SIDE_RULES,
+    AgentRun,
+    Condition,
+    Experiment,
+    Pack,
+    Pins,
+    PlanItem,
+    SandboxStatus,
+    Tampering,
+    Task,
+)
 from rig.packs import MANIFEST, pack_digest
 from rig.proc import ContainmentError, containment, kill_running_commands, reap_orphans
 from rig.redact import Redactor
@@ -248,7 +260,7 @@ STEPS = ("prepare", "agent", "collect", "protect", "check", "hidden", "record")
 STOP_WAIT_S = 5.0
 
 
-def _attempt(ctx: RunContext, item: PlanItem, number: int, folder: Path) -> Attempt:
+def attempt_of(ctx: RunContext, item: PlanItem, number: int, folder: Path) -> Attempt:
     """Attempt `number` of `item`, its artifacts in `folder`, as the steps see it."""
     task = ctx.tasks[item.task]
     pins = ctx.pins[task.id]
@@ -268,16 +280,17 @@ def _attempt(ctx: RunContext, item: PlanItem, number: int, folder: Path) -> Atte
     )
 
 
-def run_one(item: PlanItem, ctx: RunContext) -> tuple[dict, Path]:
+def run_one(item: PlanItem, ctx: RunContext, number: int | None = None) -> tuple[dict, Path]:
     """Run one attempt of `item` through the steps; return its redacted record and folder.
 
-    Any exception inside the attempt becomes its record (infra rule `rig_error`, the traceback in
-    the attempt folder), so one run never takes down an experiment. Only a results folder the
-    store cannot write raises.
+    The attempt is the next of its run id, or `number` (a Dask worker runs the attempt its
+    coordinator numbered). Any exception inside the attempt becomes its record (infra rule
+    `rig_error`, the traceback in the attempt folder), so one run never takes down an experiment.
+    Only a results folder the store cannot write raises.
     """
-    number, folder = ctx.store.new_attempt_dir(item.run_id)
+    number, folder = ctx.store.new_attempt_dir(item.run_id, number)
     exp, task = ctx.experiment, ctx.tasks[item.task]
-    attempt = _attempt(ctx, item, number, folder)
+    attempt = attempt_of(ctx, item, number, folder)
     trail = Trail(stopping=ctx.stopping)
     run: AgentRun | None = None
     try:
@@ -358,12 +371,55 @@ def pending_items(ctx: RunContext, items: list[PlanItem]) -> tuple[list[PlanItem
     return pending, dict(quarantined)
 
 
+class Executor(Protocol):
+    """Where the attempts of an experiment run: this process's threads, or Dask workers."""
+
+    slots: int
+    """How many attempts may be in flight at once."""
+
+    def submit(self, item: PlanItem) -> Future:
+        """Start the next attempt of `item`; the future gives its redacted record and folder."""
+
+    def interrupt(self) -> None:
+        """Stop now, waiting for nothing: kill the agents, drop what has not started, release what
+        the executor holds."""
+
+    def close(self) -> None:
+        """Everything has finished: release what the executor holds."""
+
+
+class LocalExecutor:
+    """The experiment's `workers` threads of this process."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.slots = ctx.experiment.workers
+        self.pool = ThreadPoolExecutor(max_workers=self.slots)
+
+    def submit(self, item: PlanItem) -> Future:
+        return self.pool.submit(run_one, item, self.ctx)
+
+    def interrupt(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        kill_running_commands()
+        try:
+            kill_running_agents()
+        except ContainmentError as exc:
+            # The interruption stays the reason the command ends; the survivors are named.
+            print(f"warning: {exc}", file=sys.stderr)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+
+
 def execute(
     ctx: RunContext,
     items: list[PlanItem],
     on_update: Callable[[Progress, dict | None], None] | None = None,
+    executor: Executor | None = None,
 ) -> Progress:
-    """Run every pending item with the experiment's workers; quarantine and rerun infra failures."""
+    """Run every pending item on `executor` (default: the experiment's workers in this process);
+    quarantine and rerun infra failures."""
     with ctx.store.writer():
         # Helpers of agents whose runner was killed (kill -9) would still be writing somewhere.
         reap_orphans()
@@ -373,26 +429,20 @@ def execute(
         queue = deque(pending)
         attempts = Counter(quarantined)
         running: dict[Future, PlanItem] = {}
-        pool = ThreadPoolExecutor(max_workers=ctx.experiment.workers)
+        executor = executor or LocalExecutor(ctx)
         try:
-            _drive(ctx, pool, queue, running, attempts, progress, on_update)
+            _drive(ctx, executor, queue, running, attempts, progress, on_update)
         except BaseException:
             # Ctrl-C, SIGTERM or a store that cannot write: nothing of a run in flight is appended
             # (its attempt folder stays, a resume reruns it). Every agent and verification process
             # is killed; runs in flight end at their next step, removing their copies, but a worker
             # may be stuck inside a run, so they are waited for only briefly.
             ctx.stopping.set()
-            pool.shutdown(wait=False, cancel_futures=True)
-            kill_running_commands()
-            try:
-                kill_running_agents()
-            except ContainmentError as exc:
-                # The interruption stays the reason the command ends; the survivors are named.
-                print(f"warning: {exc}", file=sys.stderr)
+            executor.interrupt()
             wait(running, timeout=STOP_WAIT_S)
             _remove_copies(ctx)
             raise
-        pool.shutdown(wait=True)
+        executor.close()
         ctx.scratch.close()
     return progress
 
@@ -405,7 +455,7 @@ def _remove_copies(ctx: RunContext) -> None:
 
 def _drive(
     ctx: RunContext,
-    pool: ThreadPoolExecutor,
+    executor: Executor,
     queue: deque[PlanItem],
     running: dict[Future, PlanItem],
     attempts: Counter,
@@ -416,9 +466,9 @@ def _drive(
     exp = ctx.experiment
     consecutive_infra = 0
     while queue or running:
-        while queue and len(running) < exp.workers and progress.stopped is None:
+        while queue and len(running) < executor.slots and progress.stopped is None:
             item = queue.popleft()
-            running[pool.submit(run_one, item, ctx)] = item
+            running[executor.submit(item)] = item
         if not running:
             break
         finished, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -455,6 +505,8 @@ def _drive(
                 if infra["rule"] == "rig_error":
                     cause = f"last: {infra['detail']}; its traceback.txt has the details"
                     fix = "fix that"
+                elif infra["rule"] in RIG_SIDE_RULES:
+                    cause, fix = f"last: {infra['detail']}", "check the Dask workers"
                 else:
                     cause, fix = f"last: {infra['rule']}", "fix the provider"
                 progress.stopped = (
@@ -467,7 +519,7 @@ def _drive(
 
 def _unrecorded(ctx: RunContext, item: PlanItem, exc: Exception) -> dict:
     """The infrastructure record of an attempt whose folder could not be made (a full disk)."""
-    attempt = _attempt(ctx, item, 0, ctx.store.root / "runs" / item.run_id)
+    attempt = attempt_of(ctx, item, 0, ctx.store.root / "runs" / item.run_id)
     trail = Trail(step="attempt folder")
     return ctx.redactor.value(rig_error_record(attempt, trail, None, exc).model_dump(mode="json"))
 

@@ -386,8 +386,9 @@ class ResultsStore:
 
     # -- attempts --------------------------------------------------------------------------
 
-    def new_attempt_dir(self, run_id: str) -> tuple[int, Path]:
-        """Create and return (n, path) of the next free runs/<run_id>/attempt-<n> (n from 1).
+    def new_attempt_dir(self, run_id: str, number: int | None = None) -> tuple[int, Path]:
+        """Create and return (n, path) of the next free runs/<run_id>/attempt-<n> (n from 1), or of
+        attempt `number` exactly (a Dask worker makes the folder its coordinator numbered).
 
         Existing attempt directories count even when no record mentions them (a killed run), and
         creation is exclusive, so two processes never get the same directory.
@@ -403,12 +404,14 @@ class ResultsStore:
             numbers = [int(m.group(1)) for p in run_dir.iterdir() if (m := ATTEMPT_RE.fullmatch(p.name))]
         except OSError as exc:
             raise _os_error(run_dir, "creating the run's folder", exc) from None
-        n = max(numbers, default=0) + 1
+        n = number if number is not None else max(numbers, default=0) + 1
         while True:
             path = run_dir / f"attempt-{n}"
             try:
                 path.mkdir(exist_ok=False)
             except FileExistsError:
+                if number is not None:
+                    raise StoreError(f"{path}: already exists; attempt {number} was made twice") from None
                 n += 1
                 continue
             except OSError as exc:

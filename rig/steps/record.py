@@ -101,6 +101,20 @@ def rig_error_record(attempt: Attempt, trail: Trail, run: AgentRun | None, exc: 
     return base.model_copy(update=update)
 
 
+def lost_record(attempt: Attempt, rule: str, detail: str) -> RunRecord:
+    """The record of an attempt whose Dask worker was lost while it ran (rule worker_lost) or refused
+    it (worker_refused): infrastructure, quarantined and rerun, never the agent's failure."""
+    base = _base_record(attempt, None, Metrics(), None, None)
+    return base.model_copy(
+        update={
+            "rig_error": detail,
+            "failing_stage": rule,
+            "infra": InfraVerdict(is_infra=True, rule=rule, detail=detail),
+            "warnings": [w for w in [attempt.sandbox.warning()] if w],
+        }
+    )
+
+
 def _decide(
     limit: str | None, verified: Verified, audit: list[AuditFinding], hang: str | None
 ) -> tuple[bool, str | None]:

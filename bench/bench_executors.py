@@ -5,7 +5,7 @@ the policy "solution", `--reps` repetitions: real workspaces, gates and hidden t
 agents at a time, each through `rig run` as a user would:
 
 * local:      `rig run EXP` (the experiment's two worker threads);
-* dask-local: `rig run EXP --executor dask-local --dask-workers 2` (the LocalCluster it starts is
+* dask-local: `rig run EXP --executor dask-local --workers 2` (the LocalCluster it starts is
               part of what is timed);
 * cluster:    `rig run EXP --executor dask --scheduler ...` on a scheduler and two worker processes
               started here once with the `dask` command-line tools on loopback (`--resources
@@ -91,7 +91,7 @@ def start_cluster(scratch: Path) -> tuple[str, list[subprocess.Popen]]:
 
 def run_side(side: str, exp: Path, folder: Path, address: str) -> tuple[float, int]:
     """Wall seconds of `rig run` on `side` in fresh folders, and the runs it recorded."""
-    args = {"local": [], "dask-local": ["--executor", "dask-local", "--dask-workers", "2"]}.get(
+    args = {"local": [], "dask-local": ["--executor", "dask-local", "--workers", "2"]}.get(
         side, ["--executor", "dask", "--scheduler", address]
     )
     env = {**os.environ, "RIG_RESULTS_ROOT": str(folder / "results"), "RIG_RUNS_ROOT": str(folder / "runs")}

@@ -249,13 +249,23 @@ def run(
         str,
         typer.Option(
             help="local: this process's threads (the experiment's workers); dask-local: a Dask "
-            "LocalCluster of --dask-workers processes; dask: the Dask cluster at --scheduler.",
+            "LocalCluster of --workers processes; dask: the Dask cluster at --scheduler.",
         ),
     ] = "local",
-    dask_workers: Annotated[int, typer.Option(min=1, help="dask-local: how many worker processes.")] = 2,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="dask-local: how many worker processes (default 2); local runs take the experiment's."
+        ),
+    ] = None,
     agents_per_worker: Annotated[
-        int, typer.Option(min=1, help="dask-local: agents one worker runs at once (its agents resource).")
-    ] = 1,
+        int | None,
+        typer.Option(
+            min=1,
+            help="dask-local: agents one worker runs at once (its agents resource; default 1). "
+            "A cluster's workers declare theirs: dask worker --resources agents=N.",
+        ),
+    ] = None,
     scheduler: Annotated[
         str | None, typer.Option(help="dask: the scheduler's address, e.g. tcp://10.0.0.5:8786.")
     ] = None,
@@ -265,9 +275,15 @@ def run(
         raise _fail(f"unknown executor {executor!r}; use local, dask-local or dask")
     if (executor == "dask") != (scheduler is not None):
         raise _fail("--scheduler goes with --executor dask (and only with it); give both or neither")
+    for given, option in ((workers, "--workers"), (agents_per_worker, "--agents-per-worker")):
+        if given is not None and executor != "dask-local":
+            raise _fail(
+                f"{option} goes with --executor dask-local; a local run takes the experiment's workers, "
+                "a cluster's workers declare their own (--resources agents=N)"
+            )
     ctx = _load_context(experiment, results_root, keep_workspaces, sandbox)
     with _store_errors():
-        _run(ctx, lambda: _executor(ctx, executor, sandbox, scheduler, dask_workers, agents_per_worker))
+        _run(ctx, lambda: _executor(ctx, executor, sandbox, scheduler, workers or 2, agents_per_worker or 1))
 
 
 def _executor(ctx, kind: str, sandbox: str, scheduler: str | None, workers: int, agents: int):

@@ -81,7 +81,7 @@ def differences(a: object, b: object, at: str = "") -> list[str]:
 
 def test_dask_local_records_equal_the_local_executors(tmp_path):
     local, dask = tmp_path / "l", tmp_path / "d"
-    for where, args in ((local, ()), (dask, ("--executor", "dask-local", "--dask-workers", "2"))):
+    for where, args in ((local, ()), (dask, ("--executor", "dask-local", "--workers", "2"))):
         where.mkdir()
         proc = rig_run(where, experiment(where, "same"), *args)
         assert proc.returncode == 0, proc.stderr
@@ -100,7 +100,7 @@ def test_dask_local_records_equal_the_local_executors(tmp_path):
     text = (dask / "results" / "same" / "runs.jsonl").read_text()
     assert "rig-worker-results" not in text and str(tmp_path) not in text
     # Resumed, there is nothing left to run: the records say what was done wherever it ran.
-    again = rig_run(dask, experiment(dask, "same"), "--executor", "dask-local", "--dask-workers", "1")
+    again = rig_run(dask, experiment(dask, "same"), "--executor", "dask-local", "--workers", "1")
     assert again.returncode == 0 and "0 to run" in again.stderr, again.stderr
 
 
@@ -284,6 +284,7 @@ def test_bad_executor_options_are_one_line(tmp_path):
         (("--executor", "spark"), "unknown executor 'spark'; use local, dask-local or dask"),
         (("--executor", "dask"), "--scheduler goes with --executor dask"),
         (("--scheduler", "tcp://127.0.0.1:1"), "--scheduler goes with --executor dask"),
+        (("--workers", "3"), "--workers goes with --executor dask-local"),
     ):
         proc = rig_run(tmp_path, exp, *args)
         assert proc.returncode == 2 and message in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
@@ -310,7 +311,7 @@ def _agents_under(root: Path) -> list[int]:
 def test_ctrl_c_on_dask_local_kills_the_agents_on_its_workers(tmp_path):
     exp = experiment(tmp_path, "stop", 'policy = "sleep", seconds = 300')
     proc = subprocess.Popen(
-        [RIG, "run", str(exp), "--executor", "dask-local", "--dask-workers", "1"],
+        [RIG, "run", str(exp), "--executor", "dask-local", "--workers", "1"],
         env=env(tmp_path),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

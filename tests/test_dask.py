@@ -23,7 +23,7 @@ from rig.paths import REPO_ROOT
 BIN = Path(sys.executable).parent
 RIG = str(BIN / "rig")
 DASK = str(BIN / "dask")
-TASKS = '["t1_fix_pagination", "t4_split_constant"]'
+TASKS = '["t1_fix_pagination"]'
 # What differs between two runs of the same plan item, whoever runs it.
 VOLATILE = {"started_at", "finished_at", "wall_s", "worker"}
 
@@ -87,7 +87,7 @@ def test_dask_local_records_equal_the_local_executors(tmp_path):
         assert proc.returncode == 0, proc.stderr
     if_local = {r["run_id"]: r for r in records(local, "same")}
     on_dask = {r["run_id"]: r for r in records(dask, "same")}
-    assert len(on_dask) == 4 and set(on_dask) == set(if_local)
+    assert len(on_dask) == 2 and set(on_dask) == set(if_local)
     for run_id, record in on_dask.items():
         mine, theirs = comparable(record), comparable(if_local[run_id])
         assert mine == theirs, (run_id, differences(mine, theirs))
@@ -211,17 +211,19 @@ def test_a_worker_killed_mid_run_is_worker_lost_and_every_run_is_recorded_once(t
         text=True,
     )
     try:
-        # Worker a's first workspace means it is running an agent: kill it there, with kill -9.
-        workspaces = tmp_path / "runs-a" / "lost"
-        _wait_for(lambda: workspaces.is_dir() and any(workspaces.iterdir()), 120, "a run on worker a")
-        cluster.kill("a")
+        # A worker's first workspace means it is running an agent: kill it there, with kill -9.
+        def busy() -> list[str]:
+            return [w for w in ("a", "b") if any((tmp_path / f"runs-{w}").glob("lost/*"))]
+
+        _wait_for(busy, 120, "a run on a worker")
+        cluster.kill(busy()[0])
         out, err = run.communicate(timeout=600)
     finally:
         if run.poll() is None:
             run.kill()
     assert run.returncode == 0, err
     runs = records(tmp_path, "lost")
-    assert sorted(r["run_id"] for r in runs) == sorted({r["run_id"] for r in runs}) and len(runs) == 4
+    assert sorted(r["run_id"] for r in runs) == sorted({r["run_id"] for r in runs}) and len(runs) == 2
     lost = [r for r in records(tmp_path, "lost", "quarantine") if r["infra"]["rule"] == "worker_lost"]
     assert len(lost) >= 1, records(tmp_path, "lost", "quarantine")
     assert all(r["infra"]["is_infra"] and not r["success"] for r in lost)
@@ -274,7 +276,7 @@ def test_a_worker_whose_fixture_differs_is_refused_by_name(tmp_path, cluster):
     assert "on the coordinator" in refusal[0]
     # Every run ran on the worker that matches.
     workers = {r["worker"] for r in records(tmp_path, "pins")}
-    assert len(workers) == 1 and len(records(tmp_path, "pins")) == 4
+    assert len(workers) == 1 and len(records(tmp_path, "pins")) == 2
     cluster.procs["odd"].wait(timeout=30)  # retired: the refused worker was closed
 
 

@@ -2,7 +2,6 @@
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -117,33 +116,6 @@ def test_doing_nothing_fails_where_the_task_says(tmp_path):
         assert sorted(record["hidden"]["failed"]) == sorted(want.fails_hidden)
         assert record["failing_stage"] == (record["check"]["failed"] or ["hidden"])[0]
         assert not record["infra"]["is_infra"]
-
-
-@pytest.mark.slow
-def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path):
-    exp = write_experiment(tmp_path, "killed", AGENTS_ARMS, workers=3, repetitions=2)
-    runs = results(tmp_path, "killed") / "runs.jsonl"
-    for _ in range(2):
-        runner = subprocess.Popen(
-            [RIG, "run", str(exp)],
-            env=rig_env(tmp_path),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        start_count = len(runs.read_text().splitlines()) if runs.exists() else 0
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if runs.exists() and len(runs.read_text().splitlines()) >= start_count + 3:
-                break
-            time.sleep(0.1)
-        os.kill(runner.pid, signal.SIGKILL)
-        runner.wait()
-    proc = rig(tmp_path, "run", str(exp))
-    assert proc.returncode == 0, proc.stderr
-    records = read_jsonl(runs)
-    ids = [r["run_id"] for r in records]
-    assert len(ids) == 20 and len(set(ids)) == 20
-    assert all(r["success"] for r in records)
 
 
 def _agent_processes() -> list[str]:

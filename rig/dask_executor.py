@@ -151,7 +151,9 @@ class DaskExecutor:
             failed = rig_error_record(attempt, Trail(step="worker"), None, exc)
             record = self.ctx.redactor.value(failed.model_dump(mode="json"))
         else:
+            # The worker wrote the record (naming itself) into the folder it bundled.
             remote.unbundle(data, folder)
+            return record, folder
         write_artifact(folder / remote.RECORD_FILE, json.dumps(record, indent=2, sort_keys=True) + "\n")
         return record, folder
 

@@ -17,6 +17,7 @@ Containment, strongest first (`containment` picks what this machine allows):
 `RIG_CGROUP=off` and `RIG_PIDNS=off` skip a backend: diagnostic switches, to test the weaker ones.
 """
 
+import errno
 import os
 import re
 import secrets
@@ -515,8 +516,11 @@ def _empty_leaf(leaf: Path, timeout: float, use_kill_file: bool) -> int:
         # Children before parents: a cgroup with cgroups inside cannot be removed.
         for dirpath, _dirs, _files in os.walk(leaf, topdown=False):
             os.rmdir(dirpath)
-    except FileNotFoundError:
-        pass  # removed meanwhile by the thread that interrupted the run, or by a resuming runner
+    except OSError as exc:
+        # Removed meanwhile by the thread that interrupted the run, or by a resuming runner: a
+        # cgroup the kernel is tearing down answers ENODEV, one already gone ENOENT.
+        if exc.errno not in (errno.ENOENT, errno.ENODEV):
+            raise
     return held
 
 

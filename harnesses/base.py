@@ -25,6 +25,7 @@ from rig.models import (
     AgentRun,
     Condition,
     Metrics,
+    Transcript,
 )
 from rig.proc import (
     AGENT_TOKEN_VAR,
@@ -102,6 +103,14 @@ class HarnessAdapter(Protocol):
 
     def infra_signature(self, run: AgentRun, metrics: Metrics) -> str | None:
         """The name of a harness-specific provider-failure signature seen in this run, if any."""
+        ...
+
+    @staticmethod
+    def transcript(run: AgentRun) -> Transcript:
+        """The session of `run` as steps (prompt, model turns with their tool calls and outputs,
+        tokens and cost per turn): a pure function of the saved files, like parse_session, which
+        names what it could not read in `gaps` rather than failing. A static method: a results
+        folder copied to another machine is read without its tasks or provider."""
         ...
 
     def tool_pending(self, run: AgentRun) -> bool:

@@ -3,12 +3,13 @@ behaviour derived from reads and commands."""
 
 import json
 import posixpath
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from harnesses import shell
-from rig.models import Metrics
+from rig.models import Metrics, Transcript, TranscriptStep, TranscriptToolCall
 
 # The diagnostic Pi (pi-ai) adds to a message whose transport failed before it completed.
 PI_TRANSPORT_FAILURE = "provider_transport_failure"
@@ -250,3 +251,83 @@ def derive_behaviour(
     metrics.read_skill = skill_invoked or any(shell.is_skill(p) for p in metrics.read_paths)
     metrics.bash_search_commands = [c for c in metrics.bash_commands if shell.is_search(c)]
     metrics.ran_pytest = any(shell.runs_pytest(c) for c in metrics.bash_commands)
+
+
+def _optional_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def pi_transcript(harness: str, messages: Iterable[dict[str, Any]], header: dict[str, Any]) -> Transcript:
+    """The steps of a Pi-format conversation (Pi's own, and the scripted agent's imitation).
+
+    `header` is the session's `session` entry (its prompt, if it holds one, becomes the first
+    step). A toolResult message fills the output of the call it answers, whichever turn made it; an
+    `error` message (a provider error the scripted agent logs) becomes a system step.
+    """
+    transcript = Transcript(
+        harness=harness, session_id=as_str(header.get("id")), model=as_str(header.get("model"))
+    )
+    prompt = as_str(header.get("prompt"))
+    if prompt:
+        transcript.steps.append(TranscriptStep(source="user", text=prompt))
+    calls: dict[str, TranscriptToolCall] = {}
+    for message in messages:
+        role = message.get("role")
+        if role == "user":
+            transcript.steps.append(TranscriptStep(source="user", text=result_text(message.get("content"))))
+        elif role == "toolResult":
+            call = calls.get(as_str(message.get("toolCallId")) or "")
+            if call is None:
+                transcript.gaps.append(f"a tool result for an unknown call {message.get('toolCallId')!r}")
+                continue
+            call.output = result_text(message.get("content"))
+            call.is_error = message.get("isError") is True
+        elif role == "assistant":
+            transcript.steps.append(_pi_turn(message, calls))
+        elif role == "error":
+            transcript.steps.append(
+                TranscriptStep(source="system", text=f"[provider error] {message['content']}")
+            )
+    return transcript
+
+
+def _pi_turn(message: dict[str, Any], calls: dict[str, TranscriptToolCall]) -> TranscriptStep:
+    texts, thoughts, step_calls = [], [], []
+    for item in message.get("content") if isinstance(message.get("content"), list) else []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "text":
+            texts.append(str(item.get("text", "")))
+        elif item.get("type") == "thinking":
+            thoughts.append(str(item.get("thinking", "")))
+        elif item.get("type") == "toolCall":
+            arguments = item.get("arguments")
+            call = TranscriptToolCall(
+                id=as_str(item.get("id")),
+                name=str(item.get("name")),
+                arguments=arguments if isinstance(arguments, dict | str) else {},
+            )
+            step_calls.append(call)
+            if call.id:
+                calls[call.id] = call
+    if message.get("errorMessage"):
+        texts.append(f"[error] {message['errorMessage']}")
+    usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
+    cost = usage.get("cost")
+    total = cost.get("total") if isinstance(cost, dict) else None
+    model = message.get("model")
+    timestamp = message.get("timestamp")
+    return TranscriptStep(
+        source="agent",
+        text="\n".join(texts),
+        reasoning="\n".join(thoughts) or None,
+        model=f"{message.get('provider')}/{model}" if message.get("provider") and model else as_str(model),
+        tool_calls=step_calls,
+        input_tokens=_optional_int(usage.get("input")),
+        output_tokens=_optional_int(usage.get("output")),
+        cache_read_tokens=_optional_int(usage.get("cacheRead")),
+        cache_write_tokens=_optional_int(usage.get("cacheWrite")),
+        reasoning_tokens=_optional_int(usage.get("reasoning")),
+        cost_usd=float(total) if isinstance(total, int | float) and not isinstance(total, bool) else None,
+        timestamp=str(timestamp) if isinstance(timestamp, str | int) else None,
+    )

@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from harnesses.cli_harness import CliHarness, install_skill, round_cost
-from harnesses.logs import ToolLog, as_int, derive_behaviour, fold_pi_message, read_jsonl
+from harnesses.logs import ToolLog, as_int, derive_behaviour, fold_pi_message, pi_transcript, read_jsonl
 from harnesses.mock_model.openai_chat import OpenAIChat
 from harnesses.mock_model.tools import ToolCall, ToolMap
-from rig.models import AgentRun, Condition, Metrics, Provider
+from rig.models import AgentRun, Condition, Metrics, Provider, Transcript
 
 BIN_ENV = "RIG_PI_BIN"
 SESSION_FILE = "session.jsonl"
@@ -136,6 +136,11 @@ class PiHarness(CliHarness):
     def parse_session(self, run: AgentRun) -> Metrics:
         """Metrics from the saved session and event stream alone."""
         return parse_files(run.session_path, run.stdout_path)
+
+    @staticmethod
+    def transcript(run: AgentRun) -> Transcript:
+        """The conversation of the saved session (else the event stream), with the prompt."""
+        return read_transcript(run.session_path, run.stdout_path)
 
     def infra_signature(self, run: AgentRun, metrics: Metrics) -> str | None:
         """The provider failure this run shows, if any (Pi exits 0 on all of them).
@@ -282,6 +287,13 @@ def truncated(message: dict[str, Any]) -> bool:
         return False
     usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
     return as_int(usage.get("totalTokens")) == 0
+
+
+def read_transcript(session_path: Path | None, stdout_path: Path | None) -> Transcript:
+    """The steps of one Pi run; Pi keeps the prompt as the first user message."""
+    session, stream = read_jsonl(session_path), read_jsonl(stdout_path)
+    header = next((e for e in session + stream if e.get("type") == "session"), {})
+    return pi_transcript("pi", _messages(session, stream), header)
 
 
 def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from harnesses.base import Confinement, HarnessAdapter
 from harnesses.mock_model.server import WireProtocol
-from rig.models import DEFAULT_STALL_S, Provider, Task
+from rig.models import DEFAULT_STALL_S, AgentRun, Provider, Task, Transcript
 
 ENTRY_POINT_GROUP = "rig.harnesses"
 BUILTIN = {
@@ -71,6 +71,11 @@ def adapter_class(name: str) -> type[HarnessAdapter]:
         raise HarnessUnavailable(
             f"harness {name!r}: cannot load {target} ({exc}); reinstall its package"
         ) from exc
+
+
+def read_transcript(name: str, run: AgentRun) -> Transcript:
+    """The transcript of a saved attempt of harness `name` (HarnessAdapter.transcript)."""
+    return adapter_class(name).transcript(run)
 
 
 def calibrated_names() -> tuple[str, ...]:

@@ -31,8 +31,18 @@ from typing import Any
 
 from harnesses.base import Confinement, run_agent_process
 from harnesses.cli_harness import round_cost
-from harnesses.logs import ToolLog, derive_behaviour, fold_pi_message, read_jsonl
-from rig.models import DEFAULT_STALL_S, AgentRun, Condition, Metrics, Pack, Provider, RunnerKind, Task
+from harnesses.logs import ToolLog, derive_behaviour, fold_pi_message, pi_transcript, read_jsonl
+from rig.models import (
+    DEFAULT_STALL_S,
+    AgentRun,
+    Condition,
+    Metrics,
+    Pack,
+    Provider,
+    RunnerKind,
+    Task,
+    Transcript,
+)
 from rig.proc import BASE_PATH
 from rig.version import rig_version
 
@@ -176,6 +186,21 @@ class ScriptedHarness:
     def parse_session(self, run: AgentRun) -> Metrics:
         """Metrics from the saved session alone; a missing or empty session gives zero metrics."""
         return parse_session_file(run.session_path)
+
+    @staticmethod
+    def transcript(run: AgentRun) -> Transcript:
+        """The saved session's steps: the prompt, then each message and provider error in order."""
+        events = read_jsonl(run.session_path)
+        header = next((e for e in events if e.get("type") == "session"), {})
+        messages = [
+            e["message"]
+            if e.get("type") == "message"
+            else {"role": "error", "content": str(e.get("message", ""))}
+            for e in events
+            if (e.get("type") == "message" and isinstance(e.get("message"), dict))
+            or e.get("type") == PROVIDER_ERROR
+        ]
+        return pi_transcript("scripted", messages, header)
 
     def infra_signature(self, run: AgentRun, metrics: Metrics) -> str | None:
         """`scripted_provider_error` when the session holds a provider_error event.

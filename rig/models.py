@@ -432,6 +432,52 @@ class Metrics(BaseModel):
     final_text: str | None = None
 
 
+class TranscriptToolCall(BaseModel):
+    """One tool call of a model turn, with what it returned."""
+
+    id: str | None = None
+    name: str
+    arguments: dict[str, Any] | str = Field(
+        default_factory=dict, description="the arguments as the harness recorded them (a string if not JSON)"
+    )
+    output: str | None = Field(
+        default=None, description="what the tool returned; None if no result was saved"
+    )
+    is_error: bool | None = Field(default=None, description="None where the harness does not say")
+
+
+class TranscriptStep(BaseModel):
+    """One step of a session: the task's prompt (`user`), a model turn (`agent`) or a note the
+    harness recorded (`system`: an error, a retry). Token counts and cost are per turn; None where
+    the harness records none for it."""
+
+    source: Literal["system", "user", "agent"]
+    text: str = ""
+    reasoning: str | None = None
+    model: str | None = None
+    tool_calls: list[TranscriptToolCall] = Field(default_factory=list)
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cost_usd: float | None = None
+    timestamp: str | None = None
+
+
+class Transcript(BaseModel):
+    """A session as a sequence of steps, read from an attempt's saved files by its harness's
+    adapter: what a viewer shows and an ATIF export carries. Never stored in a record."""
+
+    harness: str
+    session_id: str | None = None
+    model: str | None = None
+    steps: list[TranscriptStep] = Field(default_factory=list)
+    gaps: list[str] = Field(
+        default_factory=list, description="what of the saved files could not be read into steps, and why"
+    )
+
+
 # --- Verdicts after the agent: verification, protected files, the audit, the sandbox --------------
 
 

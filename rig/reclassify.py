@@ -5,30 +5,19 @@ the current rules call infrastructure failures out of the scored set (into quara
 they are rerun) and brings back quarantined runs that the rules now score.
 """
 
-from pathlib import Path
-
 from harnesses.shell import judge
 from rig.classify import classify, hang_kind
 from rig.migrate import read_quarantine, read_runs
-from rig.models import RIG_SIDE_RULES, AgentRun, Change
+from rig.models import RIG_SIDE_RULES, Change
 from rig.runner import RunContext, adapter_for
-
-
-def _agent_run(record: dict, folder: Path) -> AgentRun:
-    session = folder / "session.jsonl"
-    return AgentRun(
-        **record["agent"],
-        session_path=session if session.exists() else None,
-        stdout_path=folder / "stdout.log",
-        stderr_path=folder / "stderr.log",
-    )
+from rig.transcripts import saved_run
 
 
 def _rederive(ctx: RunContext, record: dict) -> dict:
     exp = ctx.experiment
     task = ctx.tasks[record["task"]]
     adapter = adapter_for(exp, task)
-    run = _agent_run(record, ctx.store.root / record["artifacts"])
+    run = saved_run(record, ctx.store.root / record["artifacts"])
     metrics = judge(adapter.parse_session(run), task.pack.spec)
     pending = adapter.tool_pending(run) if run.stalled else False
     infra = classify(run, metrics, adapter.infra_signature(run, metrics), exp.timeouts.stall_s, pending)

@@ -38,10 +38,19 @@ from pathlib import Path
 from typing import Any
 
 from harnesses.cli_harness import CliHarness, install_skill, round_cost
-from harnesses.logs import ToolLog, as_int, as_str, derive_behaviour, read_jsonl, result_text
+from harnesses.logs import (
+    ToolLog,
+    as_int,
+    as_str,
+    derive_behaviour,
+    optional_int,
+    read_jsonl,
+    result_text,
+    unreadable_lines,
+)
 from harnesses.mock_model.anthropic_messages import AnthropicMessages
 from harnesses.mock_model.tools import ToolCall, ToolMap
-from rig.models import AgentRun, Condition, Metrics
+from rig.models import AgentRun, Condition, Metrics, Transcript, TranscriptStep, TranscriptToolCall
 
 SESSION_NAME = "session.jsonl"
 INFRA_SIGNATURE = "claude_api_error"
@@ -176,6 +185,11 @@ class ClaudeCodeHarness(CliHarness):
         """Metrics from stdout.log and session.jsonl alone (missing files give zero metrics)."""
         return parse_files(run.stdout_path, run.session_path, run.command)
 
+    @staticmethod
+    def transcript(run: AgentRun) -> Transcript:
+        """The conversation of the saved stream and transcript (see `read_transcript`)."""
+        return read_transcript(run.stdout_path, run.session_path)
+
     def infra_signature(self, run: AgentRun, metrics: Metrics) -> str | None:
         """`claude_api_error` when Claude Code reports a provider error; else None (the shared rules)."""
         return INFRA_SIGNATURE if load_session(run.stdout_path, run.session_path).api_error else None
@@ -269,6 +283,7 @@ class _Message:
     usage: dict[str, Any] = field(default_factory=dict)
     stop_reason: str | None = None
     api_error: bool = False
+    timestamp: str | None = None
 
 
 @dataclass
@@ -277,6 +292,8 @@ class Session:
 
     cwd: str | None = None
     init_model: str | None = None
+    session_id: str | None = None
+    prompt: str | None = None
     messages: list[_Message] = field(default_factory=list)
     tool_results: dict[str, tuple[str, bool]] = field(default_factory=dict)
     retries: list[dict[str, Any]] = field(default_factory=list)
@@ -309,6 +326,7 @@ def load_session(stdout_path: Path | None, transcript_path: Path | None) -> Sess
         if kind == "system" and event.get("subtype") == "init":
             session.cwd = as_str(event.get("cwd")) or session.cwd
             session.init_model = as_str(event.get("model")) or session.init_model
+            session.session_id = as_str(event.get("session_id")) or session.session_id
         elif kind == "system" and event.get("subtype") == "api_retry":
             session.retries.append(event)
         elif kind == "result":
@@ -328,8 +346,13 @@ def load_session(stdout_path: Path | None, transcript_path: Path | None) -> Sess
             _add_block(messages, record, stream=False, blocks=message_id not in from_stream)
         elif kind == "user":
             _collect_tool_results(session, record)
+            body = record.get("message")
+            # The task's prompt is the first user message of the main conversation with text content.
+            if session.prompt is None and isinstance(body, dict) and not record.get("isSidechain"):
+                session.prompt = as_str(body.get("content"))
         if session.cwd is None and isinstance(record.get("cwd"), str):
             session.cwd = record["cwd"]
+        session.session_id = session.session_id or as_str(record.get("sessionId"))
     session.messages = list(messages.values())
     return session
 
@@ -345,6 +368,7 @@ def _add_block(
         return None
     entry = messages.setdefault(message_id, _Message(message_id))
     entry.model = entry.model or as_str(message.get("model"))
+    entry.timestamp = entry.timestamp or as_str(event.get("timestamp"))
     content = message.get("content") if isinstance(message.get("content"), list) else []
     if blocks:
         entry.blocks.extend(b for b in content if isinstance(b, dict))
@@ -408,6 +432,100 @@ def pending_tool_use(events: list[dict[str, Any]]) -> bool:
             for block in _blocks(event, "tool_result"):
                 tools.result(as_str(block.get("tool_use_id")), "", block.get("is_error") is True)
     return tools.pending
+
+
+def read_transcript(stdout_path: Path | None, transcript_path: Path | None) -> Transcript:
+    """The steps of one Claude Code run: the prompt (from the transcript), one agent step per
+    response as `load_session` merges them (an API-error message too, as parse_files counts it),
+    each retry the stream reports as a system step before the response it preceded, and an
+    erroring `result` that no API-error message stands for as a last system step.
+
+    Per-turn tokens are each response's final usage; Claude Code records no cost per response.
+    """
+    session = load_session(stdout_path, transcript_path)
+    models = [m.model for m in session.messages if m.model and m.model != SYNTHETIC_MODEL]
+    transcript = Transcript(
+        harness="claude-code",
+        session_id=session.session_id,
+        model=models[0] if models else session.init_model,
+        gaps=unreadable_lines(stdout_path) + unreadable_lines(transcript_path),
+    )
+    if session.prompt:
+        transcript.steps.append(TranscriptStep(source="user", text=session.prompt))
+    retries = _retries_before(read_jsonl(stdout_path))
+    for index, message in enumerate(session.messages):
+        transcript.steps += [_retry_step(r) for r in retries.pop(index, [])]
+        transcript.steps.append(_turn(message, session.tool_results))
+    transcript.steps += [_retry_step(r) for index in sorted(retries) for r in retries[index]]
+    result = session.result or {}
+    if result.get("is_error") is True and not any(m.api_error for m in session.messages):
+        text = result.get("result") or result.get("subtype")
+        transcript.steps.append(TranscriptStep(source="system", text=f"[error] {text}"))
+    if not session.messages and not session.prompt:
+        transcript.gaps.append("neither the stream nor the transcript holds a message")
+    return transcript
+
+
+def _retries_before(stream: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """The stream's `api_retry` events by how many responses the stream had shown before each."""
+    seen: list[str] = []
+    retries: dict[int, list[dict[str, Any]]] = {}
+    for event in stream:
+        message = event.get("message") if isinstance(event.get("message"), dict) else {}
+        message_id = as_str(message.get("id")) or as_str(event.get("uuid"))
+        if event.get("type") == "assistant" and message_id and message_id not in seen:
+            seen.append(message_id)
+        elif event.get("type") == "system" and event.get("subtype") == "api_retry":
+            retries.setdefault(len(seen), []).append(event)
+    return retries
+
+
+def _retry_step(retry: dict[str, Any]) -> TranscriptStep:
+    return TranscriptStep(
+        source="system",
+        text=f"[retry {retry.get('attempt')}/{retry.get('max_retries')}] {retry.get('error')} "
+        f"(HTTP {retry.get('error_status')})",
+    )
+
+
+def _turn(message: _Message, results: dict[str, tuple[str, bool]]) -> TranscriptStep:
+    """One response as an agent step, each tool call with the result it got (if any)."""
+    texts, thoughts, calls = [], [], []
+    for block in message.blocks:
+        if block.get("type") == "text":
+            texts.append(str(block.get("text", "")))
+        elif block.get("type") == "thinking":
+            thoughts.append(str(block.get("thinking", "")))
+        elif block.get("type") == "tool_use":
+            call_id = as_str(block.get("id"))
+            arguments = block.get("input")
+            result = results.get(call_id) if call_id else None
+            calls.append(
+                TranscriptToolCall(
+                    id=call_id,
+                    name=str(block.get("name")),
+                    arguments=arguments if isinstance(arguments, dict | str) else {},
+                    output=result[0] if result else None,
+                    is_error=result[1] if result else None,
+                )
+            )
+    usage = message.usage
+    details = (
+        usage.get("output_tokens_details") if isinstance(usage.get("output_tokens_details"), dict) else {}
+    )
+    return TranscriptStep(
+        source="agent",
+        text="\n".join(texts),
+        reasoning="\n".join(thoughts) or None,
+        model=None if message.model == SYNTHETIC_MODEL else message.model,
+        tool_calls=calls,
+        input_tokens=optional_int(usage.get("input_tokens")),
+        output_tokens=optional_int(usage.get("output_tokens")),
+        cache_read_tokens=optional_int(usage.get("cache_read_input_tokens")),
+        cache_write_tokens=optional_int(usage.get("cache_creation_input_tokens")),
+        reasoning_tokens=optional_int(details.get("thinking_tokens")),
+        timestamp=message.timestamp,
+    )
 
 
 def parse_files(stdout_path: Path | None, transcript_path: Path | None, command: list[str]) -> Metrics:

@@ -49,16 +49,26 @@ import posixpath
 import re
 import shlex
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
 import genai_prices
 
 from harnesses.cli_harness import CliHarness, install_skill, round_cost
-from harnesses.logs import ToolLog, as_int, as_time, derive_behaviour, read_jsonl
+from harnesses.logs import (
+    ToolLog,
+    as_int,
+    as_str,
+    as_time,
+    derive_behaviour,
+    optional_int,
+    read_jsonl,
+    unreadable_lines,
+)
 from harnesses.mock_model.openai_responses import OpenAIResponses
 from harnesses.mock_model.tools import ToolCall, ToolMap
-from rig.models import AgentRun, Condition, Metrics
+from rig.models import AgentRun, Condition, Metrics, Transcript, TranscriptStep, TranscriptToolCall
 
 BIN_ENV = "RIG_CODEX_BIN"
 SESSION_FILE = "session.jsonl"
@@ -249,6 +259,11 @@ class CodexHarness(CliHarness):
         """Metrics from the saved rollout copy and event stream alone."""
         return parse_files(run.session_path, run.stdout_path)
 
+    @staticmethod
+    def transcript(run: AgentRun) -> Transcript:
+        """The conversation of the saved rollout (else the event stream), see `read_transcript`."""
+        return read_transcript(run.session_path, run.stdout_path)
+
     def infra_signature(self, run: AgentRun, metrics: Metrics) -> str | None:
         """`codex_<codex_error_info>` of a failed turn (e.g. codex_internal_server_error), else None."""
         return signature(read_jsonl(run.session_path), read_jsonl(run.stdout_path))
@@ -384,6 +399,202 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
     _fold_outcomes(metrics, rollout, stream)
     derive_behaviour(metrics, tools.read_paths(), cwd, attempted=tools.read_attempts())
     return metrics
+
+
+def read_transcript(session_path: Path | None, stdout_path: Path | None) -> Transcript:
+    """The steps of one Codex run.
+
+    From the rollout: the prompt (Codex's `user_message` event, or the completed `UserMessage`
+    item: the rollout's other user-role messages are the context Codex adds), and one agent step
+    per model response: the assistant-side items (reasoning, messages, calls) up to the response's
+    `token_usage_record`, which gives its tokens, each call with its output item. The failures of
+    the stream (`error` events, a `turn.failed` not announced before) become system steps, placed
+    after as many steps' items as the stream had completed before them; without a stream, the
+    rollout's failed turn ends do. Without a rollout, each completed item of the stream is a step
+    of its own, with no tokens. Codex records no cost (the rig prices its responses as a whole).
+    """
+    rollout, stream = read_jsonl(session_path), read_jsonl(stdout_path)
+    meta = next((_payload(e) for e in rollout if e.get("type") == "session_meta"), {})
+    transcript = Transcript(
+        harness="codex",
+        session_id=as_str(meta.get("id")),
+        gaps=unreadable_lines(session_path) + unreadable_lines(stdout_path),
+    )
+    prompt = _rollout_prompt(rollout)
+    if prompt:
+        transcript.steps.append(TranscriptStep(source="user", text=prompt))
+    steps = _rollout_steps(rollout) if rollout else _stream_steps(stream)
+    transcript.model = next((s.model for s in steps if s.model), None)
+    failures = _stream_failures(stream) if stream else _rollout_failures(rollout)
+    done = 0
+    for step in steps:
+        done += len(step.tool_calls) + bool(step.text)
+        while failures and failures[0][0] < done:
+            transcript.steps.append(failures.pop(0)[1])
+        transcript.steps.append(step)
+    transcript.steps += [step for _, step in failures]
+    if not rollout and not stream:
+        transcript.gaps.append("neither the rollout nor the event stream was saved")
+    return transcript
+
+
+def _rollout_prompt(rollout: list[dict[str, Any]]) -> str | None:
+    for entry in rollout:
+        payload = _payload(entry)
+        if entry.get("type") != "event_msg":
+            continue
+        if payload.get("type") == "user_message":
+            return as_str(payload.get("message"))
+        item = payload.get("item") if isinstance(payload.get("item"), dict) else {}
+        if payload.get("type") == "item_completed" and item.get("type") == "UserMessage":
+            return _output_text(item.get("content")) or None
+    return None
+
+
+def _rollout_steps(rollout: list[dict[str, Any]]) -> list[TranscriptStep]:
+    """One agent step per model response of the rollout (see `read_transcript`)."""
+    steps: list[TranscriptStep] = []
+    calls: dict[str, TranscriptToolCall] = {}
+    current: TranscriptStep | None = None
+    # Whether the current step may take more items: a tool output or a user message ends a response.
+    open_items = False
+    model: str | None = None
+    for entry in rollout:
+        kind, payload = entry.get("type"), _payload(entry)
+        if kind == "turn_context" and isinstance(payload.get("model"), str):
+            model = payload["model"]
+        elif kind == "token_usage_record" and isinstance(payload.get("usage"), dict):
+            if current is None or current.output_tokens is not None:
+                current = TranscriptStep(
+                    source="agent", model=model, timestamp=as_str(entry.get("timestamp"))
+                )
+                steps.append(current)
+            _step_usage(current, payload["usage"])
+            open_items = False
+        elif kind == "response_item":
+            item = payload.get("type")
+            if item in _CALL_ITEMS or item == "reasoning" or payload.get("role") == "assistant":
+                if current is None or not open_items:
+                    current = TranscriptStep(
+                        source="agent", model=model, timestamp=as_str(entry.get("timestamp"))
+                    )
+                    steps.append(current)
+                    open_items = True
+                _add_item(current, payload, calls)
+            elif item in _OUTPUT_ITEMS:
+                open_items = False
+                call = calls.get(str(payload.get("call_id")))
+                if call is not None:
+                    call.output = _output_text(payload.get("output"))
+                    call.is_error = _tool_failed(call.name, payload.get("output"))
+            elif payload.get("role") == "user":
+                open_items = False
+    return steps
+
+
+def _add_item(step: TranscriptStep, payload: dict[str, Any], calls: dict[str, TranscriptToolCall]) -> None:
+    """One assistant-side response item into its step."""
+    item = payload.get("type")
+    if item == "reasoning":
+        parts = [*(payload.get("summary") or []), *(payload.get("content") or [])]
+        text = "".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
+        step.reasoning = "\n".join(t for t in (step.reasoning, text) if t) or None
+    elif item in _CALL_ITEMS:
+        arguments: Any = payload.get("arguments", payload.get("input", payload.get("action")))
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except json.JSONDecodeError:
+                pass
+        call = TranscriptToolCall(
+            id=as_str(payload.get("call_id")),
+            name=_CALL_ITEMS[item] or str(payload.get("name")),
+            arguments=arguments if isinstance(arguments, dict | str) else {},
+        )
+        step.tool_calls.append(call)
+        if call.id:
+            calls[call.id] = call
+    else:
+        text = _output_text(payload.get("content"))
+        step.text = "\n".join(t for t in (step.text, text) if t)
+
+
+def _step_usage(step: TranscriptStep, usage: dict[str, Any]) -> None:
+    """A response's tokens, in the rig's terms (input without the cached and written tokens)."""
+    everything = as_int(usage.get("input_tokens"))
+    cached, written = as_int(usage.get("cached_input_tokens")), as_int(usage.get("cache_write_input_tokens"))
+    step.input_tokens = everything - cached - written
+    step.cache_read_tokens = cached
+    step.cache_write_tokens = written
+    step.output_tokens = as_int(usage.get("output_tokens"))
+    step.reasoning_tokens = optional_int(usage.get("reasoning_output_tokens"))
+
+
+def _stream_steps(stream: list[dict[str, Any]]) -> list[TranscriptStep]:
+    """Each completed item of the stream as an agent step, for a run without a rollout."""
+    steps = []
+    for event in stream:
+        item = event.get("item") if event.get("type") == "item.completed" else None
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "agent_message":
+            steps.append(TranscriptStep(source="agent", text=str(item.get("text", ""))))
+        elif kind in ("command_execution", "file_change", "mcp_tool_call", "web_search"):
+            name = {"command_execution": "exec_command", "file_change": "apply_patch"}.get(
+                str(kind), str(item.get("tool") or kind)
+            )
+            arguments = {k: v for k, v in item.items() if k in ("command", "changes", "arguments", "query")}
+            failed = item.get("status") == "failed" or (
+                kind == "command_execution"
+                and (not isinstance(item.get("exit_code"), int) or item["exit_code"] < 0)
+            )
+            call = TranscriptToolCall(
+                id=as_str(item.get("id")),
+                name=name,
+                arguments=arguments,
+                output=str(item.get("aggregated_output") or ""),
+                is_error=failed,
+            )
+            steps.append(TranscriptStep(source="agent", tool_calls=[call]))
+    return steps
+
+
+def _stream_failures(stream: list[dict[str, Any]]) -> list[tuple[int, TranscriptStep]]:
+    """The stream's failures as system steps, each with how many items had completed before it."""
+    failures: list[tuple[int, TranscriptStep]] = []
+    done = 0
+    last: str | None = None
+    for event in stream:
+        kind = event.get("type")
+        item = event.get("item") if isinstance(event.get("item"), dict) else {}
+        if kind == "item.completed" and item.get("type") != "reasoning":
+            if item.get("type") == "error":
+                failures.append(
+                    (done, TranscriptStep(source="system", text=f"[error] {item.get('message', '')}"))
+                )
+            else:
+                done += 1
+        elif kind == "error":
+            last = str(event.get("message", ""))
+            failures.append((done, TranscriptStep(source="system", text=f"[error] {last}")))
+        elif kind == "turn.failed":
+            message = str((event.get("error") or {}).get("message", ""))
+            if message != last:
+                failures.append((done, TranscriptStep(source="system", text=f"[turn failed] {message}")))
+    return failures
+
+
+def _rollout_failures(rollout: list[dict[str, Any]]) -> list[tuple[int, TranscriptStep]]:
+    """The rollout's failed turn ends as system steps after everything, for a run without a stream."""
+    return [
+        (
+            sys.maxsize,
+            TranscriptStep(source="system", text=f"[turn failed] {payload['error'].get('message', '')}"),
+        )
+        for payload in map(_payload, rollout)
+        if payload.get("type") == "task_complete" and isinstance(payload.get("error"), dict)
+    ]
 
 
 def _fold_rollout(metrics: Metrics, rollout: list[dict[str, Any]], tools: ToolLog) -> None:

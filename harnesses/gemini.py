@@ -59,10 +59,21 @@ from typing import Any
 import genai_prices
 
 from harnesses.cli_harness import CliHarness, install_skill, round_cost
-from harnesses.logs import ToolLog, as_int, as_str, as_time, derive_behaviour, read_jsonl
+from harnesses.logs import (
+    ToolLog,
+    as_int,
+    as_str,
+    as_time,
+    derive_behaviour,
+    iso_timestamp,
+    optional_int,
+    place_by_time,
+    read_jsonl,
+    unreadable_lines,
+)
 from harnesses.mock_model.gemini import Gemini
 from harnesses.mock_model.tools import ToolCall, ToolMap
-from rig.models import AgentRun, Condition, Metrics
+from rig.models import AgentRun, Condition, Metrics, Transcript, TranscriptStep, TranscriptToolCall
 
 BIN_ENV = "RIG_GEMINI_BIN"
 KEY_ENV = "GEMINI_API_KEY"
@@ -242,6 +253,11 @@ class GeminiHarness(CliHarness):
             )
         return metrics
 
+    @staticmethod
+    def transcript(run: AgentRun) -> Transcript:
+        """The conversation of the saved session (else the event stream), see `read_transcript`."""
+        return read_transcript(run.session_path, run.stdout_path)
+
     def infra_signature(self, run: AgentRun, metrics: Metrics) -> str | None:
         """The provider failure this run shows, if any.
 
@@ -418,6 +434,119 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
         attempted=tools.read_attempts(),
     )
     return metrics
+
+
+def read_transcript(session_path: Path | None, stdout_path: Path | None) -> Transcript:
+    """The steps of one Gemini CLI run.
+
+    The prompt is the stream's user message (else the session's last text-only user message before
+    the first response: the ones before it are Gemini CLI's opening context). Each `gemini` message
+    is an agent step with its tokens (as parse_files counts them), thoughts and tool calls with
+    their results; the stream's `error` events and an erroring `result` are system steps, placed by
+    time. Without a session, the stream's tool calls and messages stand in, without tokens. The
+    cost depends on the provider (priced by the adapter), so the steps have none.
+    """
+    messages, stream = read_session(session_path), read_jsonl(stdout_path)
+    init = next((e for e in stream if e.get("type") == "init"), {})
+    transcript = Transcript(
+        harness="gemini",
+        session_id=as_str(init.get("session_id")),
+        model=as_str(init.get("model")),
+        gaps=unreadable_lines(session_path) + unreadable_lines(stdout_path),
+    )
+    prompt = next((e for e in stream if e.get("type") == "message" and e.get("role") == "user"), {}).get(
+        "content"
+    ) or _session_prompt(messages)
+    if isinstance(prompt, str) and prompt:
+        transcript.steps.append(TranscriptStep(source="user", text=prompt))
+    steps = [_turn(m) for m in _model_messages(messages)] if messages else _stream_turns(stream)
+    notes = []
+    for event in stream:
+        error = event.get("error") if isinstance(event.get("error"), dict) else {}
+        if event.get("type") == "error":
+            text = f"[{event.get('severity', 'error')}] {event.get('message', '')}"
+        elif event.get("type") == "result" and error:
+            text = f"[error] {error.get('message', '')}"
+        else:
+            continue
+        notes.append(
+            TranscriptStep(source="system", text=text, timestamp=iso_timestamp(event.get("timestamp")))
+        )
+    transcript.steps += place_by_time(steps, notes)
+    transcript.model = transcript.model or next((s.model for s in steps if s.model), None)
+    if not messages and not stream:
+        transcript.gaps.append("neither the session nor the event stream was saved")
+    return transcript
+
+
+def _session_prompt(messages: list[dict[str, Any]]) -> str | None:
+    prompt = None
+    for message in messages:
+        if message.get("type") == "gemini":
+            break
+        parts = message.get("content") if isinstance(message.get("content"), list) else []
+        texts = [p.get("text") for p in parts if isinstance(p, dict)]
+        if message.get("type") == "user" and texts and all(isinstance(t, str) for t in texts):
+            prompt = "".join(texts)
+    return prompt
+
+
+def _turn(message: dict[str, Any]) -> TranscriptStep:
+    """One `gemini` message as an agent step (tokens in the rig's terms, as `_fold_message`)."""
+    thoughts = [t for t in message.get("thoughts") or [] if isinstance(t, dict)]
+    calls = [c for c in message.get("toolCalls") or [] if isinstance(c, dict)]
+    step = TranscriptStep(
+        source="agent",
+        text=message["content"] if isinstance(message.get("content"), str) else "",
+        reasoning="\n".join(f"{t.get('subject', '')}: {t.get('description', '')}" for t in thoughts) or None,
+        model=as_str(message.get("model")),
+        tool_calls=[
+            TranscriptToolCall(
+                id=as_str(call.get("id")),
+                name=str(call.get("name")),
+                arguments=call.get("args") if isinstance(call.get("args"), dict) else {},
+                output=_call_output(call) if call.get("result") is not None else None,
+                is_error=call.get("status") == "error" if call.get("status") else None,
+            )
+            for call in calls
+        ],
+        timestamp=iso_timestamp(message.get("timestamp")),
+    )
+    tokens = message.get("tokens")
+    if isinstance(tokens, dict):
+        cached, thinking = as_int(tokens.get("cached")), optional_int(tokens.get("thoughts"))
+        step.input_tokens = as_int(tokens.get("input")) - cached
+        step.cache_read_tokens = cached
+        step.output_tokens = as_int(tokens.get("output")) + (thinking or 0)
+        step.reasoning_tokens = thinking
+    return step
+
+
+def _stream_turns(stream: list[dict[str, Any]]) -> list[TranscriptStep]:
+    """Agent steps from the event stream alone: assistant text, then the tool calls that follow it."""
+    steps: list[TranscriptStep] = []
+    calls: dict[str, TranscriptToolCall] = {}
+    for event in stream:
+        kind = event.get("type")
+        if kind == "message" and event.get("role") == "assistant":
+            if not steps or steps[-1].tool_calls:
+                steps.append(TranscriptStep(source="agent", timestamp=iso_timestamp(event.get("timestamp"))))
+            steps[-1].text += str(event.get("content", ""))
+        elif kind == "tool_use":
+            if not steps:
+                steps.append(TranscriptStep(source="agent", timestamp=iso_timestamp(event.get("timestamp"))))
+            call = TranscriptToolCall(
+                id=as_str(event.get("tool_id")),
+                name=str(event.get("tool_name")),
+                arguments=event.get("parameters") if isinstance(event.get("parameters"), dict) else {},
+            )
+            steps[-1].tool_calls.append(call)
+            if call.id:
+                calls[call.id] = call
+        elif kind == "tool_result" and (call := calls.get(str(event.get("tool_id")))) is not None:
+            call.output = str(event.get("output") or "")
+            call.is_error = event.get("status") == "error"
+    return steps
 
 
 def _fold_message(metrics: Metrics, message: dict[str, Any], tools: ToolLog) -> None:

@@ -2,9 +2,10 @@
 behaviour derived from reads and commands."""
 
 import json
+import math
 import posixpath
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,20 @@ from rig.models import Metrics, Transcript, TranscriptStep, TranscriptToolCall
 
 # The diagnostic Pi (pi-ai) adds to a message whose transport failed before it completed.
 PI_TRANSPORT_FAILURE = "provider_transport_failure"
+
+
+def unreadable_lines(path: Path | None) -> list[str]:
+    """A gap for a transcript when lines of a JSONL file do not parse as JSON objects (a torn last
+    line, a corrupted file), which `read_jsonl` skips; none for a missing file."""
+    if path is None or not path.is_file():
+        return []
+    bad = 0
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            bad += line.strip() != "" and not isinstance(json.loads(line), dict)
+        except json.JSONDecodeError:
+            bad += 1
+    return [f"{path.name}: {bad} line(s) are not JSON objects and were skipped"] if bad else []
 
 
 def read_jsonl(path: Path | None) -> list[dict[str, Any]]:
@@ -228,6 +243,39 @@ def as_time(value: Any) -> datetime | None:
         return None
 
 
+def iso_timestamp(value: Any) -> str | None:
+    """A session file's timestamp as ISO 8601: an ISO string as it is, milliseconds since the epoch
+    (Pi, OpenCode) converted; else None."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            return datetime.fromtimestamp(value / 1000, UTC).isoformat().replace("+00:00", "Z")
+        except (OverflowError, OSError, ValueError):
+            return None
+    return value if as_time(value) is not None else None
+
+
+def place_by_time(steps: list[TranscriptStep], notes: list[TranscriptStep]) -> list[TranscriptStep]:
+    """`steps` with `notes` (system steps from another file: retries, errors) among them, each
+    before the first step that began after it; a note without a timestamp, or after every step, last.
+    Steps without a timestamp keep their place."""
+    pending = sorted(notes, key=lambda note: _epoch(note.timestamp))
+    placed: list[TranscriptStep] = []
+    for step in steps:
+        began = _epoch(step.timestamp)
+        while pending and began < math.inf and _epoch(pending[0].timestamp) < began:
+            placed.append(pending.pop(0))
+        placed.append(step)
+    return placed + pending
+
+
+def _epoch(timestamp: str | None) -> float:
+    """Seconds since the epoch of an ISO timestamp (naive ones taken as UTC); infinity for none."""
+    moment = as_time(timestamp)
+    if moment is None:
+        return math.inf
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
 def derive_behaviour(
     metrics: Metrics,
     read_order: list[str],
@@ -253,7 +301,8 @@ def derive_behaviour(
     metrics.ran_pytest = any(shell.runs_pytest(c) for c in metrics.bash_commands)
 
 
-def _optional_int(value: Any) -> int | None:
+def optional_int(value: Any) -> int | None:
+    """A count a session file records for one turn; None where it records none (or not a count)."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -288,6 +337,7 @@ def pi_transcript(harness: str, messages: Iterable[dict[str, Any]], header: dict
             transcript.steps.append(
                 TranscriptStep(source="system", text=f"[provider error] {message['content']}")
             )
+    transcript.model = transcript.model or next((s.model for s in transcript.steps if s.model), None)
     return transcript
 
 
@@ -316,18 +366,17 @@ def _pi_turn(message: dict[str, Any], calls: dict[str, TranscriptToolCall]) -> T
     cost = usage.get("cost")
     total = cost.get("total") if isinstance(cost, dict) else None
     model = message.get("model")
-    timestamp = message.get("timestamp")
     return TranscriptStep(
         source="agent",
         text="\n".join(texts),
         reasoning="\n".join(thoughts) or None,
         model=f"{message.get('provider')}/{model}" if message.get("provider") and model else as_str(model),
         tool_calls=step_calls,
-        input_tokens=_optional_int(usage.get("input")),
-        output_tokens=_optional_int(usage.get("output")),
-        cache_read_tokens=_optional_int(usage.get("cacheRead")),
-        cache_write_tokens=_optional_int(usage.get("cacheWrite")),
-        reasoning_tokens=_optional_int(usage.get("reasoning")),
+        input_tokens=optional_int(usage.get("input")),
+        output_tokens=optional_int(usage.get("output")),
+        cache_read_tokens=optional_int(usage.get("cacheRead")),
+        cache_write_tokens=optional_int(usage.get("cacheWrite")),
+        reasoning_tokens=optional_int(usage.get("reasoning")),
         cost_usd=float(total) if isinstance(total, int | float) and not isinstance(total, bool) else None,
-        timestamp=str(timestamp) if isinstance(timestamp, str | int) else None,
+        timestamp=iso_timestamp(message.get("timestamp")),
     )

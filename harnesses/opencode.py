@@ -58,10 +58,21 @@ from pathlib import Path
 from typing import Any
 
 from harnesses.cli_harness import CliHarness, install_skill, round_cost
-from harnesses.logs import ToolLog, as_int, as_time, derive_behaviour, read_jsonl
+from harnesses.logs import (
+    ToolLog,
+    as_int,
+    as_str,
+    as_time,
+    derive_behaviour,
+    iso_timestamp,
+    optional_int,
+    place_by_time,
+    read_jsonl,
+    unreadable_lines,
+)
 from harnesses.mock_model.openai_chat import OpenAIChat
 from harnesses.mock_model.tools import ToolCall, ToolMap
-from rig.models import AgentRun, Condition, Metrics
+from rig.models import AgentRun, Condition, Metrics, Transcript, TranscriptStep, TranscriptToolCall
 
 BIN_ENV = "RIG_OPENCODE_BIN"
 SESSION_FILE = "session.json"
@@ -219,6 +230,11 @@ class OpenCodeHarness(CliHarness):
     def parse_session(self, run: AgentRun) -> Metrics:
         """Metrics from the exported session, OpenCode's log and the event stream alone."""
         return parse_files(run.session_path, run.stdout_path)
+
+    @staticmethod
+    def transcript(run: AgentRun) -> Transcript:
+        """The conversation of the exported session (else the event stream), see `read_transcript`."""
+        return read_transcript(run.session_path, run.stdout_path)
 
     def infra_signature(self, run: AgentRun, metrics: Metrics) -> str | None:
         """The provider failure this run shows, if any.
@@ -449,6 +465,134 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
         metrics.cost_source = COST_SOURCE
     derive_behaviour(metrics, tools.read_paths(), cwd, attempted=tools.read_attempts())
     return metrics
+
+
+def read_transcript(session_path: Path | None, stdout_path: Path | None) -> Transcript:
+    """The steps of one OpenCode run.
+
+    From the exported session: each user message's text as a user step (the first is the prompt),
+    and for each assistant message one agent step per model response (`step-start` to
+    `step-finish`, whose tokens and cost it takes, in the rig's terms as parse_files counts them),
+    with its text, reasoning and tool parts; a message's error is a system step after it. Each
+    failed request of OpenCode's log (`stream error`) is a system step, placed by time. Without a
+    session, the event stream's parts stand in.
+    """
+    export, stream = _export(session_path), read_jsonl(stdout_path)
+    info = export.get("info") if isinstance(export.get("info"), dict) else {}
+    session_id = as_str(info.get("id")) or next((as_str(e.get("sessionID")) for e in stream), None)
+    transcript = Transcript(
+        harness="opencode",
+        session_id=session_id,
+        gaps=unreadable_lines(stdout_path),
+    )
+    if session_path is not None and session_path.is_file() and not export:
+        transcript.gaps.append(f"{session_path.name} is not a JSON object; read the event stream instead")
+    steps: list[TranscriptStep] = []
+    if export:
+        for message in _messages(export):
+            steps += _message_steps(message)
+    else:
+        parts = [(e.get("part"), e.get("timestamp")) for e in stream if isinstance(e.get("part"), dict)]
+        steps += _part_steps(parts, None)
+        for event in stream:
+            if event.get("type") == "error" and isinstance(event.get("error"), dict):
+                text = f"[error] {_error_text(event['error'])}"
+                steps.append(
+                    TranscriptStep(
+                        source="system", text=text, timestamp=iso_timestamp(event.get("timestamp"))
+                    )
+                )
+    transcript.steps = place_by_time(steps, _log_failures(session_path, stdout_path))
+    transcript.model = next((s.model for s in steps if s.model), None)
+    if not export and not stream:
+        transcript.gaps.append("neither the session nor the event stream was saved")
+    return transcript
+
+
+def _message_steps(message: dict[str, Any]) -> list[TranscriptStep]:
+    info = message.get("info") if isinstance(message.get("info"), dict) else {}
+    parts = [p for p in message.get("parts") or [] if isinstance(p, dict)]
+    time = info.get("time") if isinstance(info.get("time"), dict) else {}
+    created = iso_timestamp(time.get("created"))
+    if info.get("role") == "user":
+        texts = [str(p.get("text", "")) for p in parts if p.get("type") == "text" and not p.get("synthetic")]
+        return [TranscriptStep(source="user", text="\n".join(texts), timestamp=created)]
+    if info.get("role") != "assistant":
+        return []
+    model = (
+        f"{info['providerID']}/{info['modelID']}" if info.get("providerID") and info.get("modelID") else None
+    )
+    steps = _part_steps([(p, time.get("created")) for p in parts], model)
+    error = info.get("error") if isinstance(info.get("error"), dict) else None
+    if error:
+        ended = iso_timestamp(time.get("completed")) or created
+        steps.append(TranscriptStep(source="system", text=f"[error] {_error_text(error)}", timestamp=ended))
+    return steps
+
+
+def _part_steps(parts: list[tuple[Any, Any]], model: str | None) -> list[TranscriptStep]:
+    """Agent steps from parts in order, each `(part, when it or its message began)`."""
+    steps: list[TranscriptStep] = []
+    for part, began in parts:
+        if not isinstance(part, dict):
+            continue
+        kind = part.get("type")
+        if kind == "step-start" or (not steps and kind in ("text", "reasoning", "tool", "step-finish")):
+            steps.append(TranscriptStep(source="agent", model=model, timestamp=iso_timestamp(began)))
+        if not steps or kind == "step-start":
+            continue
+        step = steps[-1]
+        if kind == "text" and not part.get("synthetic"):
+            step.text = "\n".join(t for t in (step.text, str(part.get("text", ""))) if t)
+        elif kind == "reasoning":
+            step.reasoning = "\n".join(t for t in (step.reasoning, str(part.get("text", ""))) if t)
+        elif kind == "tool":
+            state = part.get("state") if isinstance(part.get("state"), dict) else {}
+            status = state.get("status")
+            done = status in ("completed", "error")
+            step.tool_calls.append(
+                TranscriptToolCall(
+                    id=as_str(part.get("callID")),
+                    name=str(part.get("tool")),
+                    arguments=state.get("input") if isinstance(state.get("input"), dict) else {},
+                    output=str(state.get("error" if status == "error" else "output") or "") if done else None,
+                    is_error=status == "error" if done else None,
+                )
+            )
+        elif kind == "step-finish":
+            tokens = part.get("tokens") if isinstance(part.get("tokens"), dict) else {}
+            cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
+            reasoning = optional_int(tokens.get("reasoning"))
+            output = optional_int(tokens.get("output"))
+            step.input_tokens = optional_int(tokens.get("input"))
+            step.output_tokens = None if output is None else output + (reasoning or 0)
+            step.reasoning_tokens = reasoning
+            step.cache_read_tokens = optional_int(cache.get("read"))
+            step.cache_write_tokens = optional_int(cache.get("write"))
+            cost = part.get("cost")
+            step.cost_usd = (
+                float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
+            )
+    return steps
+
+
+def _log_failures(session_path: Path | None, stdout_path: Path | None) -> list[TranscriptStep]:
+    """Each failed request OpenCode logged next to the session, as a system step."""
+    folder = (session_path or stdout_path or Path("/nonexistent")).parent
+    log = folder / LOG_FILE
+    if not log.is_file():
+        return []
+    notes = []
+    for line in log.read_text(errors="replace").splitlines():
+        if _STREAM_ERROR in line:
+            error = line.split(" error.error=", 1)[1].strip('"') if " error.error=" in line else ""
+            stamp = line.split(" ", 1)[0].removeprefix("timestamp=")
+            notes.append(
+                TranscriptStep(
+                    source="system", text=f"[failed request] {error}", timestamp=iso_timestamp(stamp)
+                )
+            )
+    return notes
 
 
 def _add_tokens(metrics: Metrics, tokens: Any) -> None:

@@ -40,7 +40,15 @@ from pathlib import Path
 from typing import Any
 
 from harnesses.cli_harness import CliHarness, install_skill, round_cost
-from harnesses.logs import ToolLog, as_int, derive_behaviour, fold_pi_message, pi_transcript, read_jsonl
+from harnesses.logs import (
+    ToolLog,
+    as_int,
+    derive_behaviour,
+    fold_pi_message,
+    pi_transcript,
+    read_jsonl,
+    unreadable_lines,
+)
 from harnesses.mock_model.openai_chat import OpenAIChat
 from harnesses.mock_model.tools import ToolCall, ToolMap
 from rig.models import AgentRun, Condition, Metrics, Provider, Transcript
@@ -293,7 +301,11 @@ def read_transcript(session_path: Path | None, stdout_path: Path | None) -> Tran
     """The steps of one Pi run; Pi keeps the prompt as the first user message."""
     session, stream = read_jsonl(session_path), read_jsonl(stdout_path)
     header = next((e for e in session + stream if e.get("type") == "session"), {})
-    return pi_transcript("pi", _messages(session, stream), header)
+    transcript = pi_transcript("pi", _messages(session, stream), header)
+    transcript.gaps += unreadable_lines(session_path) + unreadable_lines(stdout_path)
+    if not session and not stream:
+        transcript.gaps.append("neither the session nor the event stream was saved")
+    return transcript
 
 
 def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:

@@ -31,7 +31,14 @@ from typing import Any
 
 from harnesses.base import Confinement, run_agent_process
 from harnesses.cli_harness import round_cost
-from harnesses.logs import ToolLog, derive_behaviour, fold_pi_message, pi_transcript, read_jsonl
+from harnesses.logs import (
+    ToolLog,
+    derive_behaviour,
+    fold_pi_message,
+    pi_transcript,
+    read_jsonl,
+    unreadable_lines,
+)
 from rig.models import (
     DEFAULT_STALL_S,
     AgentRun,
@@ -200,7 +207,11 @@ class ScriptedHarness:
             if (e.get("type") == "message" and isinstance(e.get("message"), dict))
             or e.get("type") == PROVIDER_ERROR
         ]
-        return pi_transcript("scripted", messages, header)
+        transcript = pi_transcript("scripted", messages, header)
+        transcript.gaps += unreadable_lines(run.session_path)
+        if not events:
+            transcript.gaps.append("no session was saved")
+        return transcript
 
     def infra_signature(self, run: AgentRun, metrics: Metrics) -> str | None:
         """`scripted_provider_error` when the session holds a provider_error event.

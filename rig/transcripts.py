@@ -22,6 +22,20 @@ def _regular(path: Path) -> bool:
         return False
 
 
+def _real_directory(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def _real_directory(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
 def saved_run(record: dict[str, Any], folder: Path) -> AgentRun:
     """The agent run of `record` with its files in the attempt folder `folder`."""
     session = next((folder / n for n in SESSION_NAMES if _regular(folder / n)), None)
@@ -35,7 +49,15 @@ def saved_run(record: dict[str, Any], folder: Path) -> AgentRun:
 
 def attempt_transcript(record: dict[str, Any], folder: Path) -> Transcript:
     """The transcript of the attempt `record` (its files in `folder`); a harness this rig has no
-    adapter for, or a file its adapter cannot read, gives an empty transcript naming the gap."""
+    adapter for, a folder that is or holds a symlink, or a file its adapter cannot read, gives an
+    empty transcript naming the gap."""
+    if not _real_directory(folder):
+        return Transcript(harness=record["harness"], gaps=[f"{folder.name} is not a directory; not read"])
+    links = sorted(entry.name for entry in folder.iterdir() if entry.is_symlink())
+    if links:
+        # Adapters open their files by name: a link would take them out of the results folder.
+        gap = f"symlinks in the attempt folder, not read: {', '.join(links)}"
+        return Transcript(harness=record["harness"], gaps=[gap])
     try:
         return read_transcript(record["harness"], saved_run(record, folder))
     except HarnessUnavailable as exc:

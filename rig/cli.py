@@ -777,6 +777,52 @@ def report(
 
 
 @app.command()
+def export(
+    experiment: Annotated[Path, typer.Argument(help="The experiment config whose attempts to export.")],
+    fmt: Annotated[str, typer.Option("--format", help="atif (Harbor's trajectory format).")] = "atif",
+    out: Annotated[
+        Path | None, typer.Option(help="Output folder (default: <results>/<experiment>/atif/).")
+    ] = None,
+    results_root: ResultsOption = None,
+) -> None:
+    """Write one trajectory per attempt (scored and quarantined), with the rig's verdict and pins."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from rig import paths
+    from rig.export_atif import FORMATS, ExportError, export_atif
+    from rig.redact import Redactor
+    from rig.workspace import default_runs_root
+
+    if fmt not in FORMATS:
+        raise _fail(f"unknown format {fmt!r}; use {', '.join(FORMATS)}")
+    folder = _results_folder(experiment, results_root)
+    target = out or folder / fmt
+    # Transcripts hold raw tool output and working directories: redacted like the records.
+    redactor = Redactor.for_machine(
+        runs_root=default_runs_root(), repo_root=paths.REPO_ROOT, results_root=folder.parent
+    )
+    console = Console(stderr=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    try:
+        with (
+            _store_errors(),
+            Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar,
+        ):
+            task_id = bar.add_task("trajectories", total=None)
+            exported = export_atif(
+                folder, target, redactor, lambda done, total: bar.update(task_id, completed=done, total=total)
+            )
+    except ExportError as exc:
+        raise _fail(f"{exc}; nothing was written") from exc
+    gaps = f", {exported.gaps} with parts of the session unreadable (see notes)" if exported.gaps else ""
+    typer.echo(
+        f"{exported.total} ATIF trajectories ({exported.scored} scored, {exported.quarantined} "
+        f"quarantined{gaps}) in {exported.folder}"
+    )
+
+
+@app.command()
 def power(
     tasks: Annotated[int, typer.Option(min=1, help="Tasks in the design.")] = 5,
     base_rate: Annotated[

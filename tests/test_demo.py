@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import atif
 import pytest
 
 from rig.analysis import compare_success, load_runs
@@ -35,3 +36,13 @@ def test_demo_report_finds_the_planted_effect_with_a_ci(tmp_path):
     text = (folder / "report.md").read_text()
     assert "| success rate | `agents_md` vs `no_agents_md` |" in text
     assert (folder / "failures.md").is_file() and (folder / "figures" / "effects_forest.png").is_file()
+    # Every attempt, scored or quarantined, exports to a valid ATIF trajectory of its Pi session.
+    export = subprocess.run([RIG, "export", str(DEMO)], env=env, capture_output=True, text=True, timeout=600)
+    assert export.returncode == 0, export.stderr
+    quarantine = folder / "quarantine.jsonl"
+    attempts = 40 + (len(quarantine.read_text().splitlines()) if quarantine.exists() else 0)
+    trajectories = [atif.Trajectory.model_validate_json(f.read_text()) for f in (folder / "atif").iterdir()]
+    assert len(trajectories) == attempts
+    scored = [t for t in trajectories if t.extra["rig"]["status"] == "scored"]
+    assert len(scored) == 40 and sum(t.extra["rig"]["success"] for t in scored) == sum(runs["success"])
+    assert all(t.agent.name == "pi" and any(s.tool_calls for s in t.steps) for t in scored)

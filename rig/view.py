@@ -657,9 +657,18 @@ def build_view(
             filters=_filters(rows, several=len(folders) > 1),
             several=len(folders) > 1,
         )
-        build_report(
-            folders, tmp, vs=vs, fmt="html", allow_mixed_pins=allow_mixed_pins, n_boot=n_boot, view_dir=tmp
-        )
+        # Attempts that were all quarantined are worth reading (why did every one fail?); only the
+        # report needs scored runs.
+        if any(not a.quarantined for a in attempts):
+            build_report(
+                folders,
+                tmp,
+                vs=vs,
+                fmt="html",
+                allow_mixed_pins=allow_mixed_pins,
+                n_boot=n_boot,
+                view_dir=tmp,
+            )
         outcomes = Counter(a.outcome for a in attempts)
         site.render(
             "index.html.j2",
@@ -668,7 +677,7 @@ def build_view(
             root="",
             outcomes=[(o, outcomes[o]) for o in OUTCOMES],
             total=total,
-            report=_report_body(tmp / "report.html"),
+            report=_report_body(tmp / "report.html") if (tmp / "report.html").is_file() else None,
             results=[
                 {
                     "name": f.name,

@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -158,7 +159,7 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    context = browser.new_context(viewport={"width": 1300, "height": 900})
+    context = browser.new_context(viewport={"width": 1300, "height": 1400})
     opened = context.new_page()
     # Any request but to a file of the site would be a resource the page may not load.
     requests: list[str] = []
@@ -166,6 +167,14 @@ def page(browser: Browser) -> Iterator[Page]:
     yield opened
     assert all(url.startswith("file://") for url in requests), requests
     context.close()
+
+
+def _shot(page: Page, name: str, at: str | None = None) -> None:
+    """A screenshot of the window, scrolled to `at` (a whole long page is more than chromium's
+    headless compositor can always capture)."""
+    if at:
+        page.locator(at).scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
 
 
 def _visible_rows(page: Page) -> int:
@@ -192,7 +201,7 @@ def test_filters_show_the_right_rows(results: Path, records: list[dict], page: P
     # The stage options count the rows they would show with the task and outcome filters kept.
     pytest_label = page.locator("#filter-stage option[value='pytest']").inner_text()
     assert pytest_label == f"pytest ({sum(r['failing_stage'] == 'pytest' for r in t1)})"
-    page.screenshot(path=str(ARTIFACTS / "runs-filtered.png"), full_page=True)
+    _shot(page, "runs-filtered")
 
     page.click("#reset")
     assert _visible_rows(page) == len(records)
@@ -233,7 +242,7 @@ def test_an_attempt_page_shows_the_transcript_and_links_its_receipts(
     first = turns[0]
     if first.output_tokens:
         assert f"out {first.output_tokens:,}" in page.locator(".step.agent .tokens").first.inner_text()
-    page.screenshot(path=str(ARTIFACTS / "attempt-pi.png"), full_page=True)
+    _shot(page, "attempt-pi", "#transcript")
 
     receipts = page.locator("#receipts a")
     assert set(receipts.all_inner_texts()) == {"record.json", "session.jsonl", "stdout.log", "stderr.log"}
@@ -261,7 +270,7 @@ def test_scored_attempts_show_verdicts_and_diff(results: Path, records: list[dic
     diff = (folder / solved["artifacts"] / "diff.patch").read_text().splitlines()
     added = [line for line in diff if line.startswith("+") and not line.startswith("+++")]
     assert page.locator("#diff .add").count() == len(added) > 0
-    page.screenshot(path=str(ARTIFACTS / "attempt-success.png"), full_page=True)
+    _shot(page, "attempt-success", "#diff")
 
 
 def test_agent_markup_is_shown_never_run(results: Path, page: Page) -> None:
@@ -281,13 +290,13 @@ def test_agent_markup_is_shown_never_run(results: Path, page: Page) -> None:
     )
     session = Path(unquote(urlparse(note.locator("a").evaluate("a => a.href")).path))
     assert session == results / "results_small" / "runs" / HOSTILE_RUN / "attempt-1" / "session.jsonl"
-    page.screenshot(path=str(ARTIFACTS / "attempt-hostile.png"), full_page=True)
+    _shot(page, "attempt-hostile", ".step.agent >> nth=-1")
     # The run table and the overview carry the same strings as text.
     page.goto((view / "runs.html").as_uri())
     assert page.title() != "pwned" and page.evaluate("document.querySelectorAll('script').length") == 1
     page.goto((view / "index.html").as_uri())
     assert page.title() != "pwned"
-    page.screenshot(path=str(ARTIFACTS / "index.png"))
+    _shot(page, "index")
 
 
 def test_a_page_holds_a_bounded_share_of_a_long_transcript(results: Path, page: Page) -> None:
@@ -348,6 +357,13 @@ def test_serve_answers_on_loopback_and_stops_on_ctrl_c(results: Path) -> None:
         receipt = url.replace("view/index.html", f"runs/{PI_RUN}/attempt-1/stdout.log")
         with urllib.request.urlopen(receipt, timeout=10) as answer:
             assert answer.read() == (PI_SESSION / "stdout.log").read_bytes()
+        # A link in the results folder to a file outside it is not served.
+        outside = results.parent / "outside.txt"
+        outside.write_text("not for the browser")
+        (results / "results_small" / "outside-link").symlink_to(outside)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(url.replace("view/index.html", "outside-link"), timeout=10)
+        assert refused.value.code == 404
     finally:
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)

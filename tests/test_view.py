@@ -348,6 +348,7 @@ def test_serve_answers_on_loopback_and_stops_on_ctrl_c(results: Path) -> None:
     try:
         assert proc.stdout is not None
         lines = [proc.stdout.readline(), proc.stdout.readline()]
+        assert lines[0].strip() == str(results / "results_small" / "view" / "index.html")
         serving = lines[1].split(" at ")
         assert lines[1].startswith("serving ") and len(serving) == 2, (lines, proc.stderr)
         url = serving[1].split(" ")[0]
@@ -391,3 +392,16 @@ def test_bad_input_is_one_line_and_writes_nothing(results: Path, tmp_path: Path)
     with pytest.raises(PoolingError, match="--allow-mixed-pins"):
         build_view([mixed], n_boot=200)
     assert sorted(p.name for p in mixed.iterdir()) == before
+
+
+def test_only_quarantined_attempts_get_a_view_without_the_report(results: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "results_small"
+    folder.mkdir()
+    shutil.copy(SMALL / "experiment.json", folder / "experiment.json")
+    (folder / "runs.jsonl").write_text("")
+    shutil.copy(results / "results_small" / "quarantine.jsonl", folder / "quarantine.jsonl")
+    shutil.copytree(results / "results_small" / "runs" / PI_RUN, folder / "runs" / PI_RUN)
+    view = build_view([folder])
+    assert "every attempt so far was quarantined" in (view / "index.html").read_text()
+    assert (view / attempt_page("results_small", PI_RUN, 1)).is_file()
+    assert not (view / "report.html").exists()

@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint setup setup-dev sandbox bench clean
+.PHONY: demo test lint setup setup-dev sandbox browser bench clean
 
 # Each pack's oracle proves itself, then the offline AGENTS.md A/B on it (a simulated agent behind
 # the real Pi CLI) and its report: the built-in pack, then the JavaScript pack (packs/notes-js).
@@ -28,7 +28,11 @@ NODE_STAMP := harnesses/node/node_modules/.package-lock.json
 NPM_PREFETCH := build/npm-prefetch.stamp
 
 setup: $(VENV)/.installed $(NODE_STAMP) sandbox
-setup-dev: $(VENV)/.installed-dev $(NODE_STAMP) $(NPM_PREFETCH) sandbox
+setup-dev: $(VENV)/.installed-dev $(NODE_STAMP) $(NPM_PREFETCH) sandbox browser
+
+# Playwright (a dev dependency) drives the system's chromium in tests/test_view.py; it must never
+# fetch a browser build of its own.
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
 # bubblewrap confines every agent (see `rig doctor`); without root or apt, rig runs agents
 # unconfined and says so in every record.
@@ -37,6 +41,13 @@ sandbox:
 	  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null || \
 	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }; }; } || \
 	  echo "warning: bubblewrap not installed (apt-get install bubblewrap); agents will run unconfined" >&2
+
+# Debian's chromium, headless, is the real browser tests/test_view.py opens rig view's pages in.
+browser:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null || \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }; }; } || \
+	  echo "warning: chromium not installed (apt-get install chromium); tests/test_view.py will fail" >&2
 
 # The harness CLIs, at the exact versions of the lock file.
 $(NODE_STAMP): harnesses/node/package-lock.json

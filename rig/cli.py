@@ -823,6 +823,76 @@ def export(
 
 
 @app.command()
+def view(
+    experiment: Annotated[Path, typer.Argument(help="The experiment config whose results to show.")],
+    vs: Annotated[
+        Path | None, typer.Option("--vs", help="Show it beside another experiment, compared arm by arm.")
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Output folder (default: view/ in the results folder; view-vs-OTHER/ with --vs)."),
+    ] = None,
+    serve: Annotated[bool, typer.Option("--serve", help="Then serve it on 127.0.0.1 until Ctrl-C.")] = False,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port for --serve (0: any free one).")] = 8765,
+    allow_mixed_pins: Annotated[
+        bool, typer.Option(help="Pool records whose pins differ in the overview (as `rig report` does).")
+    ] = False,
+    results_root: ResultsOption = None,
+) -> None:
+    """Write a static site of the results: the report's overview, a filterable run table and one page
+    per attempt (transcript, diff, verdicts, receipts); it works opened from disk."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from rig.analysis import PoolingError
+    from rig.packs import PackError
+    from rig.view import ViewError, build_view, make_server, serve_root
+    from rig.view_links import INDEX_PAGE
+
+    folders = [_results_folder(experiment, results_root)]
+    if vs is not None:
+        folders.append(_results_folder(vs, results_root))
+    console = Console(stderr=True)
+    columns = (TextColumn("pages"), BarColumn(), MofNCompleteColumn())
+    try:
+        with (
+            _store_errors(),
+            _report_warnings(),
+            Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar,
+        ):
+            task = bar.add_task("pages", total=None)
+            written = build_view(
+                folders,
+                out,
+                vs=vs is not None,
+                allow_mixed_pins=allow_mixed_pins,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
+    except (PoolingError, PackError, ViewError, ValueError) as exc:
+        raise _fail(str(exc)) from exc
+    index = written / INDEX_PAGE
+    typer.echo(str(index))
+    if not serve:
+        return
+    root = serve_root(written, folders)
+    try:
+        server = make_server(root, port)
+    except OSError as exc:
+        raise _fail(
+            f"cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}; choose another --port"
+        ) from exc
+    url = f"http://127.0.0.1:{server.server_address[1]}/{index.relative_to(root).as_posix()}"
+    typer.echo(f"serving {root} at {url} (Ctrl-C stops)")
+    sys.stdout.flush()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        typer.echo("stopped")
+    finally:
+        server.server_close()
+
+
+@app.command()
 def power(
     tasks: Annotated[int, typer.Option(min=1, help="Tasks in the design.")] = 5,
     base_rate: Annotated[

@@ -35,6 +35,7 @@ from rig.models import Pack
 from rig.packs import PackError, load_pack
 from rig.store import ResultsStore
 from rig.verify import GATE_STAGE
+from rig.view_links import RUNS_PAGE, attempt_page, existing_view
 
 # The verdicts after the gate, in the order a reader fixes them: the hidden tests, then verification.
 AFTER_GATE = ("hidden", "verify")
@@ -722,11 +723,13 @@ def write_failures(
     out_dir: Path,
     several_experiments: bool,
     stages: list[str],
+    view: Path | None = None,
 ) -> Path:
     """Write failures.md: every failed scored run, by failing stage, then by failed hidden tests.
 
     `stages` orders the stage sections (see `stage_order`); any other stage (audit, rig_error, a
-    hang, ...) comes after them, by name.
+    hang, ...) comes after them, by name. With `view` (a `rig view` folder), each run whose page is
+    there links to it first: its transcript, diff and verdicts on one page.
     """
     failed = df[~df["success"].astype(bool)]
     groups: dict[str, dict[tuple[str, ...], list[tuple[tuple[Any, ...], str]]]] = defaultdict(
@@ -742,6 +745,9 @@ def write_failures(
         links = " · ".join(
             f"[{name}]({_rel(folder / name, out_dir)})" for name in RECEIPTS if (folder / name).is_file()
         )
+        page = view / attempt_page(str(row.experiment), str(row.run_id), int(row.attempt)) if view else None
+        if page is not None and page.is_file():
+            links = f"[view]({_rel(page, out_dir)})" + (f" · {links}" if links else "")
         prefix = f"{code(row.experiment)} · " if several_experiments else ""
         # With --vs the frame's condition is the experiment (the arm); the record keeps the real one.
         condition = str(record.get("condition", row.condition))
@@ -852,12 +858,14 @@ def build_report(
     allow_mixed_pins: bool = False,
     n_boot: int = 2000,
     seed: int = 0,
+    view_dir: Path | None = None,
 ) -> list[Path]:
     """Write the report of the results folders into `out_dir`; return the written paths.
 
     With `vs`, each folder's experiment is one arm and the experiments are compared with each other;
     otherwise the conditions are. Raises `rig.analysis.PoolingError` (before writing anything) when
-    records with different pins would be pooled and `allow_mixed_pins` is false.
+    records with different pins would be pooled and `allow_mixed_pins` is false. Failures link to the
+    pages of the `rig view` folder `view_dir` (default: the folders' own view, if one was written).
     """
     if fmt not in ("md", "html"):
         raise ValueError(f"unknown format {fmt!r}; use md or html")
@@ -884,8 +892,15 @@ def build_report(
         if r.get("artifacts")
     }
     packs = [s.pack for s in sources]
+    view = Path(view_dir).resolve() if view_dir is not None else existing_view(folders)
     failures = write_failures(
-        df, records, out_dir, several_experiments=len(sources) > 1, stages=stage_order(packs)
+        df, records, out_dir, several_experiments=len(sources) > 1, stages=stage_order(packs), view=view
+    )
+    # The HTML report sends a reader to the viewer's run table, filtered to the failures, when there is one.
+    failures_link = (
+        f"[the viewer]({_rel(view / RUNS_PAGE, out_dir)}#outcome=failure) (and [failures.md](failures.md))"
+        if view is not None and fmt == "html"
+        else "[failures.md](failures.md)"
     )
 
     names = [s.name for s in sources]
@@ -896,7 +911,7 @@ def build_report(
         Para(
             f"{len(df)} scored runs in {len(tasks)} tasks x {len(arms)} "
             f"{'experiments' if vs else 'conditions'}; {n_failed} failed, listed by failing stage in "
-            f"[failures.md](failures.md) with links to each run's receipts. "
+            f"{failures_link} with links to each run's receipts. "
             f"Success means the gate ({' / '.join(dict.fromkeys(_gate_text(p) for p in packs))}) exits 0 "
             "and the hidden tests pass; nothing is judged by a model."
         ),

@@ -27,6 +27,7 @@ from rig.analysis import (
     load_runs,
     paired_median_test,
     stratified_test,
+    success_interval,
     wilcoxon_min_p,
     wilson_interval,
 )
@@ -452,7 +453,7 @@ def test_compare_success_clear_effect() -> None:
     }
     reverse = compare_success(df, "b", "a")
     assert reverse.effect == pytest.approx(-0.8) and reverse.p_value == pytest.approx(c.p_value)
-    assert compare_success(df, "a", "b", seed=0) == c  # seeded: reproducible
+    assert compare_success(df, "a", "b") == c  # no resampling: the same data, the same interval
 
 
 def test_compare_success_identical_arms() -> None:
@@ -472,6 +473,35 @@ def test_compare_success_uses_only_tasks_in_both_arms() -> None:
     assert c.n_tasks == 2 and c.n_a == 20 and [t["task"] for t in c.per_task] == ["t0", "t1"]
     with pytest.raises(ValueError, match="'c' is not in the data"):
         compare_success(df, "a", "c")
+
+
+def test_success_interval_is_statsmodels_cluster_robust_ols() -> None:
+    # Unbalanced on purpose: the pooled difference is the OLS slope of success on the arm, and
+    # the tasks-as-sampled interval is its task-clustered sandwich with t(tasks - 1), without
+    # statsmodels' (N - 1) / (N - 2) run-count factor.
+    import statsmodels.api as sm
+
+    ka, na, kb, nb = [1, 4, 2, 6], [5, 6, 4, 8], [3, 5, 4, 7], [6, 6, 5, 8]
+    rows = [
+        (t, arm, r < k)
+        for t, counts in enumerate(zip(ka, na, kb, nb, strict=True))
+        for arm, k, n in ((0, counts[0], counts[1]), (1, counts[2], counts[3]))
+        for r in range(n)
+    ]
+    df = pd.DataFrame(rows, columns=["task", "arm", "success"])
+    fit = sm.OLS(df["success"].astype(float), sm.add_constant(df["arm"].astype(float))).fit(
+        cov_type="cluster", cov_kwds={"groups": df["task"]}, use_t=True
+    )
+    runs = len(df)
+    se = float(fit.bse["arm"]) * np.sqrt((runs - 2) / (runs - 1))
+    half = sps.t.ppf(0.975, len(ka) - 1) * se
+    low, high = success_interval(ka, na, kb, nb)
+    assert (float(low), float(high)) == pytest.approx((fit.params["arm"] - half, fit.params["arm"] + half))
+    these_low, these_high = success_interval(ka, na, kb, nb, "these tasks")
+    assert these_low < fit.params["arm"] < these_high
+    assert all(np.isnan(success_interval([1], [5], [3], [5])))
+    with pytest.raises(ValueError, match="unknown estimand"):
+        success_interval(ka, na, kb, nb, "everything")
 
 
 # -- the metric comparison -------------------------------------------------------------------
@@ -532,7 +562,7 @@ def test_paired_median_test_rows_are_independent() -> None:
 
 def test_compare_conditions_small_set() -> None:
     df = load_runs(SMALL)
-    comparisons = compare_conditions(df, n_boot=500)
+    comparisons = compare_conditions(df)
     assert [c.metric for c in comparisons] == ["success", "cost_usd", "total_tokens", "tool_calls", "wall_s"]
     assert all((c.a, c.b) == ("agents_md", "no_agents_md") for c in comparisons)
     assert [c.p_adjusted for c in comparisons] == pytest.approx(holm([c.p_value for c in comparisons]))

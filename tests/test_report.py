@@ -83,7 +83,7 @@ def cli_md(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def direct_md(root: Path) -> tuple[Path, list[Path]]:
     out = root / "out_direct"
-    written = build_report([root / "results_small"], out, n_boot=500, seed=3)
+    written = build_report([root / "results_small"], out, seed=3)
     return out, written
 
 
@@ -227,7 +227,7 @@ def test_figures_are_valid_pngs(direct_md: tuple[Path, list[Path]]) -> None:
 def test_report_is_deterministic(root: Path, direct_md: tuple[Path, list[Path]]) -> None:
     first, _ = direct_md
     again = root / "out_again"
-    build_report([root / "results_small"], again, n_boot=500, seed=3)
+    build_report([root / "results_small"], again, seed=3)
     for name in ("report.md", "failures.md", *(f"figures/{f}" for f in FIGURES)):
         assert (again / name).read_bytes() == (first / name).read_bytes(), name
 
@@ -290,10 +290,10 @@ def test_records_of_two_rig_versions_are_refused_unless_allowed(tmp_path: Path) 
     with pytest.raises(
         PoolingError, match=r"rig_version differs across the runs: '0.1.0\+g0123.*--allow-mixed"
     ):
-        build_report([folder], tmp_path / "out", n_boot=200)
+        build_report([folder], tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
-    build_report([folder], tmp_path / "out", n_boot=200, allow_mixed_pins=True)
+    build_report([folder], tmp_path / "out", allow_mixed_pins=True)
     pins = dict(
         row[:2] for row in _table_rows((tmp_path / "out" / "report.md").read_text(), "| pin | value |")
     )
@@ -316,7 +316,7 @@ def test_infra_and_missing_costs(tmp_path: Path) -> None:
     (folder / "quarantine.jsonl").write_text("\n".join(lines) + "\n")
 
     out = tmp_path / "out"
-    build_report([folder], out, n_boot=200)
+    build_report([folder], out)
     text = (out / "report.md").read_text()
     assert "**Infrastructure:** 3 infra reruns in total" in text and "1 run still quarantined" in text
     assert "`t2_add_endpoint` / `agents_md`: 3 reruns, 1 quarantined" in text
@@ -339,7 +339,7 @@ def test_agent_hangs_are_counted_as_scored_failures(tmp_path: Path) -> None:
     (folder / "runs.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
 
     out = tmp_path / "out"
-    build_report([folder], out, n_boot=200)
+    build_report([folder], out)
     text = (out / "report.md").read_text()
     assert "**Agent hangs:** 2 scored runs ended in the agent's own hang" in text
     assert "per condition: `agents_md`: agent_hang 1; `no_agents_md`: timeout 1." in text
@@ -371,7 +371,7 @@ def test_report_on_the_javascript_pack_names_it_and_orders_by_its_gate(tmp_path:
     (folder / "runs.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
 
     out = tmp_path / "out"
-    build_report([folder], out, n_boot=200)
+    build_report([folder], out)
     text = (out / "report.md").read_text()
     assert "Success means the gate (`npm run check`) exits 0 and the hidden tests pass" in text
     assert (

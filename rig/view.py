@@ -620,7 +620,6 @@ def build_view(
     vs: bool = False,
     allow_mixed_pins: bool = False,
     progress: Callable[[int, int], None] | None = None,
-    n_boot: int = 2000,
 ) -> Path:
     """Write the view of the results folders into `out` (default: `view_links.default_view_dir`);
     return the folder. Nothing is half-written: the pages go to a temporary sibling folder, renamed
@@ -666,7 +665,6 @@ def build_view(
                 vs=vs,
                 fmt="html",
                 allow_mixed_pins=allow_mixed_pins,
-                n_boot=n_boot,
                 view_dir=tmp,
             )
         outcomes = Counter(a.outcome for a in attempts)

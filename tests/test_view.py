@@ -136,7 +136,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _add_quarantined_pi_attempt(folder)
     _add_long_session(folder)
     done: list[tuple[int, int]] = []
-    assert build_view([folder], progress=lambda *p: done.append(p), n_boot=200) == folder / "view"
+    assert build_view([folder], progress=lambda *p: done.append(p)) == folder / "view"
     assert done[-1] == (31, 31)
     return root
 
@@ -327,7 +327,7 @@ def test_the_view_works_from_a_copy_elsewhere(results: Path, records: list[dict]
 
 def test_report_links_to_the_view(results: Path) -> None:
     out = results.parent / "report"
-    build_report([results / "results_small"], out, fmt="html", n_boot=200)
+    build_report([results / "results_small"], out, fmt="html")
     view = results / "results_small" / "view"
     html = (out / "report.html").read_text()
     assert f'href="{os.path.relpath(view / "runs.html", out)}#outcome=failure"' in html
@@ -390,7 +390,7 @@ def test_bad_input_is_one_line_and_writes_nothing(results: Path, tmp_path: Path)
     (mixed / "runs.jsonl").write_text("\n".join([json.dumps(record), *lines[1:]]) + "\n")
     before = sorted(p.name for p in mixed.iterdir())
     with pytest.raises(PoolingError, match="--allow-mixed-pins"):
-        build_view([mixed], n_boot=200)
+        build_view([mixed])
     assert sorted(p.name for p in mixed.iterdir()) == before
 
 

@@ -28,9 +28,9 @@ from typing import Any
 
 import pandas as pd
 
-from rig import figures
+from rig import figures, runs_cache
 from rig.analysis import Comparison, cell_table, compare_conditions, infra_summary, load_runs, wilson_interval
-from rig.migrate import DuplicateRunWarning, read_runs
+from rig.migrate import DuplicateRunWarning
 from rig.models import Pack
 from rig.packs import PackError, load_pack
 from rig.store import ResultsStore
@@ -304,10 +304,11 @@ def _read_source(folder: Path) -> _Source:
         raw = json.loads(design_path.read_text())
         design = raw.get("experiment", raw)
         digest = raw.get("digest")
-    # The same records load_runs read and reported on: migrated, first of each run id.
+    # The same records load_runs read and reported on: migrated, first of each run id, holding the
+    # fields this report reads (runs_cache.VIEW_KEYS).
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DuplicateRunWarning)
-        records = read_runs(ResultsStore(folder))
+        records = runs_cache.report_records(ResultsStore(folder))
     # A design without `pack` (or none at all) ran on the built-in pack, as Experiment's default says.
     # The pack is read for its gate (the stage order and the success definition), so it must exist.
     try:

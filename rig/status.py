@@ -1,13 +1,14 @@
 """Where an experiment stands: done, pending and quarantined runs per task x condition cell.
 
-Only reads: records come through rig.migrate (older schemas migrated, a newer one refused, the
-first record of a run id counted), and nothing is written, so status is safe beside a running
-experiment and on a read-only copy of its results.
+Records come through rig.runs_cache and rig.migrate (older schemas migrated, a newer one refused,
+the first record of a run id counted). Nothing of the results is written (only the derived cache
+beside runs.jsonl, under its own lock), so status is safe beside a running experiment and works on
+a read-only copy of its results.
 """
 
 from collections import Counter
 
-from rig.migrate import read_quarantine, read_runs
+from rig import runs_cache
 from rig.models import Cell, PlanItem
 from rig.store import ResultsStore
 
@@ -18,8 +19,9 @@ def cell_status(items: list[PlanItem], store: ResultsStore, max_attempts: int) -
     Raises StoreError for an unreadable results file and RecordSchemaError for a record of a newer
     rig; warns (DuplicateRunWarning) about a run id recorded twice, which counts once.
     """
-    runs = {r["run_id"]: r for r in read_runs(store)}
-    infra = Counter(r["run_id"] for r in read_quarantine(store))
+    scored = runs_cache.scored(store, ["run_id", "success"])
+    runs = dict(zip(scored.column("run_id").to_pylist(), scored.column("success").to_pylist(), strict=True))
+    infra = Counter(runs_cache.quarantined(store).column("run_id").to_pylist())
     cells: dict[tuple[str, str], Cell] = {}
     for item in items:
         cell = cells.setdefault((item.task, item.condition), Cell(task=item.task, condition=item.condition))
@@ -27,7 +29,7 @@ def cell_status(items: list[PlanItem], store: ResultsStore, max_attempts: int) -
         cell.infra_reruns += infra[item.run_id]
         if item.run_id in runs:
             cell.done += 1
-            cell.successes += bool(runs[item.run_id]["success"])
+            cell.successes += runs[item.run_id]
         elif infra[item.run_id] >= max_attempts:
             cell.quarantined += 1
         else:

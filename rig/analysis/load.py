@@ -6,8 +6,9 @@ the provider cost each cell). Pooling runs is only meaningful when they measured
 `load_runs` refuses to mix records whose fixture, task, hidden tests, harness version, model, rig
 version or verifying toolchain differ (see `_PIN_SCOPES`), unless the caller says so explicitly.
 
-Records are read through `rig.migrate`: older schemas are migrated on read, a record of a newer rig
-is refused, and a run id recorded twice counts once (the first record), with a DuplicateRunWarning.
+Records are read through `rig.runs_cache` (a columnar cache of runs.jsonl beside it) and
+`rig.migrate`: older schemas are migrated on read, a record of a newer rig is refused, and a run id
+recorded twice counts once (the first record), with a DuplicateRunWarning.
 """
 
 import json
@@ -15,13 +16,17 @@ import os
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from rig.migrate import DuplicateRunWarning, read_quarantine, read_runs
+from rig import runs_cache
+from rig.migrate import DuplicateRunWarning
 from rig.store import ResultsStore
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 COLUMNS: tuple[str, ...] = (
     "experiment",
@@ -132,65 +137,6 @@ def _declared(folder: Path) -> tuple[list[str], list[str]]:
     return [c for c in conditions if isinstance(c, str)], tasks if isinstance(tasks, list) else []
 
 
-def _row(record: dict[str, Any], folder: Path) -> dict[str, Any]:
-    metrics = record.get("metrics") or {}
-    pins = record.get("pins") or {}
-    protected = record.get("protected") or {}
-    agent = record.get("agent") or {}
-    touched = sorted({str(p) for key in ("modified", "added", "deleted") for p in (protected.get(key) or [])})
-    docs = list(metrics.get("docs_read") or [])
-    cost = metrics.get("cost_usd")
-    return {
-        "experiment": record["experiment"],
-        "run_id": record["run_id"],
-        "task": record["task"],
-        "condition": record["condition"],
-        "repetition": int(record["repetition"]),
-        "attempt": int(record.get("attempt", 1)),
-        "success": bool(record["success"]),
-        "failing_stage": record.get("failing_stage"),
-        "cost_usd": float(cost) if cost is not None else np.nan,
-        "input_tokens": int(metrics.get("input_tokens", 0)),
-        "output_tokens": int(metrics.get("output_tokens", 0)),
-        "cache_read_tokens": int(metrics.get("cache_read_tokens", 0)),
-        "cache_write_tokens": int(metrics.get("cache_write_tokens", 0)),
-        "reasoning_tokens": int(metrics.get("reasoning_tokens", 0)),
-        "total_tokens": int(metrics.get("total_tokens", 0)),
-        "tool_calls": int(metrics.get("tool_calls", 0)),
-        "tool_errors": int(metrics.get("tool_errors", 0)),
-        "wall_s": float(record.get("wall_s", np.nan)),
-        "agent_wall_s": float(agent.get("wall_s", np.nan)),
-        "timed_out": bool(record.get("timed_out", False)),
-        "stalled": bool(record.get("stalled", False)),
-        # The agent's own hang, scored as a failure: "agent_hang", "timeout" or "" (none).
-        "hang": str(record.get("hang") or ""),
-        "ran_check_script": bool(metrics.get("ran_check_script", False)),
-        "ran_pytest": bool(metrics.get("ran_pytest", False)),
-        "ran_tests": bool(metrics.get("ran_tests", False)),
-        "read_docs": bool(docs),
-        "read_agents_md": "AGENTS.md" in docs,
-        "read_skill": bool(metrics.get("read_skill", False)),
-        "tampered": bool(touched),
-        "protected_touched": touched,
-        "bash_search_commands": len(metrics.get("bash_search_commands") or []),
-        "harness": record.get("harness"),
-        "harness_version": record.get("harness_version", pins.get("harness_version")),
-        "model": record.get("model"),
-        "thinking": record.get("thinking"),
-        "pack": pins.get("pack"),
-        "pack_hash": pins.get("pack_hash"),
-        "fixture_hash": pins.get("fixture_hash"),
-        "task_hash": pins.get("task_hash"),
-        "hidden_tests_hash": pins.get("hidden_tests_hash"),
-        "rig_version": pins.get("rig_version"),
-        "toolchain_hash": pins.get("toolchain_hash"),
-        "python_version": pins.get("python_version"),
-        "ruff_version": pins.get("ruff_version"),
-        "pytest_version": pins.get("pytest_version"),
-        "artifacts": (folder / record.get("artifacts", "")).resolve(),
-    }
-
-
 def _show(value: Any) -> str:
     # Hashes are 64 hex digits; 12 tell them apart on one line.
     text = repr(value)
@@ -204,6 +150,15 @@ def _plain(value: Any) -> Any:
 
 def _check_pins(df: pd.DataFrame) -> None:
     for pin, scope in _PIN_SCOPES:
+        # None and NaN are one value here (_plain), as they are to nunique: most pins have one value,
+        # and only a pin with several needs the runs listed.
+        distinct = (
+            df[pin].nunique(dropna=False)
+            if scope is None
+            else df.groupby(scope)[pin].nunique(dropna=False).max()
+        )
+        if distinct <= 1:
+            continue
         groups = [(None, df)] if scope is None else list(df.groupby(scope, sort=False))
         for key, group in groups:
             seen: dict[Any, list[int]] = {}
@@ -255,48 +210,89 @@ def load_runs(
     written by a newer rig.
     """
     folders = _folders(results)
-    rows: list[dict[str, Any]] = []
-    sort_keys: list[tuple[Any, ...]] = []
-    condition_rank: dict[str, int] = {}
-    experiment_folder: dict[str, Path] = {}
-    for folder_index, folder in enumerate(folders):
-        records = read_runs(_store(folder))
-        declared_conditions, declared_tasks = _declared(folder)
-        for name in declared_conditions:
-            condition_rank.setdefault(name, len(condition_rank))
-        task_rank = {task: i for i, task in enumerate(declared_tasks)}
-        for record in records:
-            row = _row(record, folder)
-            if arm_by_experiment:
-                seen = experiment_folder.setdefault(row["experiment"], folder)
-                if seen != folder:
-                    raise ValueError(
-                        f"experiment {row['experiment']!r} is in both {seen} and {folder}; "
-                        "comparing experiments arm by arm needs two different experiments"
-                    )
-                row["condition"] = row["experiment"]
-            condition_rank.setdefault(row["condition"], len(condition_rank))
-            rows.append(row)
-            sort_keys.append(
-                (
-                    folder_index,
-                    condition_rank[row["condition"]],
-                    task_rank.get(row["task"], len(task_rank)),
-                    row["task"],
-                    row["repetition"],
-                    row["attempt"],
-                    row["run_id"],
-                )
-            )
-    if not rows:
-        names = ", ".join(str(f) for f in folders)
-        raise ValueError(f"no scored runs in {names}: runs.jsonl is missing or empty; run `rig run` first")
-    order = sorted(range(len(rows)), key=sort_keys.__getitem__)
-    df = pd.DataFrame([rows[i] for i in order], columns=list(COLUMNS))
-    df = df.reset_index(drop=True)
+    with runs_cache.paused_gc():
+        df = _load(folders, arm_by_experiment)
     if not allow_mixed_pins:
         _check_pins(df)
     return df
+
+
+def _load(folders: list[Path], arm_by_experiment: bool) -> pd.DataFrame:
+    import pyarrow as pa
+
+    tables = []
+    condition_rank: dict[str, int] = {}
+    experiment_folder: dict[str, Path] = {}
+    for folder_index, folder in enumerate(folders):
+        table = runs_cache.scored(_store(folder), list(COLUMNS))
+        declared_conditions, declared_tasks = _declared(folder)
+        for name in declared_conditions:
+            condition_rank.setdefault(name, len(condition_rank))
+        experiments = table.column("experiment").to_pylist()
+        if arm_by_experiment:
+            for name in dict.fromkeys(experiments):
+                seen = experiment_folder.setdefault(name, folder)
+                if seen != folder:
+                    raise ValueError(
+                        f"experiment {name!r} is in both {seen} and {folder}; "
+                        "comparing experiments arm by arm needs two different experiments"
+                    )
+            table = table.set_column(
+                table.schema.get_field_index("condition"), "condition", table.column("experiment")
+            )
+        conditions = table.column("condition").to_pylist()
+        for name in dict.fromkeys(conditions):
+            condition_rank.setdefault(name, len(condition_rank))
+        task_rank = {task: i for i, task in enumerate(declared_tasks)}
+        tasks = table.column("task").to_pylist()
+        keys = zip(
+            [condition_rank[c] for c in conditions],
+            [task_rank.get(t, len(task_rank)) for t in tasks],
+            tasks,
+            table.column("repetition").to_pylist(),
+            table.column("attempt").to_pylist(),
+            table.column("run_id").to_pylist(),
+            strict=True,
+        )
+        tables.append((folder, table, [(folder_index, *key) for key in keys]))
+    if not any(len(table) for _, table, _ in tables):
+        names = ", ".join(str(f) for f in folders)
+        raise ValueError(f"no scored runs in {names}: runs.jsonl is missing or empty; run `rig run` first")
+    sort_keys = [key for _, _, keys in tables for key in keys]
+    order = sorted(range(len(sort_keys)), key=sort_keys.__getitem__)
+    artifacts = [path for folder, table, _ in tables for path in _artifacts(folder, table)]
+    combined = pa.concat_tables([table for _, table, _ in tables]).take(pa.array(order, type=pa.int64()))
+    return _frame(combined, [artifacts[i] for i in order])
+
+
+def _artifacts(folder: Path, table: "pa.Table") -> list[Path]:
+    """The absolute attempt folders of a results folder's records: each record's relative path
+    below the results folder's real path, normalised without following links inside it (attempt
+    folders are never followed out), which is one system call per folder, not per run."""
+    root = os.path.realpath(folder)
+    return [Path(os.path.normpath(os.path.join(root, rel))) for rel in table.column("artifacts").to_pylist()]
+
+
+def _frame(table: "pa.Table", artifacts: list[Path]) -> pd.DataFrame:
+    """The rows of `table` as load_runs returns them: COLUMNS, with the dtypes pandas infers from
+    the values (a text column with no value at all holds None, as objects)."""
+    import pyarrow as pa
+
+    columns: dict[str, Any] = {}
+    for name in COLUMNS[:-1]:
+        column = table.column(name)
+        if pa.types.is_list(column.type):
+            columns[name] = column.to_pylist()
+        elif pa.types.is_string(column.type) and column.null_count == len(column):
+            columns[name] = np.full(len(column), None, dtype=object)
+        else:
+            columns[name] = column.to_pandas()
+    columns["artifacts"] = artifacts
+    return pd.DataFrame(columns, columns=list(COLUMNS))
+
+
+def _columns(table: "pa.Table", names: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    return list(zip(*(table.column(name).to_pylist() for name in names), strict=True))
 
 
 def infra_summary(results: Path | Sequence[Path]) -> pd.DataFrame:
@@ -313,17 +309,20 @@ def infra_summary(results: Path | Sequence[Path]) -> pd.DataFrame:
         # Duplicates change nothing here (cells and run ids are sets); load_runs reports them.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DuplicateRunWarning)
-            scored = read_runs(store)
-        quarantine = read_quarantine(store)
-        scored_ids = {(r["experiment"], r["run_id"]) for r in scored}
-        for record in scored:
-            counts.setdefault((record["experiment"], record["task"], record["condition"]), [0, 0])
+            scored = _columns(
+                runs_cache.scored(store, ["experiment", "run_id", "task", "condition"]),
+                ("experiment", "run_id", "task", "condition"),
+            )
+        quarantine = _columns(runs_cache.quarantined(store), ("experiment", "run_id", "task", "condition"))
+        scored_ids = {(experiment, run_id) for experiment, run_id, _, _ in scored}
+        for experiment, _, task, condition in scored:
+            counts.setdefault((experiment, task, condition), [0, 0])
         lost: dict[tuple[str, str, str], set[str]] = {}
-        for record in quarantine:
-            key = (record["experiment"], record["task"], record["condition"])
+        for experiment, run_id, task, condition in quarantine:
+            key = (experiment, task, condition)
             counts.setdefault(key, [0, 0])[0] += 1
-            if (record["experiment"], record["run_id"]) not in scored_ids:
-                lost.setdefault(key, set()).add(record["run_id"])
+            if (experiment, run_id) not in scored_ids:
+                lost.setdefault(key, set()).add(run_id)
         for key, ids in lost.items():
             counts[key][1] += len(ids)
     table = [(*key, reruns, missing) for key, (reruns, missing) in counts.items()]

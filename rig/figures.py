@@ -120,6 +120,10 @@ def success_by_task(
     return _save(fig, path)
 
 
+# Points drawn per arm in cost_distribution.
+MAX_POINTS = 2000
+
+
 def cost_distribution(
     values: dict[str, list[float]],
     arms: list[str],
@@ -133,6 +137,8 @@ def cost_distribution(
 
     `values` maps each arm to its per-run values (NaN already dropped); `cost` says which metric it
     is, so the axis names it. The jitter of the points is seeded, so the figure is reproducible.
+    Past MAX_POINTS runs in an arm, a seeded sample of that many is drawn as points (thousands of
+    points already read as a cloud); the box, the median and n are of every run.
     """
     import numpy as np
 
@@ -159,10 +165,11 @@ def cost_distribution(
         if not d:
             ax.text(p, 0.5, "no values", transform=ax.get_xaxis_transform(), ha="center", color="#888888")
             continue
-        jitter = rng.uniform(-0.14, 0.14, size=len(d))
+        points = rng.choice(np.asarray(d), MAX_POINTS, replace=False) if len(d) > MAX_POINTS else d
+        jitter = rng.uniform(-0.14, 0.14, size=len(points))
         ax.scatter(
             [p + j for j in jitter],
-            d,
+            points,
             s=16,
             color=arm_color(i),
             alpha=0.8,

@@ -21,7 +21,7 @@ import math
 import os
 import re
 import warnings
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, namedtuple
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -345,7 +345,8 @@ def _arm_order(df: pd.DataFrame, sources: list[_Source]) -> list[str]:
         (s.name, c.get("name")): j for s in sources for j, c in enumerate(s.design.get("conditions", []))
     }
     keys: dict[str, tuple[int, int, str]] = {}
-    for exp, arm in zip(df["experiment"], df["condition"], strict=True):
+    pairs = df[["experiment", "condition"]].drop_duplicates()
+    for exp, arm in zip(pairs["experiment"].tolist(), pairs["condition"].tolist(), strict=True):
         key = (experiments.get(exp, len(experiments)), declared.get((exp, arm), 10_000), str(arm))
         keys[arm] = min(keys.get(arm, key), key)
     return sorted(keys, key=lambda a: keys[a])
@@ -720,9 +721,35 @@ def _rel(path: Path, out_dir: Path) -> str:
     return Path(os.path.relpath(path, out_dir)).as_posix()
 
 
+class _Relative:
+    """Attempt folders (`runs/<run_id>/attempt-N`) relative to `out_dir`, by one os.path.relpath per
+    `runs/` folder: relpath normalises both paths each call, seconds for tens of thousands of runs."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.out_dir = out_dir
+        self.bases: dict[str, str] = {}
+
+    def __call__(self, path: str) -> str:
+        parent, attempt = os.path.split(path)
+        base, run = os.path.split(parent)
+        if base not in self.bases:
+            self.bases[base] = _rel(Path(base), self.out_dir)
+        return f"{self.bases[base]}/{run}/{attempt}"
+
+
+def _receipts(folder: Path) -> set[str]:
+    """The names of the regular files in an attempt folder: one directory read, not a stat per
+    receipt (a report of 100,000 runs links tens of thousands of failures)."""
+    try:
+        with os.scandir(folder) as entries:
+            return {e.name for e in entries if e.is_file(follow_symlinks=False)}
+    except OSError:
+        return set()
+
+
 def write_failures(
     df: pd.DataFrame,
-    records: dict[Path, dict[str, Any]],
+    records: dict[str, dict[str, Any]],
     out_dir: Path,
     several_experiments: bool,
     stages: list[str],
@@ -735,19 +762,26 @@ def write_failures(
     there links to it first: its transcript, diff and verdicts on one page.
     """
     failed = df[~df["success"].astype(bool)]
+    links_to = _Relative(out_dir)
     groups: dict[str, dict[tuple[str, ...], list[tuple[tuple[Any, ...], str]]]] = defaultdict(
         lambda: defaultdict(list)
     )
-    for row in failed.itertuples():
+    # Plain tuples of plain values: iterating a frame row by row costs seconds at 100,000 runs.
+    columns = [
+        "artifacts", "failing_stage", "experiment", "run_id", "attempt", "task", "condition",
+        "repetition", "timed_out", "stalled", "hang", "tampered",
+    ]  # fmt: skip
+    Row = namedtuple("Row", columns)  # noqa: PYI024
+    for row in map(Row._make, zip(*(failed[c].tolist() for c in columns), strict=True)):
         folder = Path(row.artifacts)
-        record = records.get(folder.resolve(), {})
+        record = records.get(str(folder), {})
         stage = str(row.failing_stage) if not _missing_str(row.failing_stage) else "(none recorded)"
         hidden = record.get("hidden") or {}
         hidden_failed = tuple(sorted(hidden.get("failed") or []))
         check_failed = (record.get("check") or {}).get("failed") or []
-        links = " · ".join(
-            f"[{name}]({_rel(folder / name, out_dir)})" for name in RECEIPTS if (folder / name).is_file()
-        )
+        present = _receipts(folder)
+        base = links_to(str(folder))
+        links = " · ".join(f"[{name}]({base}/{name})" for name in RECEIPTS if name in present)
         page = view / attempt_page(str(row.experiment), str(row.run_id), int(row.attempt)) if view else None
         if page is not None and page.is_file():
             links = f"[view]({_rel(page, out_dir)})" + (f" · {links}" if links else "")
@@ -885,8 +919,11 @@ def build_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     arm_word = "experiment" if vs else "condition"
     figure_paths, has_cost = _draw_figures(df, cells, comparisons, arms, tasks, out_dir, seed, arm_word)
+    # Keyed as load_runs spells `artifacts`: below each folder's real path, normalised, no link
+    # inside it followed (a resolve() per record costs seconds at 100,000 runs).
+    roots = {s.folder: os.path.realpath(s.folder) for s in sources}
     records = {
-        (s.folder / str(r["artifacts"])).resolve(): r
+        os.path.normpath(os.path.join(roots[s.folder], str(r["artifacts"]))): r
         for s in sources
         for r in s.records
         if r.get("artifacts")

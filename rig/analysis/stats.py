@@ -155,8 +155,8 @@ def cell_table(df: pd.DataFrame) -> pd.DataFrame:
     (ci_low, ci_high), and medians of cost (NaN runs without a cost ignored), total tokens, tool
     calls and wall time. Rows follow the order tasks and conditions first appear in `df`.
     """
-    tasks = list(dict.fromkeys(df["task"]))
-    conditions = list(dict.fromkeys(df["condition"]))
+    tasks = list(df["task"].unique())
+    conditions = list(df["condition"].unique())
     groups = dict(iter(df.groupby(["task", "condition"], sort=False)))
     rows = []
 
@@ -263,7 +263,7 @@ def stratified_test(
 
 
 def _check_arms(df: pd.DataFrame, a: str, b: str) -> None:
-    present = list(dict.fromkeys(df["condition"]))
+    present = list(df["condition"].unique())
     for arm in (a, b):
         if arm not in present:
             raise ValueError(f"condition {arm!r} is not in the data; conditions: {', '.join(present)}")
@@ -276,7 +276,7 @@ def _success_counts(df: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
     sub = df[df["condition"].isin([a, b])]
     counts = sub.groupby(["task", "condition"], sort=False)["success"].agg(["sum", "count"])
     rows = []
-    for task in dict.fromkeys(sub["task"]):
+    for task in sub["task"].unique():
         if (task, a) in counts.index and (task, b) in counts.index:
             ca, cb = counts.loc[(task, a)], counts.loc[(task, b)]
             rows.append((task, int(ca["sum"]), int(ca["count"]), int(cb["sum"]), int(cb["count"])))
@@ -515,7 +515,7 @@ def compare_metric(df: pd.DataFrame, metric: str, a: str, b: str) -> Comparison:
     if dropped:
         notes.append(f"{dropped} runs without {label} dropped")
     by_cell = {key: g["value"].to_numpy() for key, g in sub.groupby(["task", "condition"], sort=False)}
-    tasks = [t for t in dict.fromkeys(sub["task"]) if (t, a) in by_cell and (t, b) in by_cell]
+    tasks = [t for t in sub["task"].unique() if (t, a) in by_cell and (t, b) in by_cell]
     if not tasks:
         notes.append(f"no task has {label} in both {a} and {b}")
         return Comparison(
@@ -598,7 +598,7 @@ def compare_conditions(
     both arms count. p_adjusted is Holm's adjustment across all the comparisons returned, so a
     report of many comparisons still controls the chance of any false positive.
     """
-    conditions = list(dict.fromkeys(df["condition"]))
+    conditions = list(df["condition"].unique())
     if reference is None:
         reference = conditions[0]
     elif reference not in conditions:

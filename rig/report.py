@@ -430,8 +430,27 @@ def _setting(value: object) -> str:
     return "default" if value is None else code(value)
 
 
-def _values(records: list[dict[str, Any]], get: Any) -> Counter[str]:
-    return Counter(str(get(r)) for r in records)
+def _values(groups: list[tuple[dict[str, Any], int]], get: Any) -> Counter[str]:
+    """How many records carry each value of `get`, over (a representative record, its count)."""
+    values: Counter[str] = Counter()
+    for record, count in groups:
+        values[str(get(record))] += count
+    return values
+
+
+def _grouped(records: list[dict[str, Any]]) -> dict[str, list[tuple[dict[str, Any], int]]]:
+    """Per task, the records with the same pins and models as (one of them, how many): records read
+    through the cache share one pins dict per distinct pins, so 100,000 records are a few groups."""
+    counts: Counter[tuple[str, int, Any, Any]] = Counter()
+    first: dict[tuple[str, int, Any, Any], dict[str, Any]] = {}
+    for r in records:
+        key = (str(r["task"]), id(r["pins"]), r.get("model"), (r.get("metrics") or {}).get("model"))
+        counts[key] += 1
+        first.setdefault(key, r)
+    by_task: dict[str, list[tuple[dict[str, Any], int]]] = defaultdict(list)
+    for key, count in counts.items():
+        by_task[key[0]].append((first[key], count))
+    return by_task
 
 
 def _pin_text(values: Counter[str], shorten: bool = False) -> str:
@@ -462,10 +481,9 @@ def _pin_blocks(source: _Source, tasks: list[str]) -> list[Block]:
         ("pytest", lambda r: r["pins"]["pytest_version"], False),
         ("toolchain hash", lambda r: r["pins"].get("toolchain_hash"), True),
     ]
-    rows = [[name, _pin_text(_values(records, get), shorten)] for name, get, shorten in pins]
-    by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in records:
-        by_task[str(r["task"])].append(r)
+    by_task = _grouped(records)
+    groups = [group for task_groups in by_task.values() for group in task_groups]
+    rows = [[name, _pin_text(_values(groups, get), shorten)] for name, get, shorten in pins]
     task_rows = [
         [
             code(task),

@@ -9,15 +9,11 @@ runner and the report call, on plan items and records as the runner keeps them; 
 prediction (simulate_sequential) is a separate simulation of the same task model.
 """
 
-import json
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from sequential_configs import config, rig
 
 from rig.analysis.power import _task_rates
 from rig.analysis.sequential import EFFECT, NO_EFFECT, Boundaries, sequential_result, simulate_sequential
@@ -25,7 +21,6 @@ from rig.experiment import ExperimentError, load_experiment
 from rig.models import Experiment
 from rig.schedule import plan
 
-RIG = str(Path(sys.executable).with_name("rig"))
 ALPHA = 0.05
 
 
@@ -150,10 +145,24 @@ def test_no_effect_is_concluded_when_there_is_none() -> None:
 )
 def test_a_bad_stopping_table_is_one_clear_line(tmp_path, stopping, message) -> None:
     path = tmp_path / "bad.toml"
-    path.write_text(_config(f"[stopping]\n{stopping}\n", "solution"))
+    path.write_text(config(f"[stopping]\n{stopping}\n", "solution"))
     with pytest.raises(ExperimentError, match=message.replace("(", r"\(")) as caught:
         load_experiment(path)
     assert "\n" not in str(caught.value)
+
+
+def test_a_look_waits_for_its_rounds_reruns_and_a_run_out_of_attempts_leaves_its_pair_out() -> None:
+    experiment, items = _design(2, 3)
+    late = next(i.run_id for i in items if i.repetition == 1 and i.task == "t0" and i.condition == "a")
+    # Rounds 1 and 2 recorded but for one run of round 1, still waiting for its infra rerun.
+    outcomes = {i.run_id: i.condition == "b" for i in items if i.repetition <= 2 and i.run_id != late}
+    waiting = sequential_result(experiment.stopping, items, outcomes, ())
+    assert waiting.looks == [] and waiting.pending == [late] and waiting.stopped_at is None
+    # It used up its attempts: round 1's look has the other task's pair only, round 2's both.
+    result = sequential_result(experiment.stopping, items, outcomes, [late])
+    assert [(look.repetition, look.pairs, look.wins) for look in result.looks] == [(1, 1, 1), (2, 3, 3)]
+    assert result.runs_recorded == 8 and result.runs_saved == 4 and result.stopped_at is None
+    assert result.pending == [i.run_id for i in items if i.repetition == 3]  # the next look's
 
 
 def test_max_repetitions_makes_the_plan() -> None:
@@ -161,69 +170,8 @@ def test_max_repetitions_makes_the_plan() -> None:
     assert experiment.repetitions == 1 and max(i.repetition for i in items) == 6 and len(items) == 24
 
 
-def _config(stopping: str, with_policy: str, tasks: str = '"all"', max_reps: int = 4) -> str:
-    return f"""harness = "scripted"
-tasks = {tasks}
-repetitions = {max_reps}
-workers = 2
-seed = 5
-[timeouts]
-agent_s = 60
-stall_s = 30
-{stopping}
-[[conditions]]
-name = "without"
-harness_options = {{ policy = "nothing" }}
-[[conditions]]
-name = "with"
-harness_options = {{ policy = "{with_policy}" }}
-"""
-
-
-def _rig(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "RIG_RESULTS_ROOT": str(tmp_path / "results"),
-        "RIG_RUNS_ROOT": str(tmp_path / "runs"),
-    }
-    return subprocess.run([RIG, *args], capture_output=True, text=True, timeout=600, env=env)
-
-
-@pytest.mark.slow
-def test_rig_run_stops_once_decided_reports_the_runs_saved_and_a_resume_starts_nothing(tmp_path) -> None:
-    # A large planted effect: the solution against doing nothing, 5 tasks, at most 4 rounds (40 runs).
-    path = tmp_path / "stop.toml"
-    path.write_text(_config('[stopping]\ncompare = ["without", "with"]\nmin_effect = 0.5\n', "solution"))
-    proc = _rig(tmp_path, "run", str(path))
-    assert proc.returncode == 0, proc.stderr
-    runs = tmp_path / "results" / "stop" / "runs.jsonl"
-    records = [json.loads(line) for line in runs.read_text().splitlines()]
-    # Round 2's look decides (all 10 pairs for `with`; round 1's 5 cannot pass O'Brien-Fleming's first
-    # boundary); only runs already in flight (at most one per other worker) finish after it.
-    assert 20 <= len(records) <= 21
-    assert all(r["success"] == (r["condition"] == "with") for r in records)
-    assert "stopped at look 2 of 4 (with vs without): effect found" in proc.stdout
-    assert f"{len(records)} of the fixed design's 40 runs recorded, {40 - len(records)} saved" in proc.stdout
-
-    again = _rig(tmp_path, "run", str(path))
-    assert again.returncode == 0, again.stderr
-    assert "none to run: [stopping] decided" in again.stderr
-    assert len(runs.read_text().splitlines()) == len(records)  # nothing new started
-    assert "stopped at look 2 of 4" in again.stdout
-
-    report = _rig(tmp_path, "report", str(path))
-    assert report.returncode == 0, report.stderr
-    text = (tmp_path / "results" / "stop" / "report.md").read_text()
-    assert "### Sequential stopping of `stop`: `with` vs `without`" in text
-    assert "Sequential verdict: **effect found** (`with` succeeds more often); stopped at look 2 of 4" in text
-    assert f"Runs: {len(records)} recorded of the fixed design's 40, **{40 - len(records)} saved**" in text
-    assert "| 2 | 10 | 10 / 0 | 10 | 9 |" in text
-
-
 def test_rig_power_gives_the_sequential_designs_runs(tmp_path) -> None:
-    proc = _rig(
-        tmp_path, "power", "--tasks", "5", "--base-rate", "0.4", "--effect", "0.3", "--max-reps", "12"
-    )
+    proc = rig(tmp_path, "power", "--tasks", "5", "--base-rate", "0.4", "--effect", "0.3", "--max-reps", "12")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[1].startswith(
@@ -234,16 +182,16 @@ def test_rig_power_gives_the_sequential_designs_runs(tmp_path) -> None:
     # From an experiment's [stopping]: its tasks, conditions, alpha, min_effect and max_repetitions.
     path = tmp_path / "stop.toml"
     path.write_text(
-        _config(
+        config(
             '[stopping]\ncompare = ["without", "with"]\nmin_effect = 0.5\nmax_repetitions = 6\n', "solution"
         )
     )
-    proc = _rig(tmp_path, "power", "--experiment", str(path), "--effect", "0.4", "--sims", "100")
+    proc = rig(tmp_path, "power", "--experiment", str(path), "--effect", "0.4", "--sims", "100")
     assert proc.returncode == 0, proc.stderr
     assert (
         "min_effect 0.5, alpha 0.05, at most 6 repetitions, 5 tasks x 2 conditions; fixed design 60"
         in proc.stdout
     )
-    path.write_text(_config("", "solution"))
-    proc = _rig(tmp_path, "power", "--experiment", str(path))
+    path.write_text(config("", "solution"))
+    proc = rig(tmp_path, "power", "--experiment", str(path))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "has no [stopping] table" in proc.stderr

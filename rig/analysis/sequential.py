@@ -190,6 +190,7 @@ class SequentialResult:
     """Rounds planned (max_repetitions)."""
     runs_planned: int
     runs_recorded: int
+    """Runs of the plan done: scored, or out of attempts."""
     verdict: str = UNDECIDED
     direction: str | None = None
     """The better condition when an effect was found."""
@@ -239,7 +240,7 @@ def sequential_result(
     for item in items:
         rounds[item.repetition].append(item)
     order = sorted(rounds)
-    runs_recorded = sum(i.run_id in outcomes for i in items)
+    runs_recorded = sum(i.run_id in done for i in items)
     result = SequentialResult(stopping, [], len(order), len(items), runs_recorded)
     wins, losses, pairs = [], [], []
     for rep in order:

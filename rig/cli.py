@@ -305,7 +305,7 @@ def _run(ctx, make_executor=lambda: None) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from rig.runner import execute, experiment_plan, pending_items
+    from rig.runner import execute, experiment_plan, pending_items, sequential_state
     from rig.store import StoreError
     from rig.workspace import PatchError, WorkspaceError
 
@@ -314,8 +314,13 @@ def _run(ctx, make_executor=lambda: None) -> None:
         # Refused before anything is printed or repaired (execute holds the lock for the run itself).
         ctx.store.check_writer()
         pending, _ = pending_items(ctx, items)
+        sequential = sequential_state(ctx, items)
     except StoreError as exc:
         raise _fail(str(exc)) from exc
+    recorded = len(items) - len(pending)
+    decided = sequential is not None and sequential.stopped_at is not None
+    if decided:
+        pending = []  # the [stopping] rule decided from the records: a resume starts nothing
     console = Console(stderr=True)
     console.print(ctx.sandbox.warning() or f"sandbox: {ctx.sandbox.detail} (see `rig doctor`)")
     console.print(f"verification copies: {ctx.scratch.folder}, {ctx.scratch.note}", soft_wrap=True)
@@ -325,8 +330,8 @@ def _run(ctx, make_executor=lambda: None) -> None:
     executor = make_executor() if pending else None
     slots = executor.slots if executor is not None else ctx.experiment.workers
     console.print(
-        f"{ctx.experiment.name}: {len(items)} runs planned, {len(items) - len(pending)} already recorded, "
-        f"{len(pending)} to run with {slots} workers"
+        f"{ctx.experiment.name}: {len(items)} runs planned, {recorded} already recorded, "
+        + ("none to run: \\[stopping] decided" if decided else f"{len(pending)} to run with {slots} workers")
     )
     columns = (
         TextColumn("{task.description}"),
@@ -365,8 +370,25 @@ def _run(ctx, make_executor=lambda: None) -> None:
         raise _fail(f"{failure} (finished runs are kept; rerun to resume)") from failure
     _print_status(ctx, items)
     typer.echo(f"results: {ctx.store.root}")
+    if ctx.experiment.stopping is not None:
+        typer.echo(_sequential_line(sequential_state(ctx, items)))
     if outcome.stopped:
         raise _fail(outcome.stopped, code=3)
+
+
+def _sequential_line(result) -> str:
+    """What the `[stopping]` rule says of the records: why the experiment stopped, or where it is."""
+    a, b = result.stopping.compare
+    fixed = f"{result.runs_recorded} of the fixed design's {result.runs_planned} runs recorded"
+    if result.stopped_at is None:
+        return (
+            f"stopping ({b} vs {a}): {result.verdict} after {len(result.looks)} of {result.rounds} looks; "
+            f"{fixed}"
+        )
+    return (
+        f"stopped at look {result.stopped_at} of {result.rounds} ({b} vs {a}): {result.verdict}: "
+        f"{result.reason}; {fixed}, {result.runs_saved} saved"
+    )
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -907,10 +929,32 @@ def power(
     target: Annotated[float, typer.Option(help="Power wanted.")] = 0.8,
     sims: Annotated[int, typer.Option(min=50, help="Simulated experiments per design.")] = 400,
     seed: int = 0,
+    max_reps: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Also: the sequential design of [stopping] with at most this many repetitions "
+            "(expected and maximum runs at --effect and at no effect).",
+        ),
+    ] = None,
+    min_effect: Annotated[
+        float | None, typer.Option(help="[stopping]'s smallest effect worth detecting (default: --effect).")
+    ] = None,
+    experiment: Annotated[
+        Path | None,
+        typer.Option(
+            help="Take the sequential design from this experiment's [stopping] (its tasks, conditions, "
+            "alpha, min_effect and max_repetitions)."
+        ),
+    ] = None,
 ) -> None:
-    """Repetitions per task needed to detect an effect, by simulating the experiment's design."""
+    """Repetitions per task needed to detect an effect, by simulating the experiment's design; with
+    --max-reps or --experiment, also the runs a sequential ([stopping]) design uses."""
     from rig.analysis import reps_for_power, reps_for_power_cost
 
+    conditions = 2
+    if experiment is not None:
+        tasks, conditions, alpha, min_effect, max_reps = _stopping_design(experiment)
     try:
         reps = reps_for_power(base_rate, effect, tasks, alpha=alpha, target=target, n_sim=sims, seed=seed)
     except ValueError as exc:
@@ -919,6 +963,10 @@ def power(
         f"success {base_rate:.2f} -> {base_rate + effect:.2f} over {tasks} tasks: "
         f"{reps} repetitions per task per condition for power {target:.2f} at alpha {alpha}"
     )
+    if max_reps is not None:
+        _sequential_power(
+            base_rate, effect, tasks, conditions, alpha, min_effect or effect, max_reps, sims, seed
+        )
     if cost_ratio is not None:
         try:
             cost_reps = reps_for_power_cost(
@@ -930,6 +978,60 @@ def power(
             f"median cost x{cost_ratio:.2f} (sigma {cost_sigma}) over {tasks} tasks: "
             f"{cost_reps} repetitions per task per condition for power {target:.2f} at alpha {alpha}"
         )
+
+
+def _stopping_design(path: Path) -> tuple[int, int, float, float, int]:
+    """(tasks, conditions, alpha, min_effect, max repetitions) of an experiment's [stopping]."""
+    from rig.experiment import ExperimentError, load_experiment
+    from rig.packs import PackError, load_pack
+    from rig.tasks import TaskError, load_tasks
+
+    try:
+        exp = load_experiment(path)
+        tasks = load_tasks(load_pack(exp.pack), None if exp.tasks == "all" else list(exp.tasks))
+    except (ExperimentError, PackError, TaskError) as exc:
+        raise _fail(str(exc)) from exc
+    if exp.stopping is None:
+        raise _fail(f"{path} has no [stopping] table; add one, or give --max-reps instead")
+    stop = exp.stopping
+    return len(tasks), len(exp.conditions), stop.alpha, stop.min_effect, exp.planned_repetitions
+
+
+def _sequential_power(
+    base_rate: float,
+    effect: float,
+    tasks: int,
+    conditions: int,
+    alpha: float,
+    min_effect: float,
+    max_reps: int,
+    sims: int,
+    seed: int,
+) -> None:
+    """Print the sequential design's power and runs at `effect` and at no effect, by simulation."""
+    from rig.analysis import power_success
+    from rig.analysis.sequential import simulate_sequential
+
+    try:
+        at_effect, at_none = (
+            simulate_sequential(
+                base_rate, e, tasks, max_reps, min_effect, alpha, sims, seed, n_conditions=conditions
+            )
+            for e in (effect, 0.0)
+        )
+        fixed = power_success(base_rate, effect, tasks, max_reps, alpha=alpha, n_sim=sims, seed=seed)
+    except ValueError as exc:
+        raise _fail(str(exc)) from exc
+    typer.echo(
+        f"sequential design ([stopping]: min_effect {min_effect:g}, alpha {alpha:g}, at most {max_reps} "
+        f"repetitions, {tasks} tasks x {conditions} conditions; fixed design {at_effect.fixed_runs} runs):"
+    )
+    for label, sim in ((f"effect {effect:+.2f}", at_effect), ("no effect", at_none)):
+        typer.echo(
+            f"  at {label}: effect found {sim.rejected:.3f}, no effect of min_effect {sim.no_effect:.3f}; "
+            f"runs expected {sim.expected_runs:.1f}, at most {sim.max_runs} (of {sim.fixed_runs})"
+        )
+    typer.echo(f"  the fixed design of {max_reps} repetitions has power {fixed:.3f} at effect {effect:+.2f}")
 
 
 @app.command()

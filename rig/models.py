@@ -296,6 +296,28 @@ class Limits(BaseModel):
     max_depth: int = Field(default=DEFAULT_MAX_DEPTH, gt=0, description="deepest directory level allowed")
 
 
+class Stopping(BaseModel):
+    """`[stopping]`: stop the experiment once the comparison of two conditions is decided.
+
+    rig.analysis.sequential looks after every completed round of repetitions; see docs/stopping.md.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    compare: tuple[str, str] = Field(description="the reference condition, then the one compared with it")
+    alpha: float = Field(default=0.05, gt=0, lt=1, description="type I error, however often it looks")
+    min_effect: float = Field(gt=0, lt=1, description="smallest success-rate difference worth detecting")
+    max_repetitions: int | None = Field(
+        default=None, ge=1, description="repetitions planned; default: the experiment's repetitions"
+    )
+
+    @field_validator("compare")
+    @classmethod
+    def _two_conditions(cls, compare: tuple[str, str]) -> tuple[str, str]:
+        if compare[0] == compare[1]:
+            raise ValueError(f"compares condition {compare[0]!r} with itself; name two different conditions")
+        return compare
+
+
 class Experiment(BaseModel):
     """An experiment's design. That `harness` names a registered adapter is checked where the
     config is loaded (rig.experiment.load_experiment): the registry is no part of the schema."""
@@ -320,6 +342,7 @@ class Experiment(BaseModel):
     max_consecutive_infra: int = Field(default=3, ge=1, description="stop after this many in a row")
     timeouts: Timeouts = Field(default_factory=Timeouts)
     limits: Limits = Field(default_factory=Limits)
+    stopping: Stopping | None = Field(default=None, description="stop early once decided; None: run the plan")
 
     @field_validator("conditions")
     @classmethod
@@ -335,6 +358,24 @@ class Experiment(BaseModel):
         if isinstance(self.tasks, list) and not self.tasks:
             raise ValueError('tasks is empty; list task ids or use "all"')
         return self
+
+    @model_validator(mode="after")
+    def _stopping_conditions(self) -> "Experiment":
+        names = [c.name for c in self.conditions]
+        missing = [n for n in self.stopping.compare if n not in names] if self.stopping else []
+        if missing:
+            raise ValueError(
+                f"stopping.compare names {missing[0]!r}, which is not a condition; "
+                f"use two of {', '.join(names)}"
+            )
+        return self
+
+    @property
+    def planned_repetitions(self) -> int:
+        """Repetitions in the plan: `[stopping]`'s max_repetitions when it sets one."""
+        if self.stopping is not None and self.stopping.max_repetitions is not None:
+            return self.stopping.max_repetitions
+        return self.repetitions
 
     def digest(self) -> str:
         """A hash of the design: results of one design are never pooled with another's.

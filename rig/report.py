@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from pydantic import ValidationError
 
 from rig import figures, runs_cache
 from rig.analysis import Comparison, cell_table, compare_conditions, infra_summary, load_runs, wilson_interval
@@ -678,6 +679,93 @@ def _comparison_blocks(comparisons: list[Comparison], arms: list[str], vs: bool)
     return blocks
 
 
+def _sequential_blocks(source: _Source) -> list[Block]:
+    """The `[stopping]` rule's verdict for one experiment, re-derived from its records."""
+    from rig.analysis.sequential import EFFECT, SPENDING, sequential_result
+    from rig.migrate import read_quarantine
+    from rig.models import Experiment
+    from rig.schedule import plan
+    from rig.tasks import TaskError, load_tasks
+
+    if not source.design.get("stopping"):
+        return []
+    name = code(source.name)
+    try:
+        experiment = Experiment.model_validate(source.design)
+    except ValidationError as exc:
+        return [
+            Heading(3, f"Sequential stopping of {name}"),
+            Para(f"Its design cannot be read by this rig ({exc.error_count()} errors): no verdict."),
+        ]
+    stopping = experiment.stopping
+    assert stopping is not None  # the design has [stopping]
+    a, b = stopping.compare
+    blocks: list[Block] = [Heading(3, f"Sequential stopping of {name}: {code(b)} vs {code(a)}")]
+    try:
+        tasks = load_tasks(source.pack, None if experiment.tasks == "all" else list(experiment.tasks))
+    except TaskError as exc:
+        return [*blocks, Para(f"The plan cannot be rebuilt ({exc}): no sequential verdict.")]
+    outcomes = {str(r["run_id"]): bool(r["success"]) for r in source.records}
+    quarantined = Counter(str(r["run_id"]) for r in read_quarantine(ResultsStore(source.folder)))
+    exhausted = {run for run, n in quarantined.items() if n >= experiment.max_attempts}
+    result = sequential_result(stopping, plan(experiment, [t.id for t in tasks]), outcomes, exhausted)
+    min_pp = f"{stopping.min_effect * 100:.0f}"
+    blocks.append(
+        Para(
+            f"A look after every round of repetitions (every condition of every task once), up to "
+            f"{result.rounds}, with type I error at most {stopping.alpha:g} however many looks are taken. "
+            "The test pairs run r of A with run r of B of the same task: with no difference, a discordant "
+            "pair (one succeeded, one failed) favours either arm with probability 1/2, so an exact "
+            f"group-sequential test on the pairs ({SPENDING} alpha spending) finds an effect when "
+            "|wins - losses| reaches the look's boundary; it concludes no effect of at least "
+            f"{min_pp} points when both one-sided E values against such an effect reach "
+            f"{1 / stopping.alpha:.3g} (docs/stopping.md)."
+        )
+    )
+    verdict = f"**{result.verdict}**"
+    if result.verdict == EFFECT:
+        verdict += f" ({code(result.direction)} succeeds more often)"
+    if result.stopped_at is None:
+        where = f"not decided after {len(result.looks)} of {result.rounds} looks" + (
+            f"; the next look waits for {_plural(len(result.pending), 'run')}" if result.pending else ""
+        )
+    else:
+        where = f"stopped at look {result.stopped_at} of {result.rounds}: {result.reason}"
+    share = result.runs_saved / result.runs_planned if result.runs_planned else math.nan
+    blocks.append(
+        Para(
+            f"Sequential verdict: {verdict}; {where}. Runs: {result.runs_recorded} recorded of the fixed "
+            f"design's {result.runs_planned}, **{result.runs_saved} saved** ({fmt_pct(share, 0)})."
+        )
+    )
+    rows = [
+        [
+            str(look.repetition),
+            str(look.pairs),
+            f"{look.wins} / {look.losses}",
+            str(abs(look.wins - look.losses)),
+            DASH if math.isinf(look.boundary) else f"{look.boundary:g}",
+            f"{look.alpha_spent:.2g}",
+            f"{look.e_no_effect:.3g}",
+            look.verdict,
+        ]
+        for look in result.looks
+    ]
+    if rows:
+        headers = [
+            "look (round)",
+            "pairs",
+            f"discordant for {b} / {a}",
+            "|wins - losses|",
+            "boundary",
+            "alpha spent",
+            f"E against >= {min_pp} pp",
+            "verdict",
+        ]
+        blocks.append(Table(headers, rows, frozenset({0, 1, 2, 3, 4, 5, 6})))
+    return blocks
+
+
 def _share(series: pd.Series) -> str:
     values = series.dropna().astype(bool)
     if values.empty:
@@ -975,6 +1063,8 @@ def build_report(
     blocks += _cell_blocks(cells, infra, arms, tasks, arm_word)
     blocks.append(Para(_hang_text(df, arms, arm_word)))
     blocks += _comparison_blocks(comparisons, arms, vs)
+    for source in sources:
+        blocks += _sequential_blocks(source)
     blocks += _behaviour_blocks(df, arms, arm_word)
     distribution = "Cost per run" if has_cost else "Total tokens per run (no run reported a cost)"
     captions = [

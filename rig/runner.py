@@ -2,7 +2,9 @@
 
 `run_one` chains the eight steps of DESIGN.md (rig/steps/) for one attempt. `execute` drives many
 of them with N workers, quarantines infrastructure failures and reruns them interleaved, and stops
-after K infrastructure failures in a row. Resuming skips every run id already recorded.
+after K infrastructure failures in a row, or once an experiment's `[stopping]` rule has decided
+(rig.analysis.sequential). Resuming skips every run id already recorded, and starts nothing once the
+rule decided.
 """
 
 import json
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version as dist_version
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import harnesses
 from harnesses.base import Confinement, HarnessAdapter, kill_running_agents
@@ -55,6 +57,9 @@ from rig.untrusted import remove_trees
 from rig.verify import default_pycache, forget_bytecode
 from rig.version import rig_version
 from rig.workspace import check_agent_root, tree_digest
+
+if TYPE_CHECKING:
+    from rig.analysis.sequential import SequentialResult
 
 DESIGN_FILE = "experiment.json"
 
@@ -358,6 +363,48 @@ class Progress:
     reruns_queued: int = 0
     exhausted: list[str] = field(default_factory=list)
     stopped: str | None = None
+    sequential: "SequentialResult | None" = None
+    """The `[stopping]` rule's test as the records stand; None without one."""
+
+    @property
+    def decided(self) -> bool:
+        """The `[stopping]` rule decided: no new run starts, runs in flight finish and are recorded."""
+        return self.sequential is not None and self.sequential.stopped_at is not None
+
+
+class SequentialMonitor:
+    """The `[stopping]` rule of an experiment, re-evaluated from its records as each one lands."""
+
+    def __init__(self, ctx: RunContext, items: list[PlanItem]) -> None:
+        # Imported here: the statistics (and pandas with them) stay out of `rig --help`.
+        from rig.analysis.sequential import sequential_result
+
+        self._evaluate = sequential_result
+        self.stopping = ctx.experiment.stopping
+        self.items = items
+        self.outcomes = {r["run_id"]: bool(r["success"]) for r in read_runs(ctx.store)}
+        quarantined = Counter(r["run_id"] for r in read_quarantine(ctx.store))
+        self.exhausted = {
+            run
+            for run, n in quarantined.items()
+            if n >= ctx.experiment.max_attempts and run not in self.outcomes
+        }
+
+    def result(self) -> "SequentialResult":
+        return self._evaluate(self.stopping, self.items, self.outcomes, self.exhausted)
+
+    def record(self, run_id: str, success: bool | None) -> "SequentialResult":
+        """A scored run (`success`) or one out of attempts (None) landed; the test as it now stands."""
+        if success is None:
+            self.exhausted.add(run_id)
+        else:
+            self.outcomes[run_id] = success
+        return self.result()
+
+
+def sequential_state(ctx: RunContext, items: list[PlanItem]) -> "SequentialResult | None":
+    """The `[stopping]` rule's test from the records alone (None without `[stopping]`)."""
+    return SequentialMonitor(ctx, items).result() if ctx.experiment.stopping is not None else None
 
 
 def pending_items(ctx: RunContext, items: list[PlanItem]) -> tuple[list[PlanItem], dict[str, int]]:
@@ -425,13 +472,14 @@ def execute(
         reap_orphans()
         _remove_copies(ctx)
         pending, quarantined = pending_items(ctx, items)
-        progress = Progress(total=len(pending))
+        monitor = SequentialMonitor(ctx, items) if ctx.experiment.stopping is not None else None
+        progress = Progress(total=len(pending), sequential=monitor.result() if monitor else None)
         queue = deque(pending)
         attempts = Counter(quarantined)
         running: dict[Future, PlanItem] = {}
         executor = executor or LocalExecutor(ctx)
         try:
-            _drive(ctx, executor, queue, running, attempts, progress, on_update)
+            _drive(ctx, executor, queue, running, attempts, progress, on_update, monitor)
         except BaseException:
             # Ctrl-C, SIGTERM or a store that cannot write: nothing of a run in flight is appended
             # (its attempt folder stays, a resume reruns it). Every agent and verification process
@@ -461,12 +509,14 @@ def _drive(
     attempts: Counter,
     progress: Progress,
     on_update: Callable[[Progress, dict | None], None] | None,
+    monitor: SequentialMonitor | None = None,
 ) -> None:
-    """Submit, collect and record runs until the queue is empty or the experiment stops."""
+    """Submit, collect and record runs until the queue is empty or the experiment stops (a stop
+    rule, or the `[stopping]` rule's decision: runs in flight still finish and are recorded)."""
     exp = ctx.experiment
     consecutive_infra = 0
     while queue or running:
-        while queue and len(running) < executor.slots and progress.stopped is None:
+        while queue and len(running) < executor.slots and progress.stopped is None and not progress.decided:
             item = queue.popleft()
             running[executor.submit(item)] = item
         if not running:
@@ -489,11 +539,15 @@ def _drive(
                 else:
                     progress.exhausted.append(item.run_id)
                     progress.done += 1
+                    if monitor is not None:
+                        progress.sequential = monitor.record(item.run_id, None)
             else:
                 ctx.store.append_run(record)
                 consecutive_infra = 0
                 progress.done += 1
                 progress.successes += bool(record["success"])
+                if monitor is not None:
+                    progress.sequential = monitor.record(item.run_id, bool(record["success"]))
             broken = sorted({f["rule"] for f in record.get("audit", [])} & STOP_RULES)
             if broken and progress.stopped is None:
                 progress.stopped = (

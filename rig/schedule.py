@@ -16,7 +16,7 @@ def run_id(task: str, condition: str, repetition: int) -> str:
 def plan(experiment: Experiment, task_ids: list[str]) -> list[PlanItem]:
     """Every run of the experiment, in execution order."""
     items = []
-    for rep in range(1, experiment.repetitions + 1):
+    for rep in range(1, experiment.planned_repetitions + 1):
         for task in task_ids:
             names = [c.name for c in experiment.conditions]
             random.Random(f"{experiment.seed}|{rep}|{task}").shuffle(names)

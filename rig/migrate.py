@@ -18,6 +18,7 @@ orphans results written before it.
 import warnings
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -131,16 +132,21 @@ def read_runs(store: ResultsStore) -> list[Record]:
         seen.add(run_id)
         kept.append(record)
     if dropped:
-        listed = ", ".join(f"{run_id} (+{n})" for run_id, n in sorted(dropped.items())[:5])
-        more = f" and {len(dropped) - 5} more" if len(dropped) > 5 else ""
-        warnings.warn(
-            f"{store.runs_path}: dropped {sum(dropped.values())} duplicate records of "
-            f"{len(dropped)} run ids, keeping the first of each: {listed}{more}; "
-            "was the folder written by two runners or merged twice?",
-            DuplicateRunWarning,
-            stacklevel=2,
-        )
+        warn_duplicates(store.runs_path, dropped)
     return kept
+
+
+def warn_duplicates(path: Path, dropped: Counter[str]) -> None:
+    """One DuplicateRunWarning for the later records of run ids already seen in `path`."""
+    listed = ", ".join(f"{run_id} (+{n})" for run_id, n in sorted(dropped.items())[:5])
+    more = f" and {len(dropped) - 5} more" if len(dropped) > 5 else ""
+    warnings.warn(
+        f"{path}: dropped {sum(dropped.values())} duplicate records of "
+        f"{len(dropped)} run ids, keeping the first of each: {listed}{more}; "
+        "was the folder written by two runners or merged twice?",
+        DuplicateRunWarning,
+        stacklevel=3,
+    )
 
 
 def read_quarantine(store: ResultsStore) -> list[Record]:

@@ -26,7 +26,6 @@ import json
 import math
 import os
 import secrets
-import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -38,8 +37,8 @@ from typing import TYPE_CHECKING, Any
 from filelock import FileLock, Timeout
 
 from rig import migrate as migrate_module
-from rig.migrate import DuplicateRunWarning, RecordSchemaError, migrate
-from rig.store import ResultsStore, StoreError
+from rig.migrate import RecordSchemaError, migrate, warn_duplicates
+from rig.store import ResultsStore, StoreError, fsync_dir
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -478,14 +477,6 @@ def _select(schema: "pa.Schema", columns: list[str] | None) -> "pa.Schema":
 # -- saving -------------------------------------------------------------------------------------
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_atomically(path: Path, write: Callable[[Any], None]) -> None:
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     try:
@@ -547,7 +538,7 @@ def _save(
         _write_atomically(
             _manifest_path(cache_dir, kind), lambda f: f.write(json.dumps(manifest, indent=1).encode())
         )
-        _fsync_dir(cache_dir)
+        fsync_dir(cache_dir)
         for stale in cache_dir.glob(f"{kind.name}-*.parquet"):
             if stale.name not in parts:
                 stale.unlink(missing_ok=True)
@@ -632,15 +623,7 @@ def scored(store: ResultsStore, columns: list[str] | None = None) -> "pa.Table":
             seen.add(run_id)
             keep.append(True)
     if dropped:
-        listed = ", ".join(f"{run_id} (+{n})" for run_id, n in sorted(dropped.items())[:5])
-        more = f" and {len(dropped) - 5} more" if len(dropped) > 5 else ""
-        warnings.warn(
-            f"{store.runs_path}: dropped {sum(dropped.values())} duplicate records of "
-            f"{len(dropped)} run ids, keeping the first of each: {listed}{more}; "
-            "was the folder written by two runners or merged twice?",
-            DuplicateRunWarning,
-            stacklevel=2,
-        )
+        warn_duplicates(store.runs_path, dropped)
         table = table.filter(pa.array(keep))
     return table if columns is None else table.select(columns)
 

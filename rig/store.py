@@ -122,7 +122,8 @@ def _torn_start(fd: int) -> int | None:
     return None
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Make a rename or creation in the folder `path` durable."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -340,7 +341,7 @@ class ResultsStore:
                 os.fsync(out)
             finally:
                 os.close(out)
-            _fsync_dir(self.torn_dir)
+            fsync_dir(self.torn_dir)
         except OSError as exc:
             # The original keeps its torn tail (readers skip it) until the bytes can be saved.
             dest.unlink(missing_ok=True)
@@ -445,7 +446,7 @@ class ResultsStore:
                 tmp.unlink(missing_ok=True)
                 raise
             try:
-                _fsync_dir(self.root)
+                fsync_dir(self.root)
             except OSError as exc:
                 raise _os_error(self.root, "syncing the rewritten runs.jsonl", exc) from None
         finally:

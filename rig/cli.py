@@ -370,8 +370,6 @@ def _run(ctx, make_executor=lambda: None) -> None:
         raise _fail(f"{failure} (finished runs are kept; rerun to resume)") from failure
     _print_status(ctx, items)
     typer.echo(f"results: {ctx.store.root}")
-    if ctx.experiment.stopping is not None:
-        typer.echo(_sequential_line(sequential_state(ctx, items)))
     if outcome.stopped:
         raise _fail(outcome.stopped, code=3)
 
@@ -400,23 +398,25 @@ def _print_status(ctx, items) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from rig.runner import sequential_state
     from rig.status import cell_status
 
-    cells = cell_status(items, ctx.store, ctx.experiment.max_attempts)
+    sequential = sequential_state(ctx, items)
+    stopped = sequential is not None and sequential.stopped_at is not None
+    cells = cell_status(items, ctx.store, ctx.experiment.max_attempts, stopped)
     table = Table(title=f"{ctx.experiment.name}: status per cell")
-    for column in ("task", "condition", "done", "success", "pending", "quarantined", "infra reruns"):
+    columns = ["task", "condition", "done", "success", "pending", "quarantined", "infra reruns"]
+    if sequential is not None:
+        columns.append("not needed")
+    for column in columns:
         table.add_column(column, justify="left" if column in ("task", "condition") else "right")
     for c in cells:
-        table.add_row(
-            c.task,
-            c.condition,
-            f"{c.done}/{c.planned}",
-            str(c.successes),
-            str(c.pending),
-            str(c.quarantined),
-            str(c.infra_reruns),
-        )
+        row = [c.task, c.condition, f"{c.done}/{c.planned}", str(c.successes), str(c.pending)]
+        row += [str(c.quarantined), str(c.infra_reruns)]
+        table.add_row(*row, *([str(c.not_needed)] if sequential is not None else []))
     Console(width=120).print(table)
+    if sequential is not None:
+        typer.echo(_sequential_line(sequential))
 
 
 @app.command()

@@ -861,6 +861,7 @@ class Cell(BaseModel):
     pending: int = 0
     quarantined: int = 0
     infra_reruns: int = 0
+    not_needed: int = Field(default=0, description="runs never started: the [stopping] rule had decided")
 
 
 class TaskStats(BaseModel):

@@ -13,8 +13,12 @@ from rig.models import Cell, PlanItem
 from rig.store import ResultsStore
 
 
-def cell_status(items: list[PlanItem], store: ResultsStore, max_attempts: int) -> list[Cell]:
+def cell_status(
+    items: list[PlanItem], store: ResultsStore, max_attempts: int, stopped: bool = False
+) -> list[Cell]:
     """One row per cell, by task and condition; quarantined = no scored record and no attempts left.
+    `stopped`: the experiment's [stopping] rule has decided, so a run not recorded is not needed
+    rather than pending.
 
     Raises StoreError for an unreadable results file and RecordSchemaError for a record of a newer
     rig; warns (DuplicateRunWarning) about a run id recorded twice, which counts once.
@@ -32,6 +36,8 @@ def cell_status(items: list[PlanItem], store: ResultsStore, max_attempts: int) -
             cell.successes += runs[item.run_id]
         elif infra[item.run_id] >= max_attempts:
             cell.quarantined += 1
+        elif stopped:
+            cell.not_needed += 1
         else:
             cell.pending += 1
     return sorted(cells.values(), key=lambda c: (c.task, c.condition))

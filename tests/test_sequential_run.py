@@ -31,6 +31,14 @@ def test_rig_run_stops_once_decided_reports_the_runs_saved_and_a_resume_starts_n
     assert len(runs.read_text().splitlines()) == len(records)  # nothing new started
     assert "stopped at look 2 of 4" in again.stdout
 
+    # `rig status` counts the runs the decision made unnecessary apart from those still pending.
+    status = rig(tmp_path, "status", str(path))
+    assert status.returncode == 0, status.stderr
+    assert "not needed" in status.stdout and "stopped at look 2 of 4" in status.stdout
+    rows = [line.split("│") for line in status.stdout.splitlines() if line.startswith("│ t")]
+    assert len(rows) == 10 and all(int(row[5]) == 0 for row in rows)  # nothing pending
+    assert sum(int(row[8]) for row in rows) == 40 - len(records)
+
     report = rig(tmp_path, "report", str(path))
     assert report.returncode == 0, report.stderr
     text = (tmp_path / "results" / "stop" / "report.md").read_text()

@@ -33,6 +33,8 @@ from rig.store import ResultsStore
 from rig.tasks import load_tasks
 from rig.workspace import collect_diff, copy_fixture, init_baseline
 
+SMALL_RESULTS = Path(__file__).parent / "data" / "results_small" / "results_small"
+
 RIG = str(Path(sys.executable).with_name("rig"))
 ALL_TASKS = [t.id for t in load_tasks()]
 
@@ -633,8 +635,11 @@ def test_corrupt_middle_line_stops_status_report_and_resume_with_one_line(tmp_pa
     )
     store = ResultsStore(root)
     append = store.append_run if which == "runs.jsonl" else store.append_quarantine
+    # Whole records, as `rig run` appends them: only the edited line may be what is wrong.
+    recorded = json.loads((SMALL_RESULTS / "runs.jsonl").read_text().splitlines()[0])
     for i in (1, 2, 3):
-        append({"run_id": f"t1_fix_pagination__nothing__r0{i}", "i": i})
+        ids = {"run_id": f"t1_fix_pagination__nothing__r0{i}", "condition": "nothing", "repetition": i}
+        append({**recorded, "experiment": "corrupt", **ids})
     lines = (root / which).read_text().splitlines()
     lines[1] = '{"run_id": "t1_fix_pagination__nothing__r02", "success": tr'  # edited by hand
     (root / which).write_text("\n".join(lines) + "\n")

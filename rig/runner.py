@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING, Protocol
 import harnesses
 from harnesses.base import Confinement, HarnessAdapter, kill_running_agents
 from harnesses.registry import install_version, make_adapter
+from rig import runs_cache
 from rig.audit import STOP_RULES, toolchain_digest
 from rig.experiment import ExperimentError
-from rig.migrate import design_digest, read_quarantine, read_runs
+from rig.migrate import design_digest
 from rig.models import (
     RIG_SIDE_RULES,
     AgentRun,
@@ -382,8 +383,8 @@ class SequentialMonitor:
         self._evaluate = sequential_result
         self.stopping = ctx.experiment.stopping
         self.items = items
-        self.outcomes = {r["run_id"]: bool(r["success"]) for r in read_runs(ctx.store)}
-        quarantined = Counter(r["run_id"] for r in read_quarantine(ctx.store))
+        self.outcomes = _outcomes(ctx.store)
+        quarantined = _quarantine_counts(ctx.store)
         self.exhausted = {
             run
             for run, n in quarantined.items()
@@ -402,6 +403,19 @@ class SequentialMonitor:
         return self.result()
 
 
+def _outcomes(store: ResultsStore) -> dict[str, bool]:
+    """Success by run id of the scored records, read through the results cache."""
+    table = runs_cache.scored(store, ["run_id", "success"])
+    return dict(
+        zip(table.column("run_id").to_pylist(), map(bool, table.column("success").to_pylist()), strict=True)
+    )
+
+
+def _quarantine_counts(store: ResultsStore) -> Counter[str]:
+    """Infrastructure-failed attempts per run id, read through the results cache."""
+    return Counter(runs_cache.quarantined(store).column("run_id").to_pylist())
+
+
 def sequential_state(ctx: RunContext, items: list[PlanItem]) -> "SequentialResult | None":
     """The `[stopping]` rule's test from the records alone (None without `[stopping]`)."""
     return SequentialMonitor(ctx, items).result() if ctx.experiment.stopping is not None else None
@@ -410,8 +424,8 @@ def sequential_state(ctx: RunContext, items: list[PlanItem]) -> "SequentialResul
 def pending_items(ctx: RunContext, items: list[PlanItem]) -> tuple[list[PlanItem], dict[str, int]]:
     """Plan items without a scored record and with attempts left; also quarantine counts per run."""
     ctx.store.repair()
-    done = {r["run_id"] for r in read_runs(ctx.store)}
-    quarantined = Counter(r["run_id"] for r in read_quarantine(ctx.store))
+    done = _outcomes(ctx.store)
+    quarantined = _quarantine_counts(ctx.store)
     pending = [
         i for i in items if i.run_id not in done and quarantined[i.run_id] < ctx.experiment.max_attempts
     ]

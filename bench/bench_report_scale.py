@@ -140,7 +140,10 @@ def append(folder: Path, n: int) -> None:
 
 
 def measure(command: list[str], env: dict[str, str], cwd: Path | None = None) -> dict[str, float]:
-    """Wall seconds and peak resident memory (MB) of one subprocess, which must exit 0."""
+    """Wall seconds, CPU seconds (user and system) and peak resident memory (MB) of one subprocess,
+    which must exit 0, and the machine's load average when it started (on a shared machine the
+    wall time grows with the load, the CPU time much less)."""
+    load = os.getloadavg()[0]
     started = time.perf_counter()
     proc = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -150,7 +153,12 @@ def measure(command: list[str], env: dict[str, str], cwd: Path | None = None) ->
     if proc.returncode != 0:
         raise SystemExit(f"bench: {' '.join(command)} exited {proc.returncode}: {error}")
     # Linux reports ru_maxrss in KiB.
-    return {"seconds": round(seconds, 2), "peak_mb": round(usage.ru_maxrss / 1024, 1)}
+    return {
+        "seconds": round(seconds, 2),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+        "peak_mb": round(usage.ru_maxrss / 1024, 1),
+        "load": round(load, 1),
+    }
 
 
 def baseline_tree(ref: str, dest: Path) -> Path:
@@ -194,7 +202,8 @@ def main() -> None:
             row["status"] = measure([str(RIG), "status", str(CONFIG)], env)
             results[str(n)] = row
             phases = ", ".join(
-                f"{phase} {row[phase]['seconds']} s / {row[phase]['peak_mb']} MB"  # type: ignore[index]
+                f"{phase} {row[phase]['seconds']} s (cpu {row[phase]['cpu_s']} s, load {row[phase]['load']}) "  # type: ignore[index]
+                f"/ {row[phase]['peak_mb']} MB"  # type: ignore[index]
                 for phase in ("old", "cold", "warm", "append", "status")
                 if phase in row
             )

@@ -24,7 +24,7 @@ import warnings
 from collections import Counter, defaultdict, namedtuple
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from pydantic import ValidationError
@@ -37,6 +37,9 @@ from rig.packs import PackError, load_pack
 from rig.store import ResultsStore
 from rig.verify import GATE_STAGE
 from rig.view_links import RUNS_PAGE, attempt_page, existing_view
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # The verdicts after the gate, in the order a reader fixes them: the hidden tests, then verification.
 AFTER_GATE = ("hidden", "verify")
@@ -281,20 +284,31 @@ def _short(digest: str) -> str:
 
 @dataclass
 class _Source:
-    """One results folder: its design (experiment.json), the pack it names and its scored records."""
+    """One results folder: its design (experiment.json), the pack it names and its scored records,
+    as the columns of `runs_cache.report_table` (records are made only of the runs that need one)."""
 
     folder: Path
     design: dict[str, Any]
     digest: str | None
-    records: list[dict[str, Any]]
+    table: "pa.Table"
     pack: Pack
 
     @property
     def name(self) -> str:
         if self.design.get("name"):
             return str(self.design["name"])
-        names = sorted({str(r.get("experiment")) for r in self.records})
+        names = sorted(str(n) for n in self.distinct("experiment"))
         return names[0] if names else self.folder.name
+
+    def distinct(self, column: str) -> list[Any]:
+        """The distinct values of one of the records' columns."""
+        return self.table.column(column).unique().to_pylist()
+
+    def failed_records(self) -> list[dict[str, Any]]:
+        """The records of the failed runs (runs_cache.report_records)."""
+        import pyarrow.compute as pc
+
+        return runs_cache.report_records(self.table.filter(pc.invert(self.table.column("success"))))
 
 
 def _read_source(folder: Path) -> _Source:
@@ -306,10 +320,10 @@ def _read_source(folder: Path) -> _Source:
         design = raw.get("experiment", raw)
         digest = raw.get("digest")
     # The same records load_runs read and reported on: migrated, first of each run id, holding the
-    # fields this report reads (runs_cache.VIEW_KEYS).
+    # fields this report reads (runs_cache.REPORT_COLUMNS).
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DuplicateRunWarning)
-        records = runs_cache.report_records(ResultsStore(folder))
+        table = runs_cache.report_table(ResultsStore(folder))
     # A design without `pack` (or none at all) ran on the built-in pack, as Experiment's default says.
     # The pack is read for its gate (the stage order and the success definition), so it must exist.
     try:
@@ -318,7 +332,7 @@ def _read_source(folder: Path) -> _Source:
         raise PackError(
             f"{design_path} names pack {design.get('pack')!r}, which cannot be read: {exc}"
         ) from None
-    return _Source(folder, design, digest, records, pack)
+    return _Source(folder, design, digest, table, pack)
 
 
 def _gate_text(pack: Pack) -> str:
@@ -363,7 +377,7 @@ def _design_blocks(sources: list[_Source], tasks: list[str]) -> list[Block]:
         blocks.append(Heading(3, f"Experiment {code(source.name)}"))
         if not d:
             blocks.append(Para(f"No experiment.json in {code(source.folder.name)}; design unknown."))
-        seen_tasks = sorted({str(r["task"]) for r in source.records})
+        seen_tasks = sorted(str(t) for t in source.distinct("task"))
         declared = d.get("tasks", "all")
         task_text = (
             f"all ({', '.join(code(t) for t in seen_tasks)})"
@@ -439,18 +453,19 @@ def _values(groups: list[tuple[dict[str, Any], int]], get: Any) -> Counter[str]:
     return values
 
 
-def _grouped(records: list[dict[str, Any]]) -> dict[str, list[tuple[dict[str, Any], int]]]:
-    """Per task, the records with the same pins and models as (one of them, how many): records read
-    through the cache share one pins dict per distinct pins, so 100,000 records are a few groups."""
-    counts: Counter[tuple[str, int, Any, Any]] = Counter()
-    first: dict[tuple[str, int, Any, Any], dict[str, Any]] = {}
-    for r in records:
-        key = (str(r["task"]), id(r["pins"]), r.get("model"), (r.get("metrics") or {}).get("model"))
-        counts[key] += 1
-        first.setdefault(key, r)
+def _grouped(table: "pa.Table") -> dict[str, list[tuple[dict[str, Any], int]]]:
+    """Per task, the records with the same pins and models as (a record of what they share, how
+    many), grouped in Arrow: 100,000 records are a few groups."""
+    keys = ["task", "pins", "model", "reported_model"]
     by_task: dict[str, list[tuple[dict[str, Any], int]]] = defaultdict(list)
-    for key, count in counts.items():
-        by_task[key[0]].append((first[key], count))
+    for group in table.group_by(keys).aggregate([("run_id", "count")]).to_pylist():
+        record = {
+            "task": group["task"],
+            "pins": json.loads(group["pins"]) if group["pins"] is not None else {},
+            "model": group["model"],
+            "metrics": {"model": group["reported_model"]},
+        }
+        by_task[str(group["task"])].append((record, group["run_id_count"]))
     return by_task
 
 
@@ -466,8 +481,7 @@ def _pin_text(values: Counter[str], shorten: bool = False) -> str:
 
 
 def _pin_blocks(source: _Source, tasks: list[str]) -> list[Block]:
-    records = source.records
-    if not records:
+    if not source.table.num_rows:
         return [Para("No scored records, so no pins.")]
     pins = [
         ("rig version", lambda r: r["pins"]["rig_version"], False),
@@ -482,7 +496,7 @@ def _pin_blocks(source: _Source, tasks: list[str]) -> list[Block]:
         ("pytest", lambda r: r["pins"]["pytest_version"], False),
         ("toolchain hash", lambda r: r["pins"].get("toolchain_hash"), True),
     ]
-    by_task = _grouped(records)
+    by_task = _grouped(source.table)
     groups = [group for task_groups in by_task.values() for group in task_groups]
     rows = [[name, _pin_text(_values(groups, get), shorten)] for name, get, shorten in pins]
     task_rows = [
@@ -496,7 +510,8 @@ def _pin_blocks(source: _Source, tasks: list[str]) -> list[Block]:
     ]
     return [
         Para(
-            f"Pins of the {len(records)} scored records (hashes: first 12 hex digits; full in record.json):"
+            f"Pins of the {source.table.num_rows} scored records "
+            "(hashes: first 12 hex digits; full in record.json):"
         ),
         Table(["pin", "value"], rows),
         Table(["task", "task hash", "hidden-tests hash"], task_rows),
@@ -705,7 +720,8 @@ def _sequential_blocks(source: _Source) -> list[Block]:
         tasks = load_tasks(source.pack, None if experiment.tasks == "all" else list(experiment.tasks))
     except TaskError as exc:
         return [*blocks, Para(f"The plan cannot be rebuilt ({exc}): no sequential verdict.")]
-    outcomes = {str(r["run_id"]): bool(r["success"]) for r in source.records}
+    run_ids, successes = (source.table.column(c).to_pylist() for c in ("run_id", "success"))
+    outcomes = dict(zip(run_ids, successes, strict=True))
     quarantined = Counter(str(r["run_id"]) for r in read_quarantine(ResultsStore(source.folder)))
     exhausted = {run for run, n in quarantined.items() if n >= experiment.max_attempts}
     result = sequential_result(stopping, plan(experiment, [t.id for t in tasks]), outcomes, exhausted)
@@ -843,7 +859,7 @@ class _Relative:
         return f"{self.bases[base]}/{run}/{attempt}"
 
 
-def _receipts(folder: Path) -> set[str]:
+def _receipts(folder: str) -> set[str]:
     """The names of the regular files in an attempt folder: one directory read, not a stat per
     receipt (a report of 100,000 runs links tens of thousands of failures)."""
     try:
@@ -879,14 +895,14 @@ def write_failures(
     ]  # fmt: skip
     Row = namedtuple("Row", columns)  # noqa: PYI024
     for row in map(Row._make, zip(*(failed[c].tolist() for c in columns), strict=True)):
-        folder = Path(row.artifacts)
-        record = records.get(str(folder), {})
+        folder = str(row.artifacts)
+        record = records.get(folder, {})
         stage = str(row.failing_stage) if not _missing_str(row.failing_stage) else "(none recorded)"
         hidden = record.get("hidden") or {}
         hidden_failed = tuple(sorted(hidden.get("failed") or []))
         check_failed = (record.get("check") or {}).get("failed") or []
         present = _receipts(folder)
-        base = links_to(str(folder))
+        base = links_to(folder)
         links = " · ".join(f"[{name}]({base}/{name})" for name in RECEIPTS if name in present)
         page = view / attempt_page(str(row.experiment), str(row.run_id), int(row.attempt)) if view else None
         if page is not None and page.is_file():
@@ -1013,7 +1029,7 @@ def build_report(
         raise ValueError(f"unknown format {fmt!r}; use md or html")
     folders = [Path(f).resolve() for f in folders]
     out_dir = Path(out_dir).resolve()
-    df = load_runs(folders, allow_mixed_pins=allow_mixed_pins, arm_by_experiment=vs)
+    df = load_runs(folders, allow_mixed_pins=allow_mixed_pins, arm_by_experiment=vs, paths=False)
     infra = infra_summary(folders)
     sources = [_read_source(f) for f in folders]
 
@@ -1025,13 +1041,14 @@ def build_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     arm_word = "experiment" if vs else "condition"
     figure_paths, has_cost = _draw_figures(df, cells, comparisons, arms, tasks, out_dir, seed, arm_word)
-    # Keyed as load_runs spells `artifacts`: below each folder's real path, normalised, no link
-    # inside it followed (a resolve() per record costs seconds at 100,000 runs).
+    # The failed runs' records (all failures.md reads), keyed as load_runs spells `artifacts`: below
+    # each folder's real path, normalised, no link inside it followed (a resolve() per record costs
+    # seconds at 100,000 runs).
     roots = {s.folder: os.path.realpath(s.folder) for s in sources}
     records = {
         os.path.normpath(os.path.join(roots[s.folder], str(r["artifacts"]))): r
         for s in sources
-        for r in s.records
+        for r in s.failed_records()
         if r.get("artifacts")
     }
     packs = [s.pack for s in sources]

@@ -61,7 +61,8 @@ Record = dict[str, Any]
 
 # What `rig report` reads of a record (its design and pin sections and failures.md): these keys,
 # read from the columns; `verify_error` and, of the nested ones, these sub-keys, kept as a little
-# JSON object per record (`view`); and the pins, kept whole (`pins`).
+# JSON object per record (`view`); the pins, kept whole (`pins`); and the model the harness
+# reported (`reported_model`, the record's `metrics.model`).
 VIEW_KEYS = (
     "experiment",
     "run_id",
@@ -75,7 +76,7 @@ VIEW_KEYS = (
     "harness",
     "model",
 )
-VIEW_NESTED = {"metrics": ("model",), "hidden": ("failed", "error"), "check": ("failed",)}
+VIEW_NESTED = {"hidden": ("failed", "error"), "check": ("failed",)}
 
 
 @contextmanager
@@ -181,6 +182,7 @@ def _run_row(record: Record) -> tuple[Any, ...]:
         _str(record.get("artifacts", "")),
         _view(record),
         _json(record["pins"]) if "pins" in record else None,
+        _str(metrics.get("model")),
     )
 
 
@@ -235,6 +237,7 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("artifacts", "str"),
     ("view", "str"),
     ("pins", "str"),
+    ("reported_model", "str"),
 )
 
 
@@ -608,8 +611,11 @@ def scored(store: ResultsStore, columns: list[str] | None = None) -> "pa.Table":
     for an unreadable file and RecordSchemaError for a record of a newer rig.
     """
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     table = _table(store, RUNS, None if columns is None else list(dict.fromkeys(["run_id", *columns])))
+    if pc.count_distinct(table.column("run_id")).as_py() == table.num_rows:
+        return table if columns is None else table.select(columns)
     seen: set[str] = set()
     keep: list[bool] = []
     dropped: Counter[str] = Counter()
@@ -633,18 +639,28 @@ def quarantined(store: ResultsStore) -> "pa.Table":
     return _table(store, QUARANTINE)
 
 
-def report_records(store: ResultsStore) -> list[Record]:
-    """The scored records of `store` as `scored` keeps them, each holding only what `rig report`
-    reads: the VIEW_KEYS (from the columns), the VIEW_NESTED sub-keys, `verify_error` and the pins
-    (one dict shared by the records with the same pins: read them, never change them)."""
-    table = scored(store, [*VIEW_KEYS, "view", "pins"])
+REPORT_COLUMNS = (*VIEW_KEYS, "view", "pins", "reported_model")
+
+
+def report_table(store: ResultsStore) -> "pa.Table":
+    """The scored records of `store` as `scored` keeps them, in the REPORT_COLUMNS: what `rig report`
+    reads. Kept as columns: a report of 100,000 runs turns only its failed runs into records
+    (`report_records`) and groups the rest in Arrow."""
+    return scored(store, list(REPORT_COLUMNS))
+
+
+def report_records(table: "pa.Table") -> list[Record]:
+    """The rows of a `report_table` (or a selection of its rows) as records: the VIEW_KEYS, the
+    VIEW_NESTED sub-keys and `verify_error`, the pins (one dict shared by the records with the same
+    pins: read them, never change them) and `metrics.model`."""
     pins_of: dict[str, Any] = {}
     records = []
     with paused_gc():
-        columns = [table.column(key).to_pylist() for key in (*VIEW_KEYS, "view", "pins")]
-        for *values, view, pins in zip(*columns, strict=True):
+        columns = [table.column(key).to_pylist() for key in REPORT_COLUMNS]
+        for *values, view, pins, reported_model in zip(*columns, strict=True):
             record = dict(zip(VIEW_KEYS, values, strict=True))
             record.update(_loads(view.encode()))
+            record["metrics"] = {"model": reported_model}
             if pins is not None:
                 if pins not in pins_of:
                     pins_of[pins] = _loads(pins.encode())

@@ -2,6 +2,7 @@
 
 import itertools
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -120,12 +121,31 @@ def test_load_small_set() -> None:
         assert row.artifacts.is_absolute()
         assert (row.artifacts / "record.json").is_file()
         assert row.run_id == f"{row.task}__{row.condition}__r{row.repetition:02d}"
+    as_text = load_runs(SMALL, paths=False)
+    assert as_text["artifacts"].tolist() == [str(p) for p in df["artifacts"]]
     # Behaviour flags come from the session metrics: in this set only successful runs read AGENTS.md.
     assert df["read_docs"].all()
     assert not df["tampered"].any() and all(t == [] for t in df["protected_touched"])
     assert (df.loc[df["read_agents_md"], "condition"] == "agents_md").all()
     assert df["harness_version"].unique().tolist() == ["scripted-0.1.0"]
     assert df["agent_wall_s"].lt(df["wall_s"]).all()
+
+
+def test_artifacts_are_normalised_below_the_folder(tmp_path: Path) -> None:
+    """Whatever relative path a record names, `artifacts` is os.path.normpath of it below the folder."""
+    folder = tmp_path / "results_small"
+    shutil.copytree(SMALL, folder)
+    odd = ["runs/a/attempt-1", "runs//b/attempt-1", "runs/./c/", "runs/../d", "", "/elsewhere/x", "..e/f"]
+    lines = (folder / "runs.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines[: len(odd)]]
+    for record, rel in zip(records, odd, strict=True):
+        record["artifacts"] = rel
+    (folder / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    df = load_runs(folder)
+    got = dict(zip(df["run_id"], df["artifacts"], strict=True))
+    root = folder.resolve()
+    for record, rel in zip(records, odd, strict=True):
+        assert got[record["run_id"]] == Path(os.path.normpath(os.path.join(root, rel)))
 
 
 def test_load_reads_flags_from_records(tmp_path: Path) -> None:

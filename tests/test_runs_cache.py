@@ -187,7 +187,9 @@ def test_load_runs_through_the_cache_holds_the_records(folder: Path) -> None:
         assert row.fixture_hash == record["pins"]["fixture_hash"]
         assert row.artifacts == (folder / record["artifacts"]).resolve()
     # What `rig report` reads of each record is the record's own.
-    for view in runs_cache.report_records(ResultsStore(folder)):
+    views = runs_cache.report_records(runs_cache.report_table(ResultsStore(folder)))
+    assert sorted(v["run_id"] for v in views) == sorted(records)
+    for view in views:
         record = records[view["run_id"]]
         assert view["pins"] == record["pins"] and view["artifacts"] == record["artifacts"]
         assert view["hidden"]["failed"] == record["hidden"]["failed"]

@@ -410,6 +410,25 @@ def test_kill_9_mid_run_leaves_every_attempt_redacted_and_no_stale_workspace(tmp
     assert again.returncode == 0 and "nothing to repair" in again.stdout, again.stdout + again.stderr
 
 
+def test_a_workspace_is_stale_once_its_runner_is_gone_never_while_it_lives_or_when_kept(tmp_path):
+    from rig.leftovers import claim, release, remove_stale, stale_trees
+
+    live, dead, kept, unclaimed = (tmp_path / name for name in ("live", "dead", "kept", "unclaimed"))
+    for tree in (live, dead, kept, unclaimed):
+        tree.mkdir()
+    held = claim(live)
+    # Claimed by a process that has exited since: the kernel dropped its lock.
+    code = f"from pathlib import Path; from rig.leftovers import claim; claim(Path({str(dead)!r}))"
+    subprocess.run([sys.executable, "-c", code], check=True)
+    release(kept, claim(kept), kept=True)
+    (tmp_path / "a-link").symlink_to(dead)
+    assert stale_trees(tmp_path) == [dead]
+    assert remove_stale(tmp_path) == ([dead], [])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-link", "kept", "live", "unclaimed"]
+    release(live, held, kept=False)
+    assert stale_trees(tmp_path) == [live]
+
+
 APPEND_WRITER = """
 import sys
 from rig.store import ResultsStore

@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 import genai_prices
+import tomli_w
 
 from harnesses.cli_harness import CliHarness, install_skill, round_cost
 from harnesses.logs import (
@@ -313,26 +314,8 @@ def mapping(skills: list[Path], tools: list[str] | None) -> str | None:
 
 
 def toml(config: dict[str, Any]) -> str:
-    """`config` as TOML: scalars first, then one [table] per nested dict (strings JSON-quoted, valid TOML)."""
-
-    def scalar(value: Any) -> str:
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        if isinstance(value, int | float):
-            return str(value)
-        return json.dumps(str(value))
-
-    def table(prefix: list[str], data: dict[str, Any]) -> list[str]:
-        lines = [f"{key} = {scalar(v)}" for key, v in data.items() if not isinstance(v, dict)]
-        for key, value in data.items():
-            if isinstance(value, dict):
-                inner = table([*prefix, key], value)
-                # A table holding only tables needs no header of its own.
-                header = [] if inner and inner[0] == "" else ["", f"[{'.'.join([*prefix, key])}]"]
-                lines += header + inner
-        return lines
-
-    return "\n".join(table([], config)) + "\n"
+    """`config` as the text of config.toml."""
+    return tomli_w.dumps(config)
 
 
 def write_config(codex_home: Path, config: dict[str, Any]) -> None:

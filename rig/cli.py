@@ -423,16 +423,51 @@ def _print_status(ctx, items) -> None:
 def status(
     experiment: Annotated[Path, typer.Argument(help="An experiment config, e.g. experiments/x.toml.")],
     results_root: ResultsOption = None,
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair",
+            help="First make safe what a killed runner left: redact and mark abandoned the attempt "
+            "folders it never recorded, remove its workspaces (refused while the experiment runs).",
+        ),
+    ] = False,
 ) -> None:
     """Print done / pending / quarantined runs per task x condition cell (reads only; starts nothing)."""
     from rig.migrate import RecordSchemaError
 
     ctx = _read_only_context(experiment, results_root)
+    if repair:
+        with _store_errors():
+            _repair(ctx.store, ctx.experiment.name)
     try:
         with _store_errors(), _report_warnings():
             _print_status(ctx, ctx.items)
     except RecordSchemaError as exc:
         raise _fail(str(exc)) from exc
+
+
+def _repair(store: "ResultsStore", name: str) -> None:
+    """What `rig run` does on resume before it starts anything, without running anything."""
+    from rig import paths
+    from rig.leftovers import clean_up
+    from rig.redact import Redactor
+    from rig.scratch import verify_place
+    from rig.workspace import default_runs_root
+
+    if not store.root.is_dir():
+        typer.echo("nothing to repair")
+        return
+    runs_root = default_runs_root().resolve()
+    redactor = Redactor.for_machine(
+        runs_root=runs_root,
+        repo_root=paths.REPO_ROOT,
+        results_root=store.root.parent.resolve(),
+        verify_root=verify_place(workers=1).root,
+    )
+    with store.writer():
+        messages = [*store.repair(), *clean_up(store, runs_root / name, redactor).lines()]
+    for message in messages or ["nothing to repair"]:
+        typer.echo(message)
 
 
 @app.command()

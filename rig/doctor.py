@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from harnesses.base import PRLIMIT, SETPRIV
-from rig import protect
+from rig import leftovers, protect
 from rig.audit import toolchain_files
 from rig.models import (
     DEFAULT_FILE_BYTES,
@@ -59,7 +59,9 @@ def _runs_root() -> Protection:
     except WorkspaceError as exc:
         return Protection(name="runs root", active=False, detail=str(exc))
     return Protection(
-        name="runs root", active=True, detail=f"{root}: outside any repository and context file"
+        name="runs root",
+        active=True,
+        detail=f"{root}: outside any repository and context file; {leftovers.usage(root)}",
     )
 
 

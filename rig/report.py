@@ -19,7 +19,6 @@ import html
 import json
 import math
 import os
-import re
 import warnings
 from collections import Counter, defaultdict, namedtuple
 from dataclasses import dataclass, field
@@ -30,7 +29,15 @@ import pandas as pd
 from pydantic import ValidationError
 
 from rig import figures, runs_cache
-from rig.analysis import Comparison, cell_table, compare_conditions, infra_summary, load_runs, wilson_interval
+from rig.analysis import (
+    Comparison,
+    cell_table,
+    compare_conditions,
+    infra_summary,
+    load_runs,
+    newcombe_interval,
+)
+from rig.markdown_html import inline_html
 from rig.migrate import DuplicateRunWarning
 from rig.models import Pack
 from rig.packs import PackError, load_pack
@@ -141,23 +148,6 @@ def render_markdown(blocks: list[Block]) -> str:
     return "\n\n".join(out) + "\n"
 
 
-_CODE_SPAN = re.compile(r"(`[^`]*`)")
-_BOLD = re.compile(r"\*\*(.+?)\*\*")
-_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
-
-
-def _inline_html(text: str) -> str:
-    parts = []
-    for piece in _CODE_SPAN.split(text):
-        if piece.startswith("`") and piece.endswith("`") and len(piece) >= 2:
-            parts.append(f"<code>{html.escape(piece[1:-1])}</code>")
-        else:
-            escaped = html.escape(piece)
-            escaped = _BOLD.sub(r"<strong>\1</strong>", escaped)
-            parts.append(_LINK.sub(r'<a href="\2">\1</a>', escaped))
-    return "".join(parts)
-
-
 _CSS = """
 body { font: 15px/1.5 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #1f2328;
        max-width: 1180px; margin: 2em auto; padding: 0 1.5em; }
@@ -181,17 +171,17 @@ def render_html(blocks: list[Block], title: str) -> str:
     body: list[str] = []
     for block in blocks:
         if isinstance(block, Heading):
-            body.append(f"<h{block.level}>{_inline_html(block.text)}</h{block.level}>")
+            body.append(f"<h{block.level}>{inline_html(block.text)}</h{block.level}>")
         elif isinstance(block, Para):
-            body.append(f"<p>{_inline_html(block.text)}</p>")
+            body.append(f"<p>{inline_html(block.text)}</p>")
         elif isinstance(block, Bullets):
-            items = "".join(f"<li>{_inline_html(item)}</li>" for item in block.items)
+            items = "".join(f"<li>{inline_html(item)}</li>" for item in block.items)
             body.append(f"<ul>{items}</ul>")
         elif isinstance(block, Table):
 
             def cell(tag: str, i: int, text: str, right: frozenset[int] = block.right) -> str:
                 cls = ' class="r"' if i in right else ""
-                return f"<{tag}{cls}>{_inline_html(text)}</{tag}>"
+                return f"<{tag}{cls}>{inline_html(text)}</{tag}>"
 
             head = "".join(cell("th", i, h) for i, h in enumerate(block.headers))
             rows = "".join(
@@ -200,7 +190,7 @@ def render_html(blocks: list[Block], title: str) -> str:
             body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
         else:
             data = base64.b64encode(block.path.read_bytes()).decode("ascii")
-            caption = _inline_html(block.caption)
+            caption = inline_html(block.caption)
             body.append(
                 f'<figure><img alt="{html.escape(block.caption)}" src="data:image/png;base64,{data}">'
                 f"<figcaption>{caption}</figcaption></figure>"
@@ -611,17 +601,6 @@ def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
-def _newcombe(ka: int, na: int, kb: int, nb: int) -> tuple[float, float, float]:
-    """Difference of two proportions (b - a) with Newcombe's hybrid-score 95% CI from Wilson bounds."""
-    if na == 0 or nb == 0:
-        return math.nan, math.nan, math.nan
-    pa, pb = ka / na, kb / nb
-    la, ua = wilson_interval(ka, na)
-    lb, ub = wilson_interval(kb, nb)
-    diff = pb - pa
-    return diff, diff - math.hypot(pb - lb, ua - pa), diff + math.hypot(ub - pb, pa - la)
-
-
 def _comparison_blocks(comparisons: list[Comparison], arms: list[str], vs: bool) -> list[Block]:
     blocks: list[Block] = [Heading(2, "3. Comparisons")]
     if not comparisons:
@@ -667,7 +646,7 @@ def _comparison_blocks(comparisons: list[Comparison], arms: list[str], vs: bool)
         task_rows = []
         for t in c.per_task:
             ka, na, kb, nb = (int(t[k]) for k in ("successes_a", "n_a", "successes_b", "n_b"))
-            diff, lo, hi = _newcombe(ka, na, kb, nb)
+            diff, lo, hi = newcombe_interval(ka, na, kb, nb)
             task_rows.append(
                 [
                     code(t["task"]),

@@ -1,6 +1,6 @@
 """Running experiments: one run is a function from a plan item to a record plus an artifact folder.
 
-`run_one` chains the eight steps of DESIGN.md (rig/steps/) for one attempt. `execute` drives many
+`run_one` chains the eight steps of docs/design.md (rig/steps/) for one attempt. `execute` drives many
 of them with N workers, quarantines infrastructure failures and reruns them interleaved, and stops
 after K infrastructure failures in a row, or once an experiment's `[stopping]` rule has decided
 (rig.analysis.sequential). Resuming skips every run id already recorded, and starts nothing once the
@@ -27,6 +27,7 @@ from harnesses.registry import install_version, make_adapter
 from rig import runs_cache
 from rig.audit import STOP_RULES, toolchain_digest
 from rig.experiment import ExperimentError
+from rig.leftovers import clean_up
 from rig.migrate import design_digest
 from rig.models import (
     RIG_SIDE_RULES,
@@ -260,7 +261,7 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-# The steps of one run (DESIGN.md), in order: a failure names the step it happened in.
+# The steps of one run (docs/design.md), in order: a failure names the step it happened in.
 STEPS = ("prepare", "agent", "collect", "protect", "check", "hidden", "record")
 # How long an interrupted experiment waits for its runs in flight to end and remove their copies.
 STOP_WAIT_S = 5.0
@@ -334,7 +335,7 @@ def run_one(item: PlanItem, ctx: RunContext, number: int | None = None) -> tuple
     except Exception as exc:  # any failure of the rig in this attempt is recorded, never raised
         result = rig_error_record(attempt, trail, run, exc)
     finally:
-        left = _clean_up(trail.trees, ctx.keep_workspaces)
+        left = _clean_up(trail, ctx.keep_workspaces)
     if left:
         result = result.model_copy(update={"warnings": [*result.warnings, *left]})
     data = ctx.redactor.value(result.model_dump(mode="json"))
@@ -343,14 +344,17 @@ def run_one(item: PlanItem, ctx: RunContext, number: int | None = None) -> tuple
     return data, folder
 
 
-def _clean_up(trees: list[Path], keep: bool) -> list[str]:
+def _clean_up(trail: Trail, keep: bool) -> list[str]:
     """Remove the attempt's workspace and copy (however hostile), side by side, unless asked to
     `keep` them; warnings for what stayed."""
-    for root in trees:
+    for root in trail.trees:
         forget_bytecode(default_pycache(), root)
     if keep:
+        trail.release(kept=True)
         return []
-    return [f"workspace not removed: {problem}" for problem in remove_trees(trees) if problem]
+    problems = remove_trees(trail.trees)
+    trail.release(kept=False)
+    return [f"workspace not removed: {problem}" for problem in problems if problem]
 
 
 @dataclass
@@ -485,6 +489,10 @@ def execute(
         # Helpers of agents whose runner was killed (kill -9) would still be writing somewhere.
         reap_orphans()
         _remove_copies(ctx)
+        ctx.store.repair()
+        # What runs in flight left when a runner was killed: redacted, kept as evidence, removed.
+        for line in clean_up(ctx.store, ctx.runs_root / ctx.experiment.name, ctx.redactor).lines():
+            print(line, file=sys.stderr)
         pending, quarantined = pending_items(ctx, items)
         monitor = SequentialMonitor(ctx, items) if ctx.experiment.stopping is not None else None
         progress = Progress(total=len(pending), sequential=monitor.result() if monitor else None)

@@ -7,14 +7,16 @@ Layout of `root` (e.g. experiments/results/<exp>/):
 - `runs/<run_id>/attempt-<n>/`: the artifacts of each attempt, so a rerun never overwrites evidence;
 - `torn/`: bytes cut off the end of a JSONL file by `repair()` (a crash mid-append), kept for inspection.
 
-Every append is one write of a whole line under an inter-process file lock, followed by fsync, so
-concurrent writers (threads or processes) never interleave and a crash can at worst leave a torn
-last line, which readers skip and the next writer repairs. An append that fails part way (disk
-full, I/O error) is cut back to the file's previous end before the error is raised, so a failed
-append leaves the file exactly as it was; every OS error surfaces as a one-line StoreError.
+Lines are encoded and decoded with jsonlines. Every append is one write of a whole line under an
+inter-process file lock, followed by fsync, so concurrent writers (threads or processes) never
+interleave and a crash can at worst leave a torn last line, which readers skip and the next writer
+repairs. An append that fails part way (disk full, I/O error) is cut back to the file's previous
+end before the error is raised, so a failed append leaves the file exactly as it was; every OS
+error surfaces as a one-line StoreError.
 """
 
 import errno
+import io
 import json
 import os
 import re
@@ -26,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import jsonlines
 from filelock import FileLock, Timeout
 
 RUN_ID_RE = re.compile(r"[A-Za-z0-9_.-]+")
@@ -43,10 +46,6 @@ class StoreError(Exception):
     """A results file or directory the store cannot use; the message names the file, line and fix."""
 
 
-class _BadLine(Exception):
-    """A complete line that is not a JSON object."""
-
-
 def _os_error(path: Path, action: str, exc: OSError, done: str = "") -> StoreError:
     """A one-line StoreError for an OS error on `path`, with the fix for the common causes."""
     reason = exc.strerror or str(exc)
@@ -61,33 +60,33 @@ def _os_error(path: Path, action: str, exc: OSError, done: str = "") -> StoreErr
     return StoreError(f"{path}: {action} failed ({reason}){done}; {fix}")
 
 
-def _parse_line(line: bytes) -> dict[str, Any] | None:
-    """The record on one line, None for a blank line; raises _BadLine for anything else."""
-    if not line.strip():
-        return None
+def _is_record(line: bytes) -> bool:
+    """Whether one complete line is a record (a JSON object) or blank."""
     try:
-        obj = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _BadLine(f"is not valid JSON ({exc})") from None
-    if not isinstance(obj, dict):
-        raise _BadLine(f"is a JSON {type(obj).__name__}, not an object")
-    return obj
+        jsonlines.Reader([line]).read(type=dict, skip_empty=True)
+    except EOFError:
+        return True
+    except jsonlines.InvalidLineError:
+        return False
+    return True
 
 
 def _serialize(record: dict[str, Any], path: Path) -> bytes:
     if not isinstance(record, dict):
         raise StoreError(f"{path}: refusing to append a {type(record).__name__}; a record must be a dict")
+    out = io.BytesIO()
     try:
-        line = json.dumps(record, sort_keys=True, ensure_ascii=False)
+        jsonlines.Writer(out, sort_keys=True).write(record)
     except (TypeError, ValueError) as exc:
         raise StoreError(
             f"{path}: record is not JSON-serializable ({exc}); convert its values to plain types"
         ) from None
-    # json.dumps never emits a raw newline without indent; the check guards the one-record-per-line
-    # invariant against a future change of the call above.
-    if "\n" in line:
-        raise StoreError(f"{path}: serialized record spans several lines; do not pass indent to json.dumps")
-    return (line + "\n").encode("utf-8")
+    line = out.getvalue()
+    # jsonlines never emits a raw newline inside a record; the check guards the one-record-per-line
+    # invariant against a future change of its options.
+    if line.count(b"\n") != 1:
+        raise StoreError(f"{path}: serialized record spans several lines; do not indent records")
+    return line
 
 
 def _line_start(fd: int, end: int) -> int:
@@ -115,11 +114,7 @@ def _torn_start(fd: int) -> int | None:
     if os.pread(fd, 1, size - 1) != b"\n":
         return _line_start(fd, size)
     start = _line_start(fd, size - 1)
-    try:
-        _parse_line(os.pread(fd, size - 1 - start, start))
-    except _BadLine:
-        return start
-    return None
+    return None if _is_record(os.pread(fd, size - 1 - start, start)) else start
 
 
 def fsync_dir(path: Path) -> None:
@@ -285,18 +280,17 @@ class ResultsStore:
         # interrupted append otherwise; either way it holds no record.
         complete, torn_tail = lines[:-1], lines[-1]
         records: list[dict[str, Any]] = []
-        for number, line in enumerate(complete, start=1):
-            try:
-                record = _parse_line(line)
-            except _BadLine as exc:
-                if number == len(complete) and not torn_tail:
-                    continue  # an interrupted append whose line happened to end in a newline byte
-                raise StoreError(
-                    f"{path}: line {number} {exc}; the file was edited by hand? "
-                    "restore it from version control or a backup, or remove that line"
-                ) from None
-            if record is not None:
+        try:
+            for record in jsonlines.Reader(complete).iter(type=dict, skip_empty=True):
                 records.append(record)
+        except jsonlines.InvalidLineError as exc:
+            # An interrupted append whose line happened to end in a newline byte is a torn tail too.
+            if exc.lineno != len(complete) or torn_tail:
+                reason = str(exc).removesuffix(f" (line {exc.lineno})")
+                raise StoreError(
+                    f"{path}: line {exc.lineno} is not a JSON object ({reason}); the file was edited by "
+                    "hand? restore it from version control or a backup, or remove that line"
+                ) from None
         return records
 
     def read_runs(self) -> list[dict[str, Any]]:

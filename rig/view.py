@@ -37,9 +37,9 @@ from typing import Any
 from urllib.parse import quote
 
 import jinja2
-from markdown_it import MarkdownIt
 from markupsafe import Markup
 
+from rig.markdown_html import block_html
 from rig.migrate import read_quarantine, read_runs
 from rig.models import Transcript
 from rig.report import build_report
@@ -89,7 +89,6 @@ BEHAVIOURS: tuple[tuple[str, str, Callable[[dict[str, Any]], bool]], ...] = (
 )
 NO_STAGE = "(none)"
 
-_MARKDOWN = MarkdownIt("commonmark", {"html": False}).disable("image")
 _TEMPLATES = jinja2.Environment(
     loader=jinja2.PackageLoader("rig", "templates"),
     autoescape=True,
@@ -299,7 +298,7 @@ def _transcript_view(transcript: Transcript) -> dict[str, Any]:
                 "label": f"turn {turn}" if step.source == "agent" else step.source,
                 "model": step.model,
                 "timestamp": step.timestamp,
-                "html": Markup(_MARKDOWN.render(text.text)) if step.source == "agent" else None,
+                "html": Markup(block_html(text.text)) if step.source == "agent" else None,
                 "text": text,
                 "reasoning": budget.take(step.reasoning, TEXT_CHARS) if step.reasoning else None,
                 "tokens": _tokens(step),

@@ -118,6 +118,10 @@ def check_agent_root(folder: Path, var: str = "RIG_RUNS_ROOT") -> None:
 
 def git_bytes(args: list[str | bytes], cwd: Path, git_dir: Path | None = None, stdin: bytes = b"") -> bytes:
     """Run git with the rig's fixed identity and safe config; its stdout, byte for byte."""
+    # git itself, not GitPython: GitPython's command interface adds the caller's environment to
+    # every git it runs (Git.execute updates a copy of os.environ), so a GIT_DIR, GIT_CONFIG_* or
+    # GIT_EXEC_PATH of the user's shell would reach git run over a hostile workspace; here git gets
+    # only the fixed environment below, raw bytes in and out, and a timeout.
     prefix = ["git", *SAFE_GIT] + ([f"--git-dir={git_dir}", f"--work-tree={cwd}"] if git_dir else [])
     env = _git_env(cwd)
     try:

@@ -6,6 +6,7 @@ against the mock model on 127.0.0.1, git, and a tiny tmpfs in a private mount na
 of the rig is mocked.
 """
 
+import getpass
 import json
 import os
 import random
@@ -311,6 +312,121 @@ def test_kill_9_at_random_points_then_resume_loses_and_duplicates_nothing(tmp_pa
         f"{leftover_workspaces} workspaces left in the runs root"
     )
     assert left == [], f"processes still alive 60 s after the last run: {left}"
+
+
+def machine_redactor(tmp_path: Path) -> Redactor:
+    """The redactor a run of `rig_env(tmp_path)` uses (its verification root aside)."""
+    return Redactor.for_machine(
+        runs_root=(tmp_path / "runs").resolve(),
+        repo_root=Path(__file__).resolve().parents[1],
+        results_root=(tmp_path / "results").resolve(),
+    )
+
+
+def unredacted(folder: Path, redactor: Redactor) -> list[str]:
+    """The files below `folder` (links never followed) in which the machine still shows."""
+    found = []
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if redactor.data(data) != data or str(Path.home()).encode() + b"/" in data:
+            found.append(str(path.relative_to(folder)))
+    return found
+
+
+@pytest.mark.parametrize("repair", [["run"], ["status", "--repair"]], ids=["resume", "status-repair"])
+def test_kill_9_mid_run_leaves_every_attempt_redacted_and_no_stale_workspace(tmp_path, repair):
+    """SIGKILL `rig run` while one run's agent has written the machine's home, user and host into
+    its session, streams and home, and another run is recorded; then resume (or `rig status
+    --repair`): every attempt folder is redacted, the unrecorded one is marked abandoned, and the
+    killed runner's workspace is gone."""
+    from rig.leftovers import ABANDONED_FILE, CLAIM_FILE, usage
+
+    home, user, host = str(Path.home()), getpass.getuser(), socket.gethostname()
+    leak = f"{home}/.ssh/id_ed25519 {user}@{host}"
+    name = "killed_leaky"
+    exp = write_experiment(
+        tmp_path,
+        name,
+        [
+            {"name": "nothing", "harness_options": {"policy": "nothing"}},
+            {
+                "name": "leaky",
+                "harness_options": {
+                    "policy": "script",
+                    # The pause only in the first attempt: a resumed run ends at once.
+                    "commands": [
+                        f'echo "{leak}"; echo "{leak}" > "$HOME/leak.txt"; echo "{leak}" >&2',
+                        'case "$HOME" in */attempt-1/*) sleep 30;; esac',
+                    ],
+                },
+            },
+        ],
+        tasks=ALL_TASKS[:1],
+        workers=2,
+    )
+    store = ResultsStore(tmp_path / "results" / name)
+    env = rig_env(tmp_path)
+    runner = subprocess.Popen(
+        [RIG, "run", str(exp)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    leaky = store.root / "runs" / f"{ALL_TASKS[0]}__leaky__r01" / "attempt-1"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and runner.poll() is None:
+        session = leaky / "session.jsonl"
+        if len(complete_lines(store.runs_path)) == 1 and session.exists() and host in session.read_text():
+            break
+        time.sleep(0.05)
+    os.killpg(runner.pid, signal.SIGKILL)
+    runner.wait()
+    redactor = machine_redactor(tmp_path)
+    # What the kill left, so the test can fail: a raw session, home and streams, a claimed workspace.
+    assert {"session.jsonl", "stdout.log", "home"} <= {p.name for p in leaky.iterdir()}
+    assert "session.jsonl" in unredacted(leaky, redactor) and (leaky / "home" / "leak.txt").is_file()
+    workspaces = tmp_path / "runs" / name
+    assert [(p / CLAIM_FILE).is_file() for p in workspaces.iterdir()] == [True]
+    assert "1 left by stopped runners" in usage(tmp_path / "runs")
+
+    proc = rig(tmp_path, *repair, str(exp))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "1 attempt folders" in proc.stdout + proc.stderr
+    attempts = sorted(store.root.glob("runs/*/attempt-*"))
+    recorded = {r["artifacts"] for r in store.read_runs() + store.read_quarantine()}
+    assert len(attempts) == (3 if repair == ["run"] else 2) and len(recorded) == len(attempts) - 1
+    for folder in attempts:
+        assert unredacted(folder, redactor) == [], folder
+        marked = (folder / ABANDONED_FILE).exists()
+        assert marked == (folder.relative_to(store.root).as_posix() not in recorded), folder
+    abandoned = json.loads((leaky / ABANDONED_FILE).read_text())
+    assert "before this attempt was recorded" in abandoned["reason"] and abandoned["when"]
+    assert "<HOME>/.ssh/id_ed25519 <user>@<host>" in (leaky / "home" / "leak.txt").read_text()
+    assert list(workspaces.iterdir()) == []
+    again = rig(tmp_path, "status", "--repair", str(exp))
+    assert again.returncode == 0 and "nothing to repair" in again.stdout, again.stdout + again.stderr
+
+
+def test_a_workspace_is_stale_once_its_runner_is_gone_never_while_it_lives_or_when_kept(tmp_path):
+    from rig.leftovers import claim, release, remove_stale, stale_trees
+
+    live, dead, kept, unclaimed = (tmp_path / name for name in ("live", "dead", "kept", "unclaimed"))
+    for tree in (live, dead, kept, unclaimed):
+        tree.mkdir()
+    held = claim(live)
+    # Claimed by a process that has exited since: the kernel dropped its lock.
+    code = f"from pathlib import Path; from rig.leftovers import claim; claim(Path({str(dead)!r}))"
+    subprocess.run([sys.executable, "-c", code], check=True)
+    release(kept, claim(kept), kept=True)
+    (tmp_path / "a-link").symlink_to(dead)
+    assert stale_trees(tmp_path) == [dead]
+    assert remove_stale(tmp_path) == ([dead], [])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-link", "kept", "live", "unclaimed"]
+    release(live, held, kept=False)
+    assert stale_trees(tmp_path) == [live]
 
 
 APPEND_WRITER = """

@@ -120,27 +120,34 @@ class Comparison:
 
 
 def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval for a success rate of k successes in n runs.
+    """Wilson score interval for a success rate of k successes in n runs (statsmodels').
 
     Unlike the textbook Wald interval it stays inside [0, 1] and keeps close to its nominal
     coverage at the small n and extreme rates of agent experiments (0/3, 10/10). n == 0 gives
     (0.0, 1.0): no runs, no information.
     """
+    from statsmodels.stats.proportion import proportion_confint
+
     if n == 0:
         return (0.0, 1.0)
     if not 0 <= k <= n:
         raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    z = float(sps.norm.ppf(1 - (1 - confidence) / 2))
-    p = k / n
-    denom = 1 + z * z / n
-    center = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    low, high = proportion_confint(k, n, alpha=1 - confidence, method="wilson")
     # At k == 0 or k == n the bound is exactly 0 or 1; do not let rounding say otherwise.
-    low = 0.0 if k == 0 else max(0.0, center - half)
-    high = 1.0 if k == n else min(1.0, center + half)
-    return (low, high)
+    return (0.0 if k == 0 else float(low), 1.0 if k == n else float(high))
+
+
+def newcombe_interval(ka: int, na: int, kb: int, nb: int) -> tuple[float, float, float]:
+    """Difference of two success rates, kb/nb - ka/na, with Newcombe's hybrid-score 95% interval
+    (statsmodels' `newcomb`, built from the arms' Wilson intervals); NaNs when an arm has no runs."""
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    if na == 0 or nb == 0:
+        return math.nan, math.nan, math.nan
+    low, high = confint_proportions_2indep(kb, nb, ka, na, method="newcomb", alpha=1 - CONFIDENCE)
+    return kb / nb - ka / na, float(low), float(high)
 
 
 def _median(values: pd.Series) -> float:
@@ -288,13 +295,17 @@ def _t_quantile(n_tasks: int) -> float:
     return float(sps.t.ppf(1 - (1 - CONFIDENCE) / 2, n_tasks - 1)) if n_tasks > 1 else math.nan
 
 
-def _wilson_bounds(rate: np.ndarray, n: np.ndarray, z: float) -> tuple[np.ndarray, np.ndarray]:
+def _wilson_bounds(rate: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Wilson score bounds for rates at (possibly fractional or infinite) effective sizes n."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    # An infinite effective size leaves no uncertainty: the bounds close on the rate, which
+    # statsmodels (inf / inf) cannot say.
+    finite = np.where(np.isinf(n), np.nan, n)
     with np.errstate(divide="ignore", invalid="ignore"):
-        q = z * z / n
-        center = (rate + q / 2) / (1 + q)
-        half = np.sqrt(q * rate * (1 - rate) + q * q / 4) / (1 + q)
-    return np.clip(center - half, 0, 1), np.clip(center + half, 0, 1)
+        low, high = proportion_confint(rate * finite, finite, alpha=1 - CONFIDENCE, method="wilson")
+    infinite = np.isinf(n)
+    return np.where(infinite, rate, low), np.where(infinite, rate, high)
 
 
 def success_interval(
@@ -325,7 +336,6 @@ def success_interval(
     total_a, total_b = na.sum(axis=-1), nb.sum(axis=-1)
     rate_a, rate_b = ka.sum(axis=-1) / total_a, kb.sum(axis=-1) / total_b
     diff = rate_b - rate_a
-    z = float(sps.norm.ppf(1 - (1 - CONFIDENCE) / 2))
     bounds = []
     for k, n, total, rate in ((ka, na, total_a, rate_a), (kb, nb, total_b, rate_b)):
         # A task run once has no within-task variance estimate; it adds 0 (0 / 1).
@@ -334,7 +344,7 @@ def success_interval(
             n_eff = np.where(variance > 0, rate * (1 - rate) / variance, np.inf)
         # All runs failed or all passed: no spread to estimate, so the runs count as independent.
         n_eff = np.where((rate == 0) | (rate == 1), total, n_eff)
-        bounds.append(_wilson_bounds(rate, n_eff, z))
+        bounds.append(_wilson_bounds(rate, n_eff))
     (low_a, high_a), (low_b, high_b) = bounds
     low = diff - np.sqrt((rate_b - low_b) ** 2 + (high_a - rate_a) ** 2)
     high = diff + np.sqrt((high_b - rate_b) ** 2 + (rate_a - low_a) ** 2)
@@ -566,22 +576,19 @@ def compare_metric(df: pd.DataFrame, metric: str, a: str, b: str) -> Comparison:
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm-Bonferroni adjusted p-values, in the input order.
+    """Holm-Bonferroni adjusted p-values (statsmodels' `multipletests`), in the input order.
 
-    Step-down: the i-th smallest of m p-values is multiplied by (m - i + 1), then made monotone
-    (never smaller than the one before it) and capped at 1. Rejecting where adjusted p < alpha
-    keeps the chance of any false positive among all comparisons at most alpha, under any
-    dependence between them. NaN stays NaN and does not count in m.
+    Rejecting where adjusted p < alpha keeps the chance of any false positive among all
+    comparisons at most alpha, under any dependence between them. NaN stays NaN and does not
+    count in m.
     """
+    from statsmodels.stats.multitest import multipletests
+
     p = np.asarray(list(pvalues), dtype=float)
     adjusted = np.full(len(p), np.nan)
-    valid = np.flatnonzero(~np.isnan(p))
-    order = valid[np.argsort(p[valid], kind="stable")]
-    m = len(order)
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p[i]))
-        adjusted[i] = running
+    valid = ~np.isnan(p)
+    if valid.any():
+        adjusted[valid] = multipletests(p[valid], method="holm")[1]
     return [float(x) for x in adjusted]
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from rig.leftovers import claim, release
 from rig.models import Condition, Experiment, Metrics, Pins, PlanItem, SandboxStatus, Task, WorkspaceStats
 from rig.untrusted import remove
 
@@ -54,10 +55,28 @@ class Trail:
     """Set when the experiment is interrupted: the attempt ends at its next step."""
     step: str = "prepare"
     trees: list[Path] = field(default_factory=list)
+    claims: dict[Path, int] = field(default_factory=dict)
+    """The runner's claim (rig.leftovers) on each tree, held until the attempt ends."""
     warnings: list[str] = field(default_factory=list)
     baseline: str | None = None
     metrics: Metrics = field(default_factory=Metrics)
     workspace: WorkspaceStats | None = None
+
+    def made(self, tree: Path) -> None:
+        """`tree` was just made for this attempt: claimed by this runner, removed when it ends."""
+        self.trees.append(tree)
+        self.claims[tree] = claim(tree)
+
+    def dropped(self, tree: Path) -> None:
+        """`tree` was removed before the attempt ended."""
+        self.trees.remove(tree)
+        release(tree, self.claims.pop(tree), kept=False)
+
+    def release(self, kept: bool) -> None:
+        """End the claims on the attempt's trees (`kept`: they stay, and are not stale)."""
+        for tree, fd in self.claims.items():
+            release(tree, fd, kept)
+        self.claims.clear()
 
     def enter(self, step: str) -> None:
         """Begin `step`: raises Interrupted once the experiment stops, InjectedFault where asked to."""

@@ -125,7 +125,7 @@ def _copy_for_verification(prepared: Prepared, limits: Limits, place: Scratch, t
     """
     place.folder.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix=COPY_PREFIX, dir=place.folder))
-    trail.trees.append(root)
+    trail.made(root)
     limit: str | None = None
     staged = False
     # One pass reads each file once: into the copy and into the rig's index of it.
@@ -143,7 +143,7 @@ def _copy_for_verification(prepared: Prepared, limits: Limits, place: Scratch, t
             stats, limit = exc.stats, exc.what
         except NoRoom:
             remove_trees([root])
-            trail.trees.remove(root)
+            trail.dropped(root)
             raise
         else:
             try:

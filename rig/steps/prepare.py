@@ -41,7 +41,7 @@ def prepare(runs: Path, run_id: str, number: int, task: Task, condition: Conditi
     """
     runs.mkdir(parents=True, exist_ok=True)
     container = Path(tempfile.mkdtemp(prefix=f"{run_id}-a{number}-", dir=runs))
-    trail.trees.append(container)
+    trail.made(container)
     workdir = container / WORK
     copy_fixture(task.pack.fixture_dir, workdir)
     apply_patch(workdir, task.setup_patch)

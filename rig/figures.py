@@ -4,17 +4,20 @@ matplotlib is imported only inside the drawing functions: `rig --help` and every
 must not pay for it. Figures are built on a bare `Figure` attached to `FigureCanvasAgg` rather
 than through pyplot, so no global backend state is touched and nothing ever tries a display.
 PNG metadata is cleared so the same data and seed give the same bytes.
+
+The functions take plain data (lists, dicts, `Effect`), so a `Painter` can draw them in a worker
+process that imports nothing of the statistics layer.
 """
 
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    import pandas as pd
-    from matplotlib.figure import Figure
+    from concurrent.futures import Future
 
-    from rig.analysis import Comparison
+    from matplotlib.figure import Figure
 
 # One color per arm, the same in every figure (matplotlib's tab10, colorblind-tolerable order).
 PALETTE = (
@@ -30,6 +33,76 @@ PALETTE = (
     "#17becf",
 )
 DPI = 130
+
+
+class Effect(NamedTuple):
+    """What the forest plot draws of one comparison (the fields of rig.analysis.Comparison it reads)."""
+
+    metric: str
+    a: str
+    b: str
+    effect_kind: str
+    effect: float
+    ci_low: float
+    ci_high: float
+    p_adjusted: float | None
+
+
+class Painter:
+    """Draws figures in one worker process, started at once so that matplotlib's import (half a
+    second) and the drawing overlap the caller's own work on another core; in this process when no
+    worker can start or the worker dies. Use as a context manager."""
+
+    def __init__(self) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # spawn, not fork: the caller holds threads (pyarrow's pool) that a forked child would lack.
+        self._pool: ProcessPoolExecutor | None = ProcessPoolExecutor(1, multiprocessing.get_context("spawn"))
+        self._submit(_warm_up)
+
+    def _submit(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> "Future[Any] | None":
+        from concurrent.futures.process import BrokenProcessPool
+
+        if self._pool is None:
+            return None
+        try:
+            return self._pool.submit(function, *args, **kwargs)
+        except (BrokenProcessPool, OSError, RuntimeError):
+            self._pool = None
+            return None
+
+    def draw(self, function: Callable[..., Path], *args: Any, **kwargs: Any) -> Callable[[], Path]:
+        """Start drawing `function(*args, **kwargs)` (one of this module's figures); the returned
+        callable waits for it and returns the figure's path. A figure's own error is raised there."""
+        from concurrent.futures.process import BrokenProcessPool
+
+        future = self._submit(function, *args, **kwargs)
+
+        def result() -> Path:
+            if future is not None:
+                try:
+                    return future.result()
+                except BrokenProcessPool:
+                    self._pool = None
+            return function(*args, **kwargs)
+
+        return result
+
+    def __enter__(self) -> "Painter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            # On an error nothing pending is wanted; the worker exits after what it is drawing.
+            self._pool.shutdown(wait=exc[0] is None, cancel_futures=True)
+
+
+def _warm_up() -> None:
+    """Import what drawing needs, before the first figure is asked for."""
+    import matplotlib.backends.backend_agg
+    import matplotlib.figure
+    import matplotlib.ticker  # noqa: F401
 
 
 def arm_color(index: int) -> str:
@@ -60,12 +133,13 @@ def _style_axes(ax: Any) -> None:
 
 
 def success_by_task(
-    cells: "pd.DataFrame", arms: list[str], tasks: list[str], path: Path, arm_word: str = "condition"
+    cells: list[dict[str, Any]], arms: list[str], tasks: list[str], path: Path, arm_word: str = "condition"
 ) -> Path:
     """Success rate with its Wilson 95% CI per task (and over all tasks) for every arm.
 
-    `cells` is `cell_table`'s frame; `tasks` the task order (the "ALL" rows go last, set apart);
-    `arm_word` names what an arm is ("condition", or "experiment" for `rig report --vs`).
+    `cells` are the rows of `cell_table`'s frame (`to_dict("records")`); `tasks` the task order
+    (the "ALL" rows go last, set apart); `arm_word` names what an arm is ("condition", or
+    "experiment" for `rig report --vs`).
     """
     from matplotlib.ticker import PercentFormatter
 
@@ -77,14 +151,15 @@ def success_by_task(
     xs = [float(i) for i in range(len(tasks))] + [len(tasks) + 0.4]
     width = 0.8 / max(len(arms), 1)
     labelled: set[str] = set()
+    by_cell = {(str(row["task"]), str(row["condition"])): row for row in reversed(cells)}
     for i, arm in enumerate(arms):
         offset = (i - (len(arms) - 1) / 2) * width
         for x, task in zip(xs, columns, strict=True):
-            row = cells[(cells["task"] == task) & (cells["condition"] == arm)]
-            if row.empty or int(row["n"].iloc[0]) == 0:
+            row = by_cell.get((task, arm))
+            if row is None or int(row["n"]) == 0:
                 continue
-            rate, lo, hi = (float(row[c].iloc[0]) for c in ("success_rate", "ci_low", "ci_high"))
-            k, n = int(row["successes"].iloc[0]), int(row["n"].iloc[0])
+            rate, lo, hi = (float(row[c]) for c in ("success_rate", "ci_low", "ci_high"))
+            k, n = int(row["successes"]), int(row["n"])
             ax.errorbar(
                 x + offset,
                 rate,
@@ -201,7 +276,7 @@ def cost_distribution(
     return _save(fig, path)
 
 
-def _finite(c: "Comparison") -> bool:
+def _finite(c: Effect) -> bool:
     return all(isinstance(v, int | float) and math.isfinite(v) for v in (c.effect, c.ci_low, c.ci_high))
 
 
@@ -227,7 +302,7 @@ def _ratio_axis(ax: Any, low: float, high: float) -> None:
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
 
 
-def effects_forest(comparisons: list["Comparison"], path: Path, labels: dict[str, str] | None = None) -> Path:
+def effects_forest(comparisons: list[Effect], path: Path, labels: dict[str, str] | None = None) -> Path:
     """Forest plot of every comparison: the effect and its 95% CI, one row each.
 
     Differences (success, in percentage points) and ratios (x-fold, log axis) get their own

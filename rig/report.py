@@ -21,6 +21,7 @@ import math
 import os
 import warnings
 from collections import Counter, defaultdict, namedtuple
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -964,6 +965,7 @@ def _missing_str(value: object) -> bool:
 
 
 def _draw_figures(
+    painter: figures.Painter,
     df: pd.DataFrame,
     cells: pd.DataFrame,
     comparisons: list[Comparison],
@@ -972,17 +974,27 @@ def _draw_figures(
     out_dir: Path,
     seed: int,
     arm_word: str,
-) -> tuple[list[Path], bool]:
-    """Draw the three figures; returns their paths and whether the distribution shows cost."""
-    paths = [figures.success_by_task(cells, arms, tasks, out_dir / FIGURE_FILES["success_by_task"], arm_word)]
+) -> tuple[list[Callable[[], Path]], bool]:
+    """Start drawing the three figures with `painter`; returns what waits for each figure's path,
+    and whether the distribution shows cost."""
+    rows = cells.to_dict("records")
+    target = out_dir / FIGURE_FILES["success_by_task"]
+    drawn = [painter.draw(figures.success_by_task, rows, arms, tasks, target, arm_word)]
     # Cost when any run reported one; a harness without cost reporting still has token counts.
     has_cost = bool(df["cost_usd"].notna().any()) if not df.empty else False
     metric = "cost_usd" if has_cost else "total_tokens"
     values = {arm: [float(v) for v in df.loc[df["condition"] == arm, metric].dropna()] for arm in arms}
     target = out_dir / FIGURE_FILES["cost_distribution"]
-    paths.append(figures.cost_distribution(values, arms, target, cost=has_cost, seed=seed, arm_word=arm_word))
-    paths.append(figures.effects_forest(comparisons, out_dir / FIGURE_FILES["effects_forest"], METRIC_LABELS))
-    return paths, has_cost
+    drawn.append(
+        painter.draw(
+            figures.cost_distribution, values, arms, target, cost=has_cost, seed=seed, arm_word=arm_word
+        )
+    )
+    effects = [figures.Effect(*(getattr(c, f) for f in figures.Effect._fields)) for c in comparisons]
+    drawn.append(
+        painter.draw(figures.effects_forest, effects, out_dir / FIGURE_FILES["effects_forest"], METRIC_LABELS)
+    )
+    return drawn, has_cost
 
 
 # -- entry point ------------------------------------------------------------------------------
@@ -1008,6 +1020,21 @@ def build_report(
         raise ValueError(f"unknown format {fmt!r}; use md or html")
     folders = [Path(f).resolve() for f in folders]
     out_dir = Path(out_dir).resolve()
+    # The figures are drawn in a worker process, which imports matplotlib while the runs are read.
+    with figures.Painter() as painter:
+        return _build(painter, folders, out_dir, vs, fmt, allow_mixed_pins, seed, view_dir)
+
+
+def _build(
+    painter: figures.Painter,
+    folders: list[Path],
+    out_dir: Path,
+    vs: bool,
+    fmt: str,
+    allow_mixed_pins: bool,
+    seed: int,
+    view_dir: Path | None,
+) -> list[Path]:
     df = load_runs(folders, allow_mixed_pins=allow_mixed_pins, arm_by_experiment=vs, paths=False)
     infra = infra_summary(folders)
     sources = [_read_source(f) for f in folders]
@@ -1019,7 +1046,7 @@ def build_report(
 
     out_dir.mkdir(parents=True, exist_ok=True)
     arm_word = "experiment" if vs else "condition"
-    figure_paths, has_cost = _draw_figures(df, cells, comparisons, arms, tasks, out_dir, seed, arm_word)
+    drawing, has_cost = _draw_figures(painter, df, cells, comparisons, arms, tasks, out_dir, seed, arm_word)
     # The failed runs' records (all failures.md reads), keyed as load_runs spells `artifacts`: below
     # each folder's real path, normalised, no link inside it followed (a resolve() per record costs
     # seconds at 100,000 runs).
@@ -1069,6 +1096,7 @@ def build_report(
         "Every comparison: effect with its 95% CI; dashed line: no effect.",
     ]
     blocks.append(Heading(2, "5. Figures"))
+    figure_paths = [drawn() for drawn in drawing]
     for path, caption in zip(figure_paths, captions, strict=True):
         blocks.append(Image(path, _rel(path, out_dir), caption))
 

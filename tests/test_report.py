@@ -232,6 +232,28 @@ def test_report_is_deterministic(root: Path, direct_md: tuple[Path, list[Path]])
         assert (again / name).read_bytes() == (first / name).read_bytes(), name
 
 
+def test_figures_drawn_by_a_dead_worker_are_drawn_here_the_same(tmp_path: Path) -> None:
+    """The worker that draws the figures is only a speed-up: the same bytes whether it draws a
+    figure, or is killed and the figure is drawn in this process."""
+    import multiprocessing
+    import signal
+
+    from rig import figures
+
+    values = {"a": [0.01, 0.02, 0.03], "b": [0.02, 0.05]}
+    arms = ["a", "b"]
+    with figures.Painter() as painter:
+        in_worker = painter.draw(figures.cost_distribution, values, arms, tmp_path / "w.png", cost=True)()
+        workers = multiprocessing.active_children()
+        assert workers, "no worker process was started"
+        for worker in workers:
+            os.kill(worker.pid, signal.SIGKILL)
+            worker.join()
+        here = painter.draw(figures.cost_distribution, values, arms, tmp_path / "h.png", cost=True)()
+    assert in_worker.read_bytes() == here.read_bytes()
+    assert in_worker.read_bytes()[:8] == PNG_MAGIC
+
+
 def test_cli_html_is_self_contained(root: Path) -> None:
     out = root / "out_html"
     proc = _rig(str(CONFIG), "--out", str(out), "--format", "html", root=root)

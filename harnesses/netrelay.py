@@ -22,6 +22,8 @@ import signal
 import socket
 import struct
 import sys
+from asyncio import StreamReader, StreamWriter
+from collections.abc import Awaitable, Callable
 
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 _CHUNK = 64 * 1024
@@ -46,7 +48,9 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         writer.close()
 
 
-def _handler(socket_path: str, preamble: bytes):
+def _handler(socket_path: str, preamble: bytes) -> Callable[[StreamReader, StreamWriter], Awaitable[None]]:
+    """A connection handler that passes each connection, after `preamble`, to the Unix socket."""
+
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             up_reader, up_writer = await asyncio.open_unix_connection(socket_path)

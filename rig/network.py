@@ -44,7 +44,6 @@ STOP_S = 5.0
 _CHUNK = 64 * 1024
 _PROBE_TIMEOUT_S = 30
 _UNSHARE_FLAGS: tuple[tuple[str, ...], ...] = ((), ("--user", "--map-root-user"))
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 class NetworkError(Exception):
@@ -185,7 +184,7 @@ class Egress:
     def __init__(self, plan: NetworkPlan, model: tuple[str, int] | None) -> None:
         self.plan = plan
         self.allowed = {*plan.allow, *([model] if model else [])}
-        self.transparent = sorted(e for e in self.allowed if e[0] in LOOPBACK and e[0] != "::1")
+        self.transparent = sorted(e for e in self.allowed if _loopback(e[0]))
         used = {port for _host, port in self.transparent}
         self.proxy_port = next(p for p in range(PROXY_PORT, PROXY_PORT + len(used) + 1) if p not in used)
         self.dir = Path(tempfile.mkdtemp(prefix="rig-egress-"))
@@ -386,6 +385,12 @@ class Egress:
             self._totals.bytes_in[target] += out[0]
         _close(upstream)
         self._log({**entry, "allowed": True, "bytes_out": sent[0], "bytes_in": out[0]})
+
+
+def _loopback(host: str) -> bool:
+    """Whether the relay can listen at `host` inside the namespace (IPv4 loopback; the namespace's
+    lo answers all of 127.0.0.0/8)."""
+    return host == "localhost" or host.startswith("127.")
 
 
 def _proxy_target(request: list[str]) -> tuple[str, int] | None:

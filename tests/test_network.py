@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from harnesses.base import Confinement, run_agent_process
+from rig.doctor import diagnose
 from rig.migrate import migrate
 from rig.models import Experiment, parse_host_port
 from rig.network import LOG_NAME, Egress, NetworkPlan, resolve_network
@@ -112,6 +113,14 @@ def test_policies_are_validated() -> None:
 
 def test_records_before_network_control_migrate_to_none() -> None:
     assert migrate({"record_schema": 4, "run_id": "r"})["network"] is None
+
+
+def test_doctor_shows_network_control_active(monkeypatch) -> None:
+    [row] = [p for p in diagnose() if p.name == "network"]
+    assert row.active and row.detail.startswith("bubblewrap's network namespace; out only through")
+    monkeypatch.setenv("RIG_BWRAP", "/nonexistent/bwrap")
+    [row] = [p for p in diagnose() if p.name == "network"]
+    assert row.active and row.detail.startswith("a network namespace per agent (unshare --net)")
 
 
 def _probe(tmp_path: Path, plan: NetworkPlan, model: int, other: int, sandboxed: bool):

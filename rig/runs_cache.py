@@ -127,7 +127,9 @@ def _tried_other_host(network: Any) -> bool | None:
     confined (policy open, or a record older than network control): nothing was there to refuse."""
     if not isinstance(network, dict) or not network.get("active"):
         return None
-    return any(int(e.get("connections", 0)) > 0 for e in network.get("refused") or [] if isinstance(e, dict))
+    refused = network.get("refused")
+    entries = refused if isinstance(refused, list) else []
+    return any(isinstance(e, dict) and isinstance(n := e.get("connections"), int) and n > 0 for e in entries)
 
 
 def _run_row(record: Record) -> tuple[Any, ...]:

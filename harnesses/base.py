@@ -27,6 +27,7 @@ from rig.models import (
     Metrics,
     Transcript,
 )
+from rig.network import Egress, NetworkPlan, endpoint_of
 from rig.proc import (
     AGENT_TOKEN_VAR,
     JOIN_CGROUP,
@@ -64,7 +65,7 @@ class Confinement:
     and file size bounds.
 
     `processes` None means the strongest containment this machine allows (rig.proc.containment),
-    the one rig.sandbox.resolve records.
+    the one rig.sandbox.resolve records. `network` None: the agent uses the machine's network.
     """
 
     sandbox: Sandbox | None = None
@@ -72,6 +73,7 @@ class Confinement:
     stream_tail_bytes: int = DEFAULT_TAIL_BYTES
     file_bytes: int | None = DEFAULT_FILE_BYTES
     processes: Containment | None = None
+    network: NetworkPlan | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,7 @@ def run_agent_process(
     stall_s: float = DEFAULT_STALL_S,
     session_path: Path | None = None,
     confinement: Confinement | None = None,
+    model_url: str | None = None,
 ) -> AgentRun:
     """Run an agent CLI in its own process group, stdin from /dev/null, streams to run_dir.
 
@@ -140,10 +143,35 @@ def run_agent_process(
     the agent's process has exited, every process it started is killed, wherever it went and
     whatever it did to its environment or session (its cgroup, its PID namespace, then its token);
     the streams keep a bounded head and tail, and `confinement` may add a sandbox and a file size
-    limit. Raises ContainmentError if some of its processes cannot be killed, OSError if its
-    cgroup cannot be removed (both after the streams are saved).
+    limit. With a network plan, the agent reaches only the policy's host:port and `model_url`'s,
+    through the rig's egress proxy, whose log goes to run_dir once the agent is gone (rig.network).
+    Raises ContainmentError if some of its processes cannot be killed, OSError if its cgroup
+    cannot be removed (both after the streams are saved).
     """
     confinement = confinement or Confinement()
+    if confinement.network is None:
+        return _run_agent(command, cwd, env, run_dir, timeout, stall_s, session_path, confinement, None)
+    with Egress(confinement.network, endpoint_of(model_url)) as egress:
+        try:
+            run = _run_agent(command, cwd, env, run_dir, timeout, stall_s, session_path, confinement, egress)
+        finally:
+            outcome = egress.stop()
+            egress.write_log(run_dir)
+    return run.model_copy(update={"network": outcome})
+
+
+def _run_agent(
+    command: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    run_dir: Path,
+    timeout: float,
+    stall_s: float,
+    session_path: Path | None,
+    confinement: Confinement,
+    egress: Egress | None,
+) -> AgentRun:
+    """run_agent_process's agent, through `egress` when its network is confined."""
     contain = confinement.processes or containment(sandboxed=confinement.sandbox is not None)
     run_dir.mkdir(parents=True, exist_ok=True)
     streams = {
@@ -154,13 +182,16 @@ def run_agent_process(
     }
     token = secrets.token_hex(16)
     leaf = create_leaf(contain.cgroup, token) if contain.cgroup is not None else None
-    argv = _confined(command, cwd, run_dir, confinement, [s.path for s in streams.values()], contain, leaf)
+    argv = _confined(
+        command, cwd, run_dir, confinement, [s.path for s in streams.values()], contain, leaf, egress
+    )
+    proxy = egress.env() if egress is not None else {}
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
             argv,
             cwd=cwd,
-            env={**env, AGENT_TOKEN_VAR: token, RUNNER_VAR: process_identity(os.getpid()) or ""},
+            env={**env, **proxy, AGENT_TOKEN_VAR: token, RUNNER_VAR: process_identity(os.getpid()) or ""},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -241,19 +272,32 @@ def _confined(
     logs: list[Path],
     contain: Containment,
     leaf: Path | None,
+    egress: Egress | None,
 ) -> list[str]:
     """The command line with the sandbox, the process containment and the file size limit around it.
 
-    Inside out: bubblewrap or our own PID namespace, whose first process (bwrap's, or unshare's
-    parent) is the one whose death kills the namespace, so setpriv must make that one die with
-    the runner; prlimit, inherited by all below; outermost the join of the cgroup leaf, so that
-    every process of the chain is in it from its first exec.
+    Inside out: the egress relay in the agent's network namespace (bubblewrap's, or unshare's
+    around the PID namespace); bubblewrap or our own PID namespace, whose first process (bwrap's,
+    or unshare's parent) is the one whose death kills the namespace, so setpriv must make that one
+    die with the runner; prlimit, inherited by all below; outermost the join of the cgroup leaf, so
+    that every process of the chain is in it from its first exec.
     """
     argv = command
     if confinement.sandbox is not None:
-        argv = confinement.sandbox.wrap(argv, cwd, writable=[cwd, run_dir], read_only=logs)
-    elif contain.unshare is not None:
-        argv = [*contain.unshare, "--", *argv]
+        if egress is not None:
+            argv = egress.wrap(argv)
+        argv = confinement.sandbox.wrap(
+            argv,
+            cwd,
+            writable=[cwd, run_dir],
+            read_only=[*logs, *([egress.dir] if egress else [])],
+            own_network=egress is not None,
+        )
+    else:
+        if contain.unshare is not None:
+            argv = [*contain.unshare, "--", *argv]
+        if egress is not None:
+            argv = egress.wrap(argv)
     if confinement.file_bytes is not None and PRLIMIT:
         limit = confinement.file_bytes
         argv = [PRLIMIT, f"--fsize={limit}:{limit}", "--", *argv]

@@ -118,17 +118,26 @@ class CliHarness:
         A mock provider gets a mock model server for this run. `connect` points the CLI at the
         provider's base URL (the mock's, with `mock_url_suffix`, or `provider.base_url`, possibly
         None) by writing its config, and returns the process's environment. `watched` is the
-        session file or directory the silence watchdog watches besides the streams.
+        session file or directory the silence watchdog watches besides the streams. The base URL is
+        the one endpoint a confined network lets the agent reach besides the policy's (rig.network).
         """
         if self.provider.kind == "mock":
             with mock_model(self.task, condition.harness_options, run_dir, self.mock_protocol) as base_url:
                 env = connect(f"{base_url}{self.mock_url_suffix}")
                 return run_agent_process(
-                    command, workdir, env, run_dir, timeout, self.stall_s, watched, self.confinement
+                    command, workdir, env, run_dir, timeout, self.stall_s, watched, self.confinement, base_url
                 )
         env = connect(self.provider.base_url)
         return run_agent_process(
-            command, workdir, env, run_dir, timeout, self.stall_s, watched, self.confinement
+            command,
+            workdir,
+            env,
+            run_dir,
+            timeout,
+            self.stall_s,
+            watched,
+            self.confinement,
+            self.provider.base_url,
         )
 
 

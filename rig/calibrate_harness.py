@@ -109,7 +109,15 @@ def judge(name: str, record: dict, folder: Path) -> tuple[bool, str]:
             f"parsed tokens {parsed} and tools {metrics['tool_calls_by_name']} differ from the ledger "
             f"{totals} and {tools}"
         )
-    return True, f"success; tokens {parsed} and tool calls {tools} equal the mock's ledger"
+    reason = f"success; tokens {parsed} and tool calls {tools} equal the mock's ledger"
+    network = record.get("network") or {}
+    if network.get("active"):
+        reached = sum(e["connections"] for e in network["reached"])
+        if not reached:
+            return False, f"{reason}, but no connection went through the rig's egress proxy"
+        refused = sum(e["connections"] for e in network["refused"])
+        reason += f"; {reached} connections to the model through the egress proxy, {refused} refused"
+    return True, reason
 
 
 def _retries_s(harness: str) -> float:

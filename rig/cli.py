@@ -119,6 +119,7 @@ def _load_context(
     from harnesses.registry import HarnessUnavailable
     from rig import paths
     from rig.experiment import ExperimentError, load_experiment
+    from rig.network import NetworkError
     from rig.packs import PackError, load_pack
     from rig.runner import make_context
     from rig.sandbox import SandboxError
@@ -149,6 +150,7 @@ def _load_context(
         HarnessUnavailable,
         CliNotFound,
         SandboxError,
+        NetworkError,
     ) as exc:
         # CliNotFound includes HarnessVersionError: a harness whose version cannot be pinned.
         raise _fail(str(exc)) from exc
@@ -323,6 +325,10 @@ def _run(ctx, make_executor=lambda: None) -> None:
         pending = []  # the [stopping] rule decided from the records: a resume starts nothing
     console = Console(stderr=True)
     console.print(ctx.sandbox.warning() or f"sandbox: {ctx.sandbox.detail} (see `rig doctor`)")
+    if ctx.network is not None:
+        console.print(
+            ctx.network.warning() or f"network: {ctx.network.policy}, {ctx.network.detail}", soft_wrap=True
+        )
     console.print(f"verification copies: {ctx.scratch.folder}, {ctx.scratch.note}", soft_wrap=True)
     for condition, version in ctx.harness_versions.items():
         console.print(f"condition {condition}: {ctx.experiment.harness} {version}", soft_wrap=True)

@@ -13,6 +13,7 @@ from rig.models import (
     Protection,
     SandboxStatus,
 )
+from rig.network import resolve_network
 from rig.packs import load_pack
 from rig.proc import TOKEN_REAPER
 from rig.sandbox import resolve
@@ -37,19 +38,31 @@ def _sandbox(status: SandboxStatus) -> Protection:
     )
 
 
-def _network() -> Protection:
-    lines = NET_DEV.read_text().splitlines()[2:] if NET_DEV.is_file() else []
-    interfaces = sorted(line.split(":", 1)[0].strip() for line in lines if ":" in line)
-    if interfaces == ["lo"]:
+def _network(sandboxed: bool) -> Protection:
+    """Whether agents get a network namespace whose only way out is the egress proxy (rig.network)."""
+    plan, status = resolve_network("model-only", [], sandboxed, required=False)
+    if plan is not None:
         return Protection(
-            name="network", active=True, detail="loopback only: agents reach 127.0.0.1 and nothing else"
+            name="network",
+            active=True,
+            detail=f"{status.detail}: under model-only (the default) an agent reaches its model and "
+            "nothing else, allowlist adds the listed host:port, every attempt logged (network.jsonl); "
+            f"{_machine_network()}",
         )
     return Protection(
         name="network",
         active=False,
-        detail=f"interfaces {', '.join(interfaces) or 'unknown'}: agents can reach any host this machine can "
-        "(run under .ci/isolated for loopback only)",
+        detail=f"{status.detail}: agents can reach any host this machine can, and every record says so; "
+        f"{_machine_network()}",
     )
+
+
+def _machine_network() -> str:
+    lines = NET_DEV.read_text().splitlines()[2:] if NET_DEV.is_file() else []
+    interfaces = sorted(line.split(":", 1)[0].strip() for line in lines if ":" in line)
+    if interfaces == ["lo"]:
+        return "this machine itself is loopback only"
+    return f"this machine's interfaces: {', '.join(interfaces) or 'unknown'}"
 
 
 def _runs_root() -> Protection:
@@ -97,7 +110,7 @@ def diagnose(pack: Pack | None = None) -> list[Protection]:
     _plan, status = resolve("auto", hidden=[], exposed=[])
     return [
         _sandbox(status),
-        _network(),
+        _network(status.active),
         _runs_root(),
         _verification_copies(),
         _process_cleanup(status),
@@ -132,7 +145,7 @@ def diagnose(pack: Pack | None = None) -> list[Protection]:
             active=True,
             detail=f"hidden tests by the pack's runner ({pack.spec.runner.kind}) with the rig's own "
             "options; skipped tests fail; canary tests must fail; bytecode in the workspace is ignored; "
-            "the gate and the hidden tests run in the agent's sandbox when it has one",
+            "the gate and the hidden tests run in the agent's sandbox when it has one, with no network",
         ),
         Protection(
             name="audit",

@@ -69,7 +69,14 @@ def _v3_to_v4(record: Record) -> Record:
     return record
 
 
-MIGRATIONS: dict[int, Callable[[Record], Record]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+def _v4_to_v5(record: Record) -> Record:
+    # Schema 5 added the agent's network policy and what its connections did. Earlier runs had no
+    # egress control: whatever the machine's network allowed, unrecorded, which None says.
+    record.setdefault("network", None)
+    return record
+
+
+MIGRATIONS: dict[int, Callable[[Record], Record]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
 
 
 def schema_of(record: Record) -> int:

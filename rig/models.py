@@ -318,6 +318,21 @@ class Stopping(BaseModel):
         return compare
 
 
+# The agent's network (docs/network.md): only the model, the model and listed host:port, or all of it.
+NetworkPolicy = Literal["model-only", "allowlist", "open"]
+NETWORK_POLICIES: tuple[str, ...] = ("model-only", "allowlist", "open")
+_HOST_PORT = re.compile(r"^(?P<host>[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):(?P<port>\d{1,5})$")
+
+
+def parse_host_port(value: str) -> tuple[str, int]:
+    """("host", port) of "host:port" (an IPv6 host in brackets); raises ValueError naming the fix."""
+    match = _HOST_PORT.match(value.strip())
+    port = int(match.group("port")) if match else 0
+    if match is None or not 0 < port < 65536:
+        raise ValueError(f'{value!r} is not host:port; write e.g. "pypi.org:443" or "127.0.0.1:8080"')
+    return match.group("host").strip("[]").lower(), port
+
+
 class Experiment(BaseModel):
     """An experiment's design. That `harness` names a registered adapter is checked where the
     config is loaded (rig.experiment.load_experiment): the registry is no part of the schema."""
@@ -343,6 +358,31 @@ class Experiment(BaseModel):
     timeouts: Timeouts = Field(default_factory=Timeouts)
     limits: Limits = Field(default_factory=Limits)
     stopping: Stopping | None = Field(default=None, description="stop early once decided; None: run the plan")
+    network: NetworkPolicy = Field(
+        default="model-only",
+        description="what the agent may reach: the model only, the model and `allow`, or any host (warned)",
+    )
+    allow: list[str] = Field(
+        default_factory=list,
+        description="host:port the agent may reach besides the model (network allowlist)",
+    )
+
+    @field_validator("allow")
+    @classmethod
+    def _host_ports(cls, allow: list[str]) -> list[str]:
+        for entry in allow:
+            parse_host_port(entry)
+        return allow
+
+    @model_validator(mode="after")
+    def _allow_with_allowlist(self) -> "Experiment":
+        if self.allow and self.network != "allowlist":
+            raise ValueError(f'allow is set but network is {self.network!r}; set network = "allowlist"')
+        if self.network == "allowlist" and not self.allow:
+            raise ValueError(
+                'network = "allowlist" with an empty allow; list host:port entries or use "model-only"'
+            )
+        return self
 
     @field_validator("conditions")
     @classmethod
@@ -426,6 +466,9 @@ class AgentRun(BaseModel):
     processes: str | None = Field(
         default=None,
         description="what contained every process it started: bwrap-pidns, cgroup, pidns or token-reaper",
+    )
+    network: "NetworkOutcome | None" = Field(
+        default=None, description="what the agent's connections did (None when its network was not confined)"
     )
 
 
@@ -612,13 +655,60 @@ class SandboxStatus(BaseModel):
         )
 
 
+class NetworkEndpoint(BaseModel):
+    """One host:port an agent's connections went to (or were refused at), with their totals."""
+
+    host: str
+    port: int
+    connections: int = 0
+    bytes_out: int = Field(default=0, description="bytes from the agent to the host")
+    bytes_in: int = Field(default=0, description="bytes from the host to the agent")
+
+
+class NetworkOutcome(BaseModel):
+    """The agent's network in one run: the policy, how it was enforced, and what went through it.
+
+    Only connections that reached the rig's egress proxy are counted (by the proxy's address or a
+    model endpoint's own); a raw socket to any other port or address, and a DNS lookup, find
+    nothing in the agent's network namespace and fail there, unlogged (docs/network.md).
+    """
+
+    policy: str
+    active: bool = Field(description="whether the agent ran in a network namespace of its own")
+    backend: str | None = Field(default=None, description="'bwrap-netns' or 'unshare-netns'; None when open")
+    detail: str | None = None
+    allowed: list[str] = Field(default_factory=list, description="host:port the policy let through")
+    reached: list[NetworkEndpoint] = Field(default_factory=list, description="allowed connections")
+    refused: list[NetworkEndpoint] = Field(
+        default_factory=list, description="refused attempts per host:port (connections = attempts)"
+    )
+    failed: list[NetworkEndpoint] = Field(
+        default_factory=list, description="allowed attempts whose host could not be reached"
+    )
+    log: str | None = Field(default=None, description="the proxy's log in the attempt folder")
+
+    @property
+    def refused_attempts(self) -> int:
+        """How many connection attempts the policy refused."""
+        return sum(e.connections for e in self.refused)
+
+    def warning(self) -> str | None:
+        """The warning every record of a run with an unconfined network carries, None when confined."""
+        if self.active:
+            return None
+        return f"network: the agent could reach any host this machine can ({self.detail})"
+
+
+AgentRun.model_rebuild()
+
+
 # --- The run record: one line of runs.jsonl (or quarantine.jsonl) per attempt ---------------------
 # Every field a reader may question is here with its evidence: the verdicts of the gate and the
 # hidden tests, the tampering found, the agent's process outcome, the parsed metrics, the infra
 # classification and the pins that say exactly what was measured. `rig schema` prints it.
 
 # Bumped whenever a field is added or changes meaning; rig.migrate brings older records up to date.
-RECORD_SCHEMA_VERSION = 4
+RECORD_SCHEMA_VERSION = 5
 # Infrastructure rules of attempts the agent's outcome did not decide (the rig failed, or the Dask
 # worker running it was lost or refused it): nothing to re-derive them from.
 RIG_SIDE_RULES = frozenset({"rig_error", "worker_lost", "worker_refused"})
@@ -727,6 +817,10 @@ class RunRecord(BaseModel):
     protected: Protected
     audit: list[AuditFinding] = Field(default_factory=list, description="rules that fired after the agent")
     sandbox: SandboxStatus | None = None
+    network: NetworkOutcome | None = Field(
+        default=None,
+        description="the network policy and what the agent's connections did (None before schema 5)",
+    )
     files_changed: list[str] = Field(default_factory=list)
     workspace: WorkspaceStats | None = None
     rig_error: str | None = Field(

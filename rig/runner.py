@@ -34,6 +34,7 @@ from rig.models import (
     AgentRun,
     Condition,
     Experiment,
+    NetworkOutcome,
     Pack,
     Pins,
     PlanItem,
@@ -41,6 +42,7 @@ from rig.models import (
     Tampering,
     Task,
 )
+from rig.network import resolve_network
 from rig.packs import MANIFEST, pack_digest
 from rig.proc import ContainmentError, containment, kill_running_commands, reap_orphans
 from rig.redact import Redactor
@@ -87,6 +89,8 @@ class RunContext:
     """Condition name -> the `--version` of the CLI it runs, for conditions with a harness_version."""
     stopping: threading.Event = field(default_factory=threading.Event)
     """Set when the experiment is interrupted: runs in flight end at their next step."""
+    network: NetworkOutcome | None = None
+    """The network policy as this machine enforces it, before any run (rig.network.resolve_network)."""
 
     @property
     def conditions(self) -> dict[str, Condition]:
@@ -107,7 +111,10 @@ def make_context(
     the sandbox, and bind the results folder. `tasks` are of one pack (rig.tasks.load_tasks).
 
     `sandbox` is auto (bubblewrap if this machine has it, else a warning in every record),
-    require (refuse without it) or off. Raises SandboxError for require without bubblewrap;
+    require (refuse without it) or off. The experiment's network policy is enforced by the same
+    means (rig.network): NetworkError for require where no network namespace can be made, and
+    ExperimentError for a real provider without a base_url under a policy that confines. Raises
+    SandboxError for require without bubblewrap;
     HarnessUnavailable or CliNotFound for a harness_version that cannot be installed. `notify` is
     told when an install starts (it takes a while).
     """
@@ -122,6 +129,15 @@ def make_context(
                     f"condition {condition.name!r}: skill {skill!r} has no SKILL.md under {repo_root}; "
                     "give a skill directory relative to the rig's repository"
                 )
+    if (
+        experiment.network != "open"
+        and experiment.provider.kind == "real"
+        and not experiment.provider.base_url
+    ):
+        raise ExperimentError(
+            f"network {experiment.network!r} lets the agent reach its model only at provider.base_url, "
+            'which is not set; set it (e.g. "https://api.anthropic.com"), or network = "open"'
+        )
     check_agent_root(runs_root)
     # Installed before anything else is made, so a version npm cannot install leaves nothing behind.
     installed = {
@@ -155,9 +171,13 @@ def make_context(
         ],
         exposed=[*_agent_runtime(), *installed.values()],
     )
+    network_plan, network_status = resolve_network(
+        experiment.network, experiment.allow, sandbox_plan is not None, required=sandbox == "require"
+    )
     limits = experiment.limits
     confinement = Confinement(
         sandbox=sandbox_plan,
+        network=network_plan,
         processes=containment(sandboxed=sandbox_plan is not None),
         stream_head_bytes=limits.stream_head_bytes,
         stream_tail_bytes=limits.stream_tail_bytes,
@@ -208,6 +228,7 @@ def make_context(
         scratch,
         keep_workspaces,
         harness_versions,
+        network=network_status,
     )
 
 
@@ -284,6 +305,7 @@ def attempt_of(ctx: RunContext, item: PlanItem, number: int, folder: Path) -> At
         folder,
         folder.relative_to(ctx.store.root).as_posix(),
         _now(),
+        ctx.network,
     )
 
 

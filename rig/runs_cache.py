@@ -123,6 +123,16 @@ def _view(record: Record) -> str:
     return _json(view)
 
 
+def _tried_other_host(network: Any) -> bool | None:
+    """Whether the policy refused any connection of the agent; None where its network was not
+    confined (policy open, or a record older than network control): nothing was there to refuse."""
+    if not isinstance(network, dict) or not network.get("active"):
+        return None
+    refused = network.get("refused")
+    entries = refused if isinstance(refused, list) else []
+    return any(isinstance(e, dict) and isinstance(n := e.get("connections"), int) and n > 0 for e in entries)
+
+
 def _run_row(record: Record) -> tuple[Any, ...]:
     """The columns of RUN_COLUMNS for one migrated runs.jsonl record."""
     metrics = record.get("metrics") or {}
@@ -165,6 +175,7 @@ def _run_row(record: Record) -> tuple[Any, ...]:
         bool(touched),
         touched,
         len(metrics.get("bash_search_commands") or []),
+        _tried_other_host(record.get("network")),
         _str(record.get("harness")),
         _str(record.get("harness_version", pins.get("harness_version"))),
         _str(record.get("model")),
@@ -220,6 +231,7 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("tampered", "bool"),
     ("protected_touched", "list"),
     ("bash_search_commands", "int"),
+    ("tried_other_host", "bool"),
     ("harness", "str"),
     ("harness_version", "str"),
     ("model", "str"),

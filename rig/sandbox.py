@@ -52,6 +52,7 @@ class Sandbox:
         writable: list[Path],
         read_only: list[Path],
         first_process: bool = False,
+        own_network: bool = False,
     ) -> list[str]:
         """`command` run inside the sandbox; `writable` paths are bound read-write, in this order.
 
@@ -60,6 +61,7 @@ class Sandbox:
         first process, without bubblewrap's reaper, so the kernel kills every process it leaves
         before its exit is reported (with the reaper they die a moment later, when bubblewrap's
         parent is gone): nothing it started still runs when the caller reads what it wrote.
+        `own_network`: a network namespace of its own, with only its loopback interface (up).
         """
         args = [
             str(self.bwrap),
@@ -67,6 +69,7 @@ class Sandbox:
             "--unshare-pid",
             *(["--as-pid-1"] if first_process else []),
             "--unshare-ipc",
+            *(["--unshare-net"] if own_network else []),
             "--cap-drop",
             "ALL",
             "--ro-bind",

@@ -77,12 +77,15 @@ def _confine(
     bytecode in the shared prefix that every later verification reads. Inside, only the rig's copy
     of the workspace and the verification home are writable, the shared prefix is read-only (the
     workspace's own bytecode is then compiled in memory), and every process is dead by the time the
-    command's exit is reported: none can touch the report the rig then reads.
+    command's exit is reported: none can touch the report the rig then reads. Nor can it reach any
+    host, whatever the experiment's network policy: a verdict never depends on the network.
     """
     if sandbox is None:
         return command
     read_only = [pycache] if pycache else []
-    return sandbox.wrap(command, workdir, writable=[workdir, home], read_only=read_only, first_process=True)
+    return sandbox.wrap(
+        command, workdir, writable=[workdir, home], read_only=read_only, first_process=True, own_network=True
+    )
 
 
 # Under the shared prefix: one empty file per interpreter, fixture and gate already warmed.

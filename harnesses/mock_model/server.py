@@ -22,6 +22,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Literal, Protocol
+from urllib.parse import urlsplit
 
 from harnesses.mock_model.policy import ContextSensitivePolicy, Policy, Step
 from harnesses.mock_model.tools import ToolCall
@@ -280,7 +281,9 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
         do_GET = do_HEAD = _not_found
 
         def do_POST(self) -> None:
-            route = server.route(self.path.split("?", 1)[0])
+            # The absolute form (`POST http://host:port/path`) is what a client sends through an HTTP
+            # proxy (the rig's egress proxy relays it as it is); a server must accept it (RFC 9112).
+            route = server.route(urlsplit(self.path).path)
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
             if route is None:

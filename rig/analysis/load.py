@@ -60,6 +60,7 @@ COLUMNS: tuple[str, ...] = (
     "tampered",
     "protected_touched",
     "bash_search_commands",
+    "tried_other_host",
     "harness",
     "harness_version",
     "model",
@@ -192,7 +193,8 @@ def load_runs(
     counts (`cost_usd` is NaN when the harness reported no cost), tool use, times (`wall_s` of the
     whole run, `agent_wall_s` of the agent alone), behaviour flags read from the session
     (`read_agents_md`: AGENTS.md among the docs read; `tampered`: any protected file modified,
-    added or deleted, listed in `protected_touched`), the pins, and `artifacts`, the absolute path
+    added or deleted, listed in `protected_touched`; `tried_other_host`: the network policy refused
+    a connection, None where the network was not confined), the pins, and `artifacts`, the absolute path
     of the attempt folder. A torn last line of runs.jsonl (a crash mid-append) is skipped; records
     of an older schema are migrated (rig.migrate); a run id recorded more than once counts once,
     by its first record, and the others are reported with a `rig.migrate.DuplicateRunWarning`

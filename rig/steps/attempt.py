@@ -7,7 +7,17 @@ from datetime import datetime
 from pathlib import Path
 
 from rig.leftovers import claim, release
-from rig.models import Condition, Experiment, Metrics, Pins, PlanItem, SandboxStatus, Task, WorkspaceStats
+from rig.models import (
+    Condition,
+    Experiment,
+    Metrics,
+    NetworkOutcome,
+    Pins,
+    PlanItem,
+    SandboxStatus,
+    Task,
+    WorkspaceStats,
+)
 from rig.untrusted import remove
 
 # A diagnostic switch: `RIG_INJECT_FAULT=<step>` raises inside that step of every run, to prove
@@ -40,6 +50,13 @@ class Attempt:
     folder: Path
     artifacts: str
     started: datetime
+    network: NetworkOutcome | None = None
+    """The network policy as enforced before the agent ran; the agent's own run holds what it did."""
+
+    def warnings(self) -> list[str]:
+        """What every record of this attempt warns of: an unconfined sandbox or network."""
+        network = self.network.warning() if self.network else None
+        return [w for w in (self.sandbox.warning(), network) if w]
 
 
 @dataclass

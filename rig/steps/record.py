@@ -48,7 +48,7 @@ def record(
     hang = hang_kind(run, pending)
     limit = collected.workspace.limit
     success, failing_stage = _decide(limit, verified, collected.audit, hang)
-    warnings = [w for w in [attempt.sandbox.warning()] if w] + warnings
+    warnings = attempt.warnings() + warnings
     if limit is not None:
         warnings.append(f"workspace limits: {limit}; not verified")
     base = _base_record(
@@ -69,6 +69,7 @@ def record(
             "audit": collected.audit,
             "files_changed": collected.changed,
             "agent": AgentOutcome(**run.model_dump(include=set(AgentOutcome.model_fields))),
+            "network": run.network or attempt.network,
             "metrics": collected.metrics,
             "infra": infra,
             "warnings": warnings,
@@ -89,7 +90,7 @@ def rig_error_record(attempt: Attempt, trail: Trail, run: AgentRun | None, exc: 
     update: dict = {
         "rig_error": detail,
         "infra": InfraVerdict(is_infra=True, rule="rig_error", detail=detail),
-        "warnings": [w for w in [attempt.sandbox.warning()] if w] + trail.warnings,
+        "warnings": attempt.warnings() + trail.warnings,
     }
     if run is not None:
         update |= {
@@ -97,6 +98,7 @@ def rig_error_record(attempt: Attempt, trail: Trail, run: AgentRun | None, exc: 
             "timed_out": run.timed_out,
             "stalled": run.stalled,
             "agent": AgentOutcome(**run.model_dump(include=set(AgentOutcome.model_fields))),
+            "network": run.network or attempt.network,
         }
     return base.model_copy(update=update)
 
@@ -110,7 +112,7 @@ def lost_record(attempt: Attempt, rule: str, detail: str) -> RunRecord:
             "rig_error": detail,
             "failing_stage": rule,
             "infra": InfraVerdict(is_infra=True, rule=rule, detail=detail),
-            "warnings": [w for w in [attempt.sandbox.warning()] if w],
+            "warnings": attempt.warnings(),
         }
     )
 
@@ -185,6 +187,7 @@ def _base_record(
         hidden=None,
         protected=Protected(restored=False),
         sandbox=attempt.sandbox,
+        network=attempt.network,
         workspace=workspace,
         agent=AgentOutcome(command=[], exit_code=None, timed_out=False, stalled=False, wall_s=0.0),
         metrics=metrics,

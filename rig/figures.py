@@ -62,13 +62,11 @@ class Painter:
         self._submit(_warm_up)
 
     def _submit(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> "Future[Any] | None":
-        from concurrent.futures.process import BrokenProcessPool
-
         if self._pool is None:
             return None
         try:
             return self._pool.submit(function, *args, **kwargs)
-        except (BrokenProcessPool, OSError, RuntimeError):
+        except Exception:  # noqa: BLE001 (the worker is a speed-up: whatever stops it, draw here)
             self._pool = None
             return None
 

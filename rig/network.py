@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -28,7 +27,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from rig.models import NetworkEndpoint, NetworkOutcome, parse_host_port
-from rig.proc import BASE_PATH, UNSHARE
+from rig.proc import UNSHARE, try_command
 
 RELAY = Path(__file__).resolve().parent.parent / "harnesses" / "netrelay.py"
 # The proxy's port inside the agent's namespace, unless a model endpoint takes it.
@@ -42,7 +41,6 @@ CONNECT_TIMEOUT_S = 10.0
 # How long stopping waits for connections still relaying bytes after the agent is gone.
 STOP_S = 5.0
 _CHUNK = 64 * 1024
-_PROBE_TIMEOUT_S = 30
 _UNSHARE_FLAGS: tuple[tuple[str, ...], ...] = ((), ("--user", "--map-root-user"))
 
 
@@ -102,32 +100,8 @@ def resolve_network(
 
 def _try_netns(prefix: tuple[str, ...]) -> str | None:
     """None if `prefix` makes a network namespace whose loopback the relay can bring up, else why not."""
-    try:
-        proc = subprocess.run(
-            [
-                *prefix,
-                "--",
-                sys.executable,
-                "-I",
-                "-S",
-                str(RELAY),
-                "--socket",
-                "-",
-                "--proxy-port",
-                "0",
-                "--lo-up",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=_PROBE_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-            env={"PATH": BASE_PATH},
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return str(exc)
-    if proc.returncode == 0:
-        return None
-    return (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+    relay = [sys.executable, "-I", "-S", str(RELAY), "--socket", "-", "--proxy-port", "0", "--lo-up"]
+    return try_command([*prefix, "--", *relay])[1]
 
 
 @cache

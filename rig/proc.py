@@ -524,8 +524,9 @@ def _empty_leaf(leaf: Path, timeout: float, use_kill_file: bool) -> int:
     return held
 
 
-def _try(cmd: list[str]) -> tuple[str, str | None]:
-    """(stdout of `cmd`, None) if it exits 0, else (stdout, the first line of its stderr)."""
+def try_command(cmd: list[str]) -> tuple[str, str | None]:
+    """(stdout of `cmd`, None) if it exits 0, else (stdout, the last line of its stderr): a probe of
+    what this machine allows, bounded in time, in a minimal environment."""
     try:
         proc = subprocess.run(
             cmd,
@@ -539,7 +540,7 @@ def _try(cmd: list[str]) -> tuple[str, str | None]:
         return "", str(exc)
     if proc.returncode == 0:
         return proc.stdout, None
-    return proc.stdout, (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[0]
+    return proc.stdout, (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
 
 
 @cache
@@ -555,7 +556,7 @@ def _cgroup_probe() -> tuple[Path | None, str]:
     except OSError as exc:
         return None, f"cannot create a cgroup in {base} ({exc.strerror})"
     method = "cgroup.kill" if (leaf / "cgroup.kill").exists() else "cgroup.freeze and SIGKILL to each"
-    _out, problem = _try([SH, "-c", JOIN_CGROUP, "rig-cgroup", str(leaf / "cgroup.procs"), "true"])
+    _out, problem = try_command([SH, "-c", JOIN_CGROUP, "rig-cgroup", str(leaf / "cgroup.procs"), "true"])
     try:
         kill_leaf(leaf)
     except (OSError, ContainmentError) as exc:
@@ -573,7 +574,7 @@ def _pidns_probe() -> tuple[tuple[str, ...] | None, str]:
     problem = None
     for flags in _UNSHARE_FLAGS:
         prefix = (UNSHARE, *flags, "--pid", "--fork", "--kill-child")
-        out, problem = _try([*prefix, "--", SH, "-c", "echo $$"])
+        out, problem = try_command([*prefix, "--", SH, "-c", "echo $$"])
         # The shell must be the namespace's init, or the kernel would not kill the rest with it.
         if problem is None and out.strip() == "1":
             return prefix, f"a PID namespace per agent ({' '.join(['unshare', *prefix[1:]])})"

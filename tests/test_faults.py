@@ -159,6 +159,17 @@ KILL_CONDITIONS = [
 ]
 
 
+def start_runner(exp: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """`rig run exp` in a session of its own (so it can be killed with its agents), output discarded."""
+    return subprocess.Popen(
+        [RIG, "run", str(exp)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
 def attempt_dirs(root: Path) -> dict[Path, int]:
     """Every attempt folder with its inode: a folder deleted and created again gets a new one."""
     return {p: p.stat().st_ino for p in root.glob("runs/*/attempt-*")}
@@ -241,13 +252,7 @@ def test_kill_9_at_random_points_then_resume_loses_and_duplicates_nothing(tmp_pa
     seen = attempt_dirs(store.root)
     while kills < KILL_TRIALS and trials < 3 * KILL_TRIALS:
         trials += 1
-        runner = subprocess.Popen(
-            [RIG, "run", str(exp)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        runner = start_runner(exp, env)
         # Kill after 0-1 more attempts were recorded, then a random part of a typical attempt's time:
         # spread over startup, preparation, agent, verification and appends on a fast or slow machine.
         # Near the end, kill early so that runs are left for the next trials and the final resume.
@@ -368,13 +373,7 @@ def test_kill_9_mid_run_leaves_every_attempt_redacted_and_no_stale_workspace(tmp
     )
     store = ResultsStore(tmp_path / "results" / name)
     env = rig_env(tmp_path)
-    runner = subprocess.Popen(
-        [RIG, "run", str(exp)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    runner = start_runner(exp, env)
     leaky = store.root / "runs" / f"{ALL_TASKS[0]}__leaky__r01" / "attempt-1"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and runner.poll() is None:

@@ -38,6 +38,7 @@ from rig.analysis import (
     load_runs,
     newcombe_interval,
 )
+from rig.estimate import spent
 from rig.markdown_html import inline_html
 from rig.migrate import DuplicateRunWarning
 from rig.models import Pack
@@ -394,6 +395,13 @@ def _design_blocks(sources: list[_Source], tasks: list[str]) -> list[Block]:
                 or DASH
             ),
         ]
+        # What the experiment cost, every attempt billed (rig.budget stops at the budget, if set).
+        cost, _, attempts = spent(ResultsStore(source.folder))
+        limits = [f"{k} {d[k]:g}" for k in ("max_cost_usd", "max_runs") if d.get(k) is not None]
+        items.append(
+            f"spent: {fmt_usd(cost)} over {attempts} attempts, infrastructure failures included; "
+            f"budget: {', '.join(limits) or 'none'}"
+        )
         if source.digest:
             items.append(f"design digest: {code(_short(source.digest))}")
         # The pack as the design names it, read now: the pins below say which pack the runs measured.

@@ -395,13 +395,10 @@ def _design_blocks(sources: list[_Source], tasks: list[str]) -> list[Block]:
                 or DASH
             ),
         ]
-        # What the experiment cost, every attempt billed (rig.budget stops at the budget, if set).
+        # What the experiment cost, every attempt billed (its budget is not shown: raising it to
+        # resume leaves the stored design as it was).
         cost, _, attempts = spent(ResultsStore(source.folder))
-        limits = [f"{k} {d[k]:g}" for k in ("max_cost_usd", "max_runs") if d.get(k) is not None]
-        items.append(
-            f"spent: {fmt_usd(cost)} over {attempts} attempts, infrastructure failures included; "
-            f"budget: {', '.join(limits) or 'none'}"
-        )
+        items.append(f"spent: {fmt_usd(cost)} over {attempts} attempts, infrastructure failures included")
         if source.digest:
             items.append(f"design digest: {code(_short(source.digest))}")
         # The pack as the design names it, read now: the pins below say which pack the runs measured.

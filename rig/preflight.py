@@ -24,7 +24,7 @@ from rig.models import Experiment, Task
 from rig.network import NetworkError, resolve_network
 from rig.sandbox import SandboxError, resolve
 from rig.store import ResultsStore, StoreError
-from rig.workspace import tree_digest
+from rig.workspace import WorkspaceError, check_agent_root, tree_digest
 
 # How long the provider's endpoint may take to accept a connection.
 CONNECT_TIMEOUT_S = 5.0
@@ -183,6 +183,10 @@ def _results(folder: Path) -> str:
 
 
 def _space(runs_root: Path, tasks: list[Task], workers: int) -> str:
+    try:
+        check_agent_root(runs_root.resolve())
+    except WorkspaceError as exc:
+        raise PreflightError(str(exc)) from None
     fixture = tasks[0].pack.fixture_dir
     size = sum(p.lstat().st_size for p in fixture.rglob("*") if p.is_file() and not p.is_symlink())
     need = workers * (FIXTURE_COPIES * size + WORKSPACE_SLACK_BYTES)

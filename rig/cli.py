@@ -82,7 +82,9 @@ def calibrate(
     start = time.monotonic()
     report = calibrate(loaded, tasks, workers, on_result=None if as_json else show)
     try:
-        save_pins(loaded, tasks, report)
+        # Tasks or hidden tests from elsewhere are not the pack's: their calibration proves nothing of it.
+        if tasks_dir is None and hidden_dir is None:
+            save_pins(loaded, tasks, report)
     except OSError as exc:
         typer.echo(
             f"warning: calibration pins not saved ({exc}); `rig run` will say it was never run", err=True

@@ -22,7 +22,9 @@ def find_cli(executable: str, env_var: str) -> Path:
     if os.environ.get(env_var):
         path = Path(os.environ[env_var])
         if not path.is_file():
-            raise CliNotFound(f"${env_var} points at {path}, which does not exist")
+            raise CliNotFound(
+                f"${env_var} points at {path}, which does not exist; point it at the CLI or unset it"
+            )
         return path
     pinned = NODE_BIN / executable
     if pinned.is_file():

@@ -58,7 +58,7 @@ def calibrate(
     harness."""
     import time
 
-    from rig.calibrate import calibrate
+    from rig.calibrate import calibrate, save_pins
     from rig.models import ItemResult
     from rig.packs import PackError, load_pack
     from rig.tasks import TaskError, load_tasks
@@ -81,6 +81,14 @@ def calibrate(
 
     start = time.monotonic()
     report = calibrate(loaded, tasks, workers, on_result=None if as_json else show)
+    try:
+        # Tasks or hidden tests from elsewhere are not the pack's: their calibration proves nothing of it.
+        if tasks_dir is None and hidden_dir is None:
+            save_pins(loaded, tasks, report)
+    except OSError as exc:
+        typer.echo(
+            f"warning: calibration pins not saved ({exc}); `rig run` will say it was never run", err=True
+        )
     if as_json:
         typer.echo(report.model_dump_json())
     else:
@@ -271,6 +279,12 @@ def run(
     scheduler: Annotated[
         str | None, typer.Option(help="dask: the scheduler's address, e.g. tcp://10.0.0.5:8786.")
     ] = None,
+    preflight_only: Annotated[
+        bool, typer.Option("--preflight-only", help="Only check this machine can run it (docs/preflight.md).")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the plan and its estimated cost and time; run nothing.")
+    ] = False,
 ) -> None:
     """Run (or resume) an experiment: every task x condition x repetition, interleaved."""
     if executor not in ("local", "dask-local", "dask"):
@@ -283,9 +297,58 @@ def run(
                 f"{option} goes with --executor dask-local; a local run takes the experiment's workers, "
                 "a cluster's workers declare their own (--resources agents=N)"
             )
+    if dry_run:
+        _dry_run(experiment, results_root, sandbox)
+        return
+    checks = _preflight(experiment, results_root, sandbox)
+    for check in checks:
+        if preflight_only or check.note:
+            typer.echo(f"preflight: {check.line}", err=not preflight_only)
+    if preflight_only:
+        typer.echo(f"preflight: all {len(checks)} checks passed")
+        return
     ctx = _load_context(experiment, results_root, keep_workspaces, sandbox)
     with _store_errors():
         _run(ctx, lambda: _executor(ctx, executor, sandbox, scheduler, workers or 2, agents_per_worker or 1))
+
+
+def _preflight(experiment_path: Path, results_root: Path | None, sandbox: str):
+    """rig.preflight's checks of the experiment on this machine; its first failure ends the command."""
+    import shlex
+
+    from rig import paths
+    from rig.experiment import ExperimentError, load_experiment
+    from rig.packs import PackError, load_pack
+    from rig.preflight import PreflightError, preflight
+    from rig.tasks import TaskError, load_tasks
+    from rig.workspace import default_runs_root
+
+    try:
+        experiment = load_experiment(experiment_path)
+        only = None if experiment.tasks == "all" else list(experiment.tasks)
+        tasks = load_tasks(load_pack(experiment.pack), only)
+        hint = "`rig calibrate" + (f" --pack {shlex.quote(experiment.pack)}`" if experiment.pack else "`")
+        return preflight(
+            experiment, tasks, results_root or paths.RESULTS_DIR, default_runs_root(), sandbox, hint
+        )
+    except (ExperimentError, PackError, TaskError, PreflightError) as exc:
+        raise _fail(str(exc)) from None
+
+
+def _dry_run(experiment_path: Path, results_root: Path | None, sandbox: str) -> None:
+    """Print the plan, what is recorded and what the rest would cost; then whether preflight passes."""
+    from rig.estimate import dry_run
+
+    read = _read_only_context(experiment_path, results_root)
+    with _store_errors(), _report_warnings():
+        for line in dry_run(read.experiment, read.items, read.store):
+            typer.echo(line)
+    try:
+        checks = _preflight(experiment_path, results_root, sandbox)
+    except typer.Exit:
+        typer.echo("preflight: fails (the error above); fix it before `rig run`")
+        return
+    typer.echo(f"preflight: all {len(checks)} checks passed; nothing was run")
 
 
 def _executor(ctx, kind: str, sandbox: str, scheduler: str | None, workers: int, agents: int):

@@ -366,6 +366,14 @@ class Experiment(BaseModel):
         default_factory=list,
         description="host:port the agent may reach besides the model (network allowlist)",
     )
+    max_cost_usd: float | None = Field(
+        default=None,
+        gt=0,
+        description="budget: no run starts once the spent cost plus the runs in flight would pass it",
+    )
+    max_runs: int | None = Field(
+        default=None, ge=1, description="budget: scored runs recorded plus runs in flight, at most"
+    )
 
     @field_validator("allow")
     @classmethod
@@ -420,10 +428,11 @@ class Experiment(BaseModel):
     def digest(self) -> str:
         """A hash of the design: results of one design are never pooled with another's.
 
-        `workers` is left out: how many runs go in parallel is how the design is executed, not what
-        it measures, so an experiment may be resumed with more (or fewer) workers.
+        `workers` and the budget are left out: how many runs go in parallel and how much may be
+        spent are how the design is executed, not what it measures, so an experiment may be resumed
+        with more (or fewer) workers, or a raised budget.
         """
-        design = self.model_dump(mode="json", exclude={"workers"})
+        design = self.model_dump(mode="json", exclude={"workers", "max_cost_usd", "max_runs"})
         return hashlib.sha256(json.dumps(design, sort_keys=True).encode()).hexdigest()
 
 
@@ -886,6 +895,22 @@ class CalibrationReport(BaseModel):
     passed: int
     failed: int
     items: list[ItemResult]
+
+
+class CalibratedTask(BaseModel):
+    task_hash: str
+    hidden_tests_hash: str
+
+
+class CalibrationPins(BaseModel):
+    """What `rig calibrate` proved, by content hash: `rig run`'s preflight refuses a pack changed since."""
+
+    pack: str
+    root: str
+    fixture_hash: str
+    tasks: dict[str, CalibratedTask] = Field(default_factory=dict)
+    calibrated_at: datetime
+    rig_version: str
 
 
 # Why `rig task mine` made a task of a commit, or did not.

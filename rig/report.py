@@ -38,6 +38,7 @@ from rig.analysis import (
     load_runs,
     newcombe_interval,
 )
+from rig.estimate import spent
 from rig.markdown_html import inline_html
 from rig.migrate import DuplicateRunWarning
 from rig.models import Pack
@@ -394,6 +395,10 @@ def _design_blocks(sources: list[_Source], tasks: list[str]) -> list[Block]:
                 or DASH
             ),
         ]
+        # What the experiment cost, every attempt billed (its budget is not shown: raising it to
+        # resume leaves the stored design as it was).
+        cost, _, attempts = spent(ResultsStore(source.folder))
+        items.append(f"spent: {fmt_usd(cost)} over {attempts} attempts, infrastructure failures included")
         if source.digest:
             items.append(f"design digest: {code(_short(source.digest))}")
         # The pack as the design names it, read now: the pins below say which pack the runs measured.

@@ -3,8 +3,8 @@
 `run_one` chains the eight steps of docs/design.md (rig/steps/) for one attempt. `execute` drives many
 of them with N workers, quarantines infrastructure failures and reruns them interleaved, and stops
 after K infrastructure failures in a row, or once an experiment's `[stopping]` rule has decided
-(rig.analysis.sequential). Resuming skips every run id already recorded, and starts nothing once the
-rule decided.
+(rig.analysis.sequential), or before a run that could take it past its budget (rig.budget). Resuming
+skips every run id already recorded, and starts nothing once the rule decided.
 """
 
 import json
@@ -26,6 +26,7 @@ from harnesses.base import Confinement, HarnessAdapter, kill_running_agents
 from harnesses.registry import install_version, make_adapter
 from rig import runs_cache
 from rig.audit import STOP_RULES, toolchain_digest
+from rig.budget import BudgetMonitor
 from rig.experiment import ExperimentError
 from rig.leftovers import clean_up
 from rig.migrate import design_digest
@@ -517,13 +518,16 @@ def execute(
             print(line, file=sys.stderr)
         pending, quarantined = pending_items(ctx, items)
         monitor = SequentialMonitor(ctx, items) if ctx.experiment.stopping is not None else None
+        budget = None
+        if ctx.experiment.max_cost_usd is not None or ctx.experiment.max_runs is not None:
+            budget = BudgetMonitor(ctx.experiment, ctx.store, len(items), len(pending))
         progress = Progress(total=len(pending), sequential=monitor.result() if monitor else None)
         queue = deque(pending)
         attempts = Counter(quarantined)
         running: dict[Future, PlanItem] = {}
         executor = executor or LocalExecutor(ctx)
         try:
-            _drive(ctx, executor, queue, running, attempts, progress, on_update, monitor)
+            _drive(ctx, executor, queue, running, attempts, progress, on_update, monitor, budget)
         except BaseException:
             # Ctrl-C, SIGTERM or a store that cannot write: nothing of a run in flight is appended
             # (its attempt folder stays, a resume reruns it). Every agent and verification process
@@ -554,13 +558,20 @@ def _drive(
     progress: Progress,
     on_update: Callable[[Progress, dict | None], None] | None,
     monitor: SequentialMonitor | None = None,
+    budget: BudgetMonitor | None = None,
 ) -> None:
     """Submit, collect and record runs until the queue is empty or the experiment stops (a stop
-    rule, or the `[stopping]` rule's decision: runs in flight still finish and are recorded)."""
+    rule, the `[stopping]` rule's decision, or the budget: runs in flight still finish and are
+    recorded)."""
     exp = ctx.experiment
     consecutive_infra = 0
+    over_budget = False  # whether the budget kept the last round from starting a run
     while queue or running:
+        over_budget = False
         while queue and len(running) < executor.slots and progress.stopped is None and not progress.decided:
+            if budget is not None and not budget.allows(len(running)):
+                over_budget = True
+                break
             item = queue.popleft()
             running[executor.submit(item)] = item
         if not running:
@@ -572,6 +583,8 @@ def _drive(
                 record, _folder = future.result()
             except Exception as exc:  # the attempt folder itself could not be written
                 record = _unrecorded(ctx, item, exc)
+            if budget is not None:
+                budget.record(record, scored=not record["infra"]["is_infra"])
             if record["infra"]["is_infra"]:
                 ctx.store.append_quarantine(record)
                 attempts[item.run_id] += 1
@@ -613,6 +626,8 @@ def _drive(
                 )
             if on_update:
                 on_update(progress, record)
+    if over_budget and budget is not None and progress.stopped is None:
+        progress.stopped = budget.stop_message()
 
 
 def _unrecorded(ctx: RunContext, item: PlanItem, exc: Exception) -> dict:

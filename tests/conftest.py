@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,15 @@ from rig.workspace import apply_patch, copy_fixture
 
 # The task the harness tests run: a small bug fix whose baseline fails check.py.
 HARNESS_TASK = "t1_fix_pagination"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def calibration_pins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Calibrations the tests run keep their pins here, never in the user's cache: a test calibrating
+    a pack under edit must not make the user's next `rig run` of it refused, nor theirs a test's."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RIG_CALIBRATION_DIR", str(tmp_path_factory.mktemp("calibration-pins")))
+        yield
 
 
 @pytest.fixture

@@ -62,6 +62,7 @@ from harnesses.logs import (
     as_int,
     as_str,
     as_time,
+    carries_usage,
     derive_behaviour,
     optional_int,
     read_jsonl,
@@ -119,6 +120,23 @@ _CALL_ITEMS = {
     "image_generation_call": "image_generation",
 }
 _OUTPUT_ITEMS = frozenset({"function_call_output", "custom_tool_call_output", "tool_search_output"})
+# Rollout entry types of the formats this parser knows (0.40 to 0.171): a rollout with none is another format.
+_ROLLOUT_TYPES = frozenset(
+    {"session_meta", "turn_context", "response_item", "event_msg", "token_usage_record"}
+)
+# Stream event types whose usage is read (turn.completed) or that carry none.
+_STREAM_TYPES = frozenset(
+    {
+        "thread.started",
+        "turn.started",
+        "turn.completed",
+        "turn.failed",
+        "item.started",
+        "item.updated",
+        "item.completed",
+        "error",
+    }
+)
 # Calls the provider carries out itself: Codex never runs them, and no output item follows.
 _PROVIDER_CALLS = frozenset({"web_search_call", "image_generation_call"})
 # Stream items of the tools Codex runs, from item.started to item.completed.
@@ -375,11 +393,16 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
     cwd = meta.get("cwd") if isinstance(meta.get("cwd"), str) else None
     tools = ToolLog()
     if rollout:
-        _fold_rollout(metrics, rollout, tools)
+        _fold_rollout(metrics, rollout, stream, tools)
     else:
         _fold_stream_usage(metrics, stream)
         _fold_stream_tools(metrics, stream, tools)
     _fold_outcomes(metrics, rollout, stream)
+    if metrics.total_tokens == 0 and (metrics.tool_calls or metrics.final_text):
+        metrics.incomplete("no token usage recorded although the model responded")
+    for event in stream:
+        if event.get("type") not in _STREAM_TYPES and _unread_usage(event.get("type"), event):
+            metrics.incomplete(f"usage in stream events of type {event.get('type')!r}, not read")
     derive_behaviour(metrics, tools.read_paths(), cwd, attempted=tools.read_attempts())
     return metrics
 
@@ -580,10 +603,21 @@ def _rollout_failures(rollout: list[dict[str, Any]]) -> list[tuple[int, Transcri
     ]
 
 
-def _fold_rollout(metrics: Metrics, rollout: list[dict[str, Any]], tools: ToolLog) -> None:
-    """Model, tokens, cost, tool calls and tool errors from the rollout's entries, in order."""
+def _fold_rollout(
+    metrics: Metrics, rollout: list[dict[str, Any]], stream: list[dict[str, Any]], tools: ToolLog
+) -> None:
+    """Model, tokens, cost, tool calls and tool errors from the rollout's entries, in order.
+
+    Usage comes from one `token_usage_record` per response (Codex 0.171); else from the
+    `token_count` events (0.40 to 0.125, and 0.171 beside the records); else from the stream's
+    `turn.completed` totals. A rollout of a format this parser does not know, or with usage in
+    entries it does not read, marks the metrics incomplete.
+    """
     model: str | None = None
-    priced: list[tuple[str | None, str | None, dict[str, Any]]] = []
+    records: list[tuple[str | None, str | None, dict[str, Any]]] = []
+    counts: list[tuple[str | None, str | None, dict[str, Any]]] = []
+    last_total: dict[str, Any] | None = None
+    total: dict[str, Any] | None = None
     for entry in rollout:
         kind, payload = entry.get("type"), _payload(entry)
         if kind == "turn_context":
@@ -593,12 +627,38 @@ def _fold_rollout(metrics: Metrics, rollout: list[dict[str, Any]], tools: ToolLo
             effort = payload.get("effort") or settings.get("reasoning_effort")
             metrics.thinking_level = effort if isinstance(effort, str) else metrics.thinking_level
         elif kind == "token_usage_record" and isinstance(payload.get("usage"), dict):
-            metrics.assistant_messages += 1
-            _add_usage(metrics, payload["usage"])
-            priced.append((model, entry.get("timestamp"), payload["usage"]))
+            records.append((model, entry.get("timestamp"), payload["usage"]))
+        elif kind == "event_msg" and payload.get("type") == "token_count":
+            info = payload.get("info")
+            if not isinstance(info, dict) or not isinstance(info.get("total_token_usage"), dict):
+                continue
+            # Codex re-announces the same totals (e.g. with new rate limits): one response each change.
+            if info["total_token_usage"] == last_total:
+                continue
+            last_total = total = info["total_token_usage"]
+            last = info.get("last_token_usage")
+            counts.append((model, entry.get("timestamp"), last if isinstance(last, dict) else {}))
+        elif _unread_usage(kind, payload):
+            metrics.incomplete(f"usage in rollout entries of type {_entry_kind(kind, payload)!r}, not read")
+    if not any(entry.get("type") in _ROLLOUT_TYPES for entry in rollout):
+        metrics.incomplete(
+            "rollout of a format this parser does not know (no session_meta, response_item ...)"
+        )
     _fold_rollout_tools(metrics, rollout, tools)
-    if priced:
-        metrics.cost_usd, metrics.cost_source = price(priced)
+    if records:
+        metrics.assistant_messages = len(records)
+        for _, _, usage in records:
+            _add_usage(metrics, usage)
+        metrics.cost_usd, metrics.cost_source = price(records)
+    elif counts and total is not None:
+        metrics.assistant_messages = len(counts)
+        _add_usage(metrics, total)
+        if any(not usage for _, _, usage in counts):
+            metrics.incomplete("token_count events without last_token_usage: cost not priced per response")
+        else:
+            metrics.cost_usd, metrics.cost_source = price(counts)
+    else:
+        _fold_stream_usage(metrics, stream)
 
 
 def _fold_rollout_tools(metrics: Metrics, rollout: list[dict[str, Any]], tools: ToolLog) -> None:
@@ -639,7 +699,7 @@ def _fold_rollout_tools(metrics: Metrics, rollout: list[dict[str, Any]], tools: 
 
 
 def _fold_stream_usage(metrics: Metrics, stream: list[dict[str, Any]]) -> None:
-    """Tokens from the stream's `turn.completed` totals, for a run without a rollout."""
+    """Tokens from the stream's `turn.completed` totals, for a run without usage in a rollout."""
     totals = [
         e["usage"] for e in stream if e.get("type") == "turn.completed" and isinstance(e.get("usage"), dict)
     ]
@@ -729,14 +789,18 @@ def _fold_outcomes(metrics: Metrics, rollout: list[dict[str, Any]], stream: list
             if not (metrics.error_messages and metrics.error_messages[-1] == message):
                 metrics.error_messages.append(message)
                 metrics.transport_failures += 1
-    if stream:
+    if any("type" in event for event in stream):
         return
-    # No event stream: the rollout's turn ends say as much.
+    # No event stream of this format (Codex 0.40's is `{id, msg}` events): the rollout's turn ends
+    # say as much; without one (0.40 records none), its last agent message is the answer.
+    answer: str | None = None
     for entry in rollout:
         payload = _payload(entry)
         if entry.get("type") != "event_msg":
             continue
-        if payload.get("type") == "task_complete":
+        if payload.get("type") == "agent_message":
+            answer = as_str(payload.get("message"))
+        elif payload.get("type") == "task_complete":
             error = payload.get("error") if isinstance(payload.get("error"), dict) else None
             metrics.stop_reasons.append("error" if error else "completed")
             if error:
@@ -746,6 +810,8 @@ def _fold_outcomes(metrics: Metrics, rollout: list[dict[str, Any]], stream: list
                 metrics.final_text = payload.get("last_agent_message")
         elif payload.get("type") == "turn_aborted":
             metrics.stop_reasons.append("aborted")
+    if not metrics.stop_reasons:
+        metrics.final_text = answer
 
 
 def signature(rollout: list[dict[str, Any]], stream: list[dict[str, Any]]) -> str | None:
@@ -813,6 +879,17 @@ def _add_usage(metrics: Metrics, usage: dict[str, Any]) -> None:
     metrics.total_tokens += as_int(usage.get("total_tokens")) or everything + output
 
 
+def _unread_usage(kind: Any, payload: dict[str, Any]) -> bool:
+    """Whether an entry or event the parser does not read carries token usage."""
+    if kind in ("token_usage_record", "turn.completed") or payload.get("type") == "token_count":
+        return False
+    return carries_usage(payload)
+
+
+def _entry_kind(kind: Any, payload: dict[str, Any]) -> str:
+    return f"{kind}/{payload['type']}" if isinstance(payload.get("type"), str) else str(kind)
+
+
 def _shell_command(name: str, payload: dict[str, Any]) -> tuple[str, str | None] | None:
     """(command, workdir) of a call that runs a shell command, else None."""
     if name not in _SHELL_TOOLS:
@@ -851,10 +928,26 @@ def _tool_failed(name: str, output: Any) -> bool:
     if name in ("exec_command", "write_stdin"):
         return _PROCESS_REPORT.search(text.split("\nOutput:\n", 1)[0]) is None
     if name == "apply_patch":
+        # Codex 0.171: "Exit code: N\n..."; 0.125 and older: {"output": ..., "metadata": {"exit_code": N}}.
+        status = _json_metadata(text).get("exit_code")
+        if isinstance(status, int) and not isinstance(status, bool):
+            return status != 0
         return not text.startswith("Exit code: 0")
     return text.startswith(
         ("failed to parse function arguments", "unsupported call", "unsupported custom tool call")
     )
+
+
+def _json_metadata(text: str) -> dict[str, Any]:
+    """The `metadata` object of an output that is a JSON object (older Codex versions), else {}."""
+    if not text.startswith("{"):
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return {}
+    metadata = value.get("metadata") if isinstance(value, dict) else None
+    return metadata if isinstance(metadata, dict) else {}
 
 
 def _unwrap_login_shell(command: str) -> str:

@@ -70,6 +70,7 @@ from harnesses.logs import (
     place_by_time,
     read_jsonl,
     unreadable_lines,
+    usage_gaps,
 )
 from harnesses.mock_model.gemini import Gemini
 from harnesses.mock_model.tools import ToolCall, ToolMap
@@ -426,6 +427,8 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
             metrics.error_messages.append(str(error.get("message", "")))
             if error.get("type") not in AGENT_FAILURES:
                 metrics.transport_failures += 1
+    cut = sum(not isinstance(m.get("tokens"), dict) for m in _model_messages(messages))
+    usage_gaps(metrics, cut)
     derive_behaviour(
         metrics,
         tools.read_paths(),

@@ -69,6 +69,7 @@ from harnesses.logs import (
     place_by_time,
     read_jsonl,
     unreadable_lines,
+    usage_gaps,
 )
 from harnesses.mock_model.openai_chat import OpenAIChat
 from harnesses.mock_model.tools import ToolCall, ToolMap
@@ -459,10 +460,12 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
                 metrics.final_text = last_text
     _fold_messages(metrics, _messages(export), stream)
     metrics.transport_failures = _failed_attempts(session_path, stdout_path, metrics, _error_end(export))
-    metrics.transport_failures += sum(truncated(p) for p in _parts(export, stream))
+    cut = sum(truncated(p) for p in _parts(export, stream))
+    metrics.transport_failures += cut
     if costs:
         metrics.cost_usd = round_cost(sum(costs))
         metrics.cost_source = COST_SOURCE
+    usage_gaps(metrics, cut)
     derive_behaviour(metrics, tools.read_paths(), cwd, attempted=tools.read_attempts())
     return metrics
 

@@ -394,7 +394,7 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
     tools = ToolLog()
     if rollout:
         _fold_rollout(metrics, rollout, stream, tools)
-    else:
+    elif any(e.get("type") == "turn.completed" and isinstance(e.get("usage"), dict) for e in stream):
         _fold_stream_usage(metrics, stream)
         _fold_stream_tools(metrics, stream, tools)
     _fold_outcomes(metrics, rollout, stream)
@@ -657,7 +657,7 @@ def _fold_rollout(
             metrics.incomplete("token_count events without last_token_usage: cost not priced per response")
         else:
             metrics.cost_usd, metrics.cost_source = price(counts)
-    else:
+    elif any(e.get("type") == "turn.completed" and isinstance(e.get("usage"), dict) for e in stream):
         _fold_stream_usage(metrics, stream)
 
 

@@ -333,6 +333,8 @@ def test_captured_cut_stream_ran_its_tool_then_failed(task):
     # The tool call was complete when the stream broke, so Codex ran it; no response completed.
     assert metrics.tool_calls_by_name == {"exec_command": 1} and metrics.bash_commands == ["cat README.md"]
     assert metrics.assistant_messages == 0 and metrics.total_tokens == 0
+    # The cut response's usage never arrived: a gap, not a zero.
+    assert not metrics.complete and metrics.gaps == ["no token usage recorded although the model responded"]
     assert metrics.stop_reasons == ["error"] and metrics.transport_failures == 1
     assert codex.infra_signature(run, metrics) == "codex_other"
     assert classify(run, metrics, "codex_other", STALL_S).is_infra

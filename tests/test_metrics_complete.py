@@ -3,7 +3,10 @@ reason; older records migrate with the flag; reports count such runs per cell an
 the cost and token comparisons (their success still counts)."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -149,3 +152,32 @@ def test_report_counts_incomplete_runs_per_cell(marked: Path, tmp_path: Path) ->
     rows = [line.strip("|").split(" | ") for line in lines[header + 2 :] if line.startswith("|")]
     counts = {(r[0].strip().strip("`"), r[1].strip().strip("`")): r[-1].strip() for r in rows}
     assert counts[(TASK, ARM)] == "3" and counts[(TASK, "no_agents_md")] == "0"
+
+
+def test_reclassify_replaces_metrics_with_the_current_parse(tmp_path: Path) -> None:
+    """Metrics an older parser got wrong (here: zeros, flagged incomplete) are re-parsed from the
+    stored session by `rig reclassify --write`, and the re-parsed metrics replace them."""
+    shutil.copytree(SMALL, tmp_path / "results_small")
+    shutil.copy(DATA / "results_small.toml", tmp_path / "results_small.toml")
+    runs = tmp_path / "results_small" / "runs.jsonl"
+    records = [json.loads(line) for line in runs.read_text().splitlines()]
+    original = dict(records[0]["metrics"])
+    zeros = dict.fromkeys(("input_tokens", "output_tokens", "cache_read_tokens", "total_tokens"), 0)
+    records[0]["metrics"] |= zeros | {"cost_usd": None}
+    _lines(runs, records)
+    env = {**os.environ, "RIG_RESULTS_ROOT": str(tmp_path)}
+
+    def reclassify(*args: str) -> str:
+        command = [str(Path(sys.executable).with_name("rig")), "reclassify", "results_small.toml", *args]
+        proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    assert f"runs: {records[0]['run_id']} attempt 1: scored -> scored (metrics changed)" in reclassify()
+    assert migrate(records[0])["metrics"]["gaps"] == [LEGACY_ZEROS_GAP]
+    reclassify("--write")
+    (fixed,) = [json.loads(line) for line in runs.read_text().splitlines() if records[0]["run_id"] in line]
+    assert fixed["record_schema"] == RECORD_SCHEMA_VERSION
+    assert fixed["metrics"]["complete"] and fixed["metrics"]["gaps"] == []
+    for key in (*zeros, "cost_usd"):
+        assert fixed["metrics"][key] == original[key], key

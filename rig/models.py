@@ -489,10 +489,16 @@ class Metrics(BaseModel):
 
     model: str | None = None
     thinking_level: str | None = None
-    assistant_messages: int = 0
+    assistant_messages: int = Field(
+        default=0, description="model responses, as the harness records them (README: Metrics)"
+    )
     tool_calls: int = 0
     tool_calls_by_name: dict[str, int] = Field(default_factory=dict)
-    tool_errors: int = 0
+    tool_errors: int = Field(
+        default=0,
+        description="tool calls whose tool did not run or reported its own failure; a command that ran "
+        "and exited non-zero is not one",
+    )
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
@@ -500,7 +506,11 @@ class Metrics(BaseModel):
     reasoning_tokens: int = 0
     total_tokens: int = 0
     cost_usd: float | None = None
-    cost_source: str | None = None
+    cost_source: str | None = Field(
+        default=None,
+        description="`harness` when the harness reported the cost, else how the rig priced it (e.g. "
+        "`genai-prices 0.2.3`), with why it could not where cost_usd is None",
+    )
     stop_reasons: list[str] = Field(default_factory=list)
     error_messages: list[str] = Field(default_factory=list)
     transport_failures: int = Field(

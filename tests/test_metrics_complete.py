@@ -181,3 +181,19 @@ def test_reclassify_replaces_metrics_with_the_current_parse(tmp_path: Path) -> N
     assert fixed["metrics"]["complete"] and fixed["metrics"]["gaps"] == []
     for key in (*zeros, "cost_usd"):
         assert fixed["metrics"][key] == original[key], key
+
+
+def test_opencode_and_gemini_usage_in_unread_entries_is_a_gap(tmp_path: Path) -> None:
+    source = DATA / "opencode" / "success"
+    extra = {"type": "compaction", "part": {"type": "compaction", "tokens": {"input": 5}}}
+    (tmp_path / "stdout.log").write_text((source / "stdout.log").read_text() + json.dumps(extra) + "\n")
+    metrics = opencode.parse_files(None, tmp_path / "stdout.log")
+    assert metrics.total_tokens == 18040
+    assert metrics.gaps == ["usage in entries of type 'compaction', not read"]
+    source = DATA / "gemini" / "success"
+    extra = {"type": "model_usage", "usage": {"promptTokenCount": 5}}
+    (tmp_path / "gemini.log").write_text((source / "stdout.log").read_text() + json.dumps(extra) + "\n")
+    metrics = gemini.parse_files(source / "session.jsonl", tmp_path / "gemini.log")
+    assert metrics.total_tokens == 19200 and metrics.gaps == [
+        "usage in entries of type 'model_usage', not read"
+    ]

@@ -412,8 +412,9 @@ def read_transcript(session_path: Path | None, stdout_path: Path | None) -> Tran
 
     From the rollout: the prompt (Codex's `user_message` event, or the completed `UserMessage`
     item: the rollout's other user-role messages are the context Codex adds), and one agent step
-    per model response: the assistant-side items (reasoning, messages, calls) up to the response's
-    `token_usage_record`, which gives its tokens, each call with its output item. The failures of
+    per model response: the assistant-side items (reasoning, messages, calls) and the response's
+    `token_usage_record` (0.40 to 0.125: its `token_count`, which 0.40 writes before the items),
+    which gives its tokens, each call with its output item. The failures of
     the stream (`error` events, a `turn.failed` not announced before) become system steps, placed
     after as many steps' items as the stream had completed before them; without a stream, the
     rollout's failed turn ends do. Without a rollout, each completed item of the stream is a step
@@ -465,21 +466,32 @@ def _rollout_steps(rollout: list[dict[str, Any]]) -> list[TranscriptStep]:
     # Whether the current step may take more items: a tool output or a user message ends a response.
     open_items = False
     model: str | None = None
-    for entry in rollout:
+    usages = _response_usages(rollout)
+    first_item = next(
+        (
+            i
+            for i, e in enumerate(rollout)
+            if e.get("type") == "response_item" and _assistant_side(_payload(e))
+        ),
+        len(rollout),
+    )
+    usage_first = bool(usages) and min(usages) < first_item
+    for index, entry in enumerate(rollout):
         kind, payload = entry.get("type"), _payload(entry)
         if kind == "turn_context" and isinstance(payload.get("model"), str):
             model = payload["model"]
-        elif kind == "token_usage_record" and isinstance(payload.get("usage"), dict):
-            if current is None or current.output_tokens is not None:
+        elif index in usages:
+            if usage_first or current is None or current.output_tokens is not None:
                 current = TranscriptStep(
                     source="agent", model=model, timestamp=as_str(entry.get("timestamp"))
                 )
                 steps.append(current)
-            _step_usage(current, payload["usage"])
-            open_items = False
+            _step_usage(current, usages[index])
+            # Codex 0.40 records a response's usage before its items: they belong to this step.
+            open_items = usage_first
         elif kind == "response_item":
             item = payload.get("type")
-            if item in _CALL_ITEMS or item == "reasoning" or payload.get("role") == "assistant":
+            if _assistant_side(payload):
                 if current is None or not open_items:
                     current = TranscriptStep(
                         source="agent", model=model, timestamp=as_str(entry.get("timestamp"))
@@ -496,6 +508,40 @@ def _rollout_steps(rollout: list[dict[str, Any]]) -> list[TranscriptStep]:
             elif payload.get("role") == "user":
                 open_items = False
     return steps
+
+
+def _assistant_side(payload: dict[str, Any]) -> bool:
+    """Whether a response item is the model's (a call, reasoning or an assistant message)."""
+    return (
+        payload.get("type") in _CALL_ITEMS
+        or payload.get("type") == "reasoning"
+        or payload.get("role") == "assistant"
+    )
+
+
+def _response_usages(rollout: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """The usage of each model response by the index of the rollout entry that records it: the
+    `token_usage_record`s (0.171), else each `token_count` whose totals changed (0.40 to 0.125)."""
+    records = {
+        i: _payload(e)["usage"]
+        for i, e in enumerate(rollout)
+        if e.get("type") == "token_usage_record" and isinstance(_payload(e).get("usage"), dict)
+    }
+    if records:
+        return records
+    counts: dict[int, dict[str, Any]] = {}
+    last_total: Any = None
+    for i, entry in enumerate(rollout):
+        payload = _payload(entry)
+        info = payload.get("info") if payload.get("type") == "token_count" else None
+        if entry.get("type") != "event_msg" or not isinstance(info, dict):
+            continue
+        if info.get("total_token_usage") == last_total:
+            continue
+        last_total = info.get("total_token_usage")
+        last = info.get("last_token_usage")
+        counts[i] = last if isinstance(last, dict) else {}
+    return counts
 
 
 def _add_item(step: TranscriptStep, payload: dict[str, Any], calls: dict[str, TranscriptToolCall]) -> None:
@@ -674,7 +720,7 @@ def _fold_rollout_tools(metrics: Metrics, rollout: list[dict[str, Any]], tools: 
         if entry.get("type") != "response_item":
             continue
         item = payload.get("type")
-        assistant_side = item in _CALL_ITEMS or item == "reasoning" or payload.get("role") == "assistant"
+        assistant_side = _assistant_side(payload)
         if assistant_side and not in_response:
             tools.response()
         in_response = assistant_side

@@ -24,6 +24,7 @@ from harnesses.codex import (
     parse_files,
     price,
     read_jsonl,
+    read_transcript,
     signature,
     toml,
     tool_switches,
@@ -192,6 +193,14 @@ def test_older_versions_reproduce_the_mock_ledger(version):
     assert metrics.tool_errors == VERSION_TOOL_ERRORS[version]
     assert metrics.cost_usd == pytest.approx(gpt55_cost(Usage(1040, 100, 500, 0, 20), 11), abs=1e-9)
     assert metrics.final_text == "Fixed: has_next now compares with <."
+    # The transcript has one step per response, each with its call and its tokens.
+    agent = [
+        s
+        for s in read_transcript(folder / "session.jsonl", folder / "stdout.log").steps
+        if s.source == "agent"
+    ]
+    assert [len(s.tool_calls) for s in agent] == [1] * 10 + [0]
+    assert {(s.input_tokens, s.output_tokens, s.cache_read_tokens) for s in agent} == {(1040, 100, 500)}
 
 
 def test_rollout_without_usage_falls_back_to_the_stream_totals(tmp_path):

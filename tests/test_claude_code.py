@@ -572,6 +572,7 @@ def test_solution_replay_succeeds_and_matches_the_ledger(workspace, task, tmp_pa
     totals, tools = ledger(run_dir)
     assert totals == {key: 4 * value for key, value in SOLUTION_USAGE.items()}
     assert parsed_usage(metrics) == totals
+    assert metrics.complete and metrics.model in metrics.per_model
     assert metrics.tool_calls_by_name == tools == {"Read": 1, "Bash": 2}
     judged = judge(metrics, BUILTIN.spec)
     assert metrics.tool_errors == 0 and judged.ran_check_script and judged.docs_read == ["README.md"]

@@ -558,7 +558,7 @@ def test_solution_succeeds_and_metrics_equal_the_ledger(workspace, task, tmp_pat
     assert totals["responses"] == 4
     assert parsed_tokens(metrics, KEYS) == totals
     assert metrics.tool_calls_by_name == tools == {"exec_command": 3}
-    assert metrics.total_tokens == 4 * (1111 + 333 + 44 + 222)
+    assert metrics.total_tokens == 4 * (1111 + 333 + 44 + 222) and metrics.complete
     assert metrics.cost_usd == pytest.approx(gpt55_cost(Usage(**usage), 4), abs=1e-9)
     assert metrics.model == "gpt-5.5" and metrics.thinking_level == "high"
     judged = judge(metrics, BUILTIN.spec)

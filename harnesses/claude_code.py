@@ -42,6 +42,7 @@ from harnesses.logs import (
     ToolLog,
     as_int,
     as_str,
+    carries_usage,
     derive_behaviour,
     optional_int,
     read_jsonl,
@@ -50,7 +51,15 @@ from harnesses.logs import (
 )
 from harnesses.mock_model.anthropic_messages import AnthropicMessages
 from harnesses.mock_model.tools import ToolCall, ToolMap
-from rig.models import AgentRun, Condition, Metrics, Transcript, TranscriptStep, TranscriptToolCall
+from rig.models import (
+    AgentRun,
+    Condition,
+    Metrics,
+    ModelUsage,
+    Transcript,
+    TranscriptStep,
+    TranscriptToolCall,
+)
 
 SESSION_NAME = "session.jsonl"
 INFRA_SIGNATURE = "claude_api_error"
@@ -298,6 +307,7 @@ class Session:
     tool_results: dict[str, tuple[str, bool]] = field(default_factory=dict)
     retries: list[dict[str, Any]] = field(default_factory=list)
     result: dict[str, Any] | None = None
+    unread_usage: set[str] = field(default_factory=set)
 
     @property
     def api_error(self) -> bool:
@@ -337,6 +347,8 @@ def load_session(stdout_path: Path | None, transcript_path: Path | None) -> Sess
                 from_stream.add(entry.id)
         elif kind == "user":
             _collect_tool_results(session, event)
+        elif carries_usage(event):
+            session.unread_usage.add(str(kind))
     for record in read_jsonl(transcript_path):
         kind = record.get("type")
         if kind == "assistant":
@@ -583,6 +595,10 @@ def parse_files(stdout_path: Path | None, transcript_path: Path | None, command:
     ):
         metrics.error_messages.append(str(result.get("result") or result.get("subtype")))
     _fold_usage(metrics, session)
+    if metrics.total_tokens == 0 and any(not m.api_error for m in session.messages):
+        metrics.incomplete("no token usage recorded although the model responded")
+    for kind in sorted(session.unread_usage):
+        metrics.incomplete(f"usage in stream-json events of type {kind!r}, not read")
     if result is not None and result.get("is_error") is False and isinstance(result.get("result"), str):
         metrics.final_text = result["result"]
     elif result is None and final_texts is not None:
@@ -594,9 +610,18 @@ def parse_files(stdout_path: Path | None, transcript_path: Path | None, command:
 
 
 def _fold_usage(metrics: Metrics, session: Session) -> None:
-    """Totals from the `result` event (Claude Code's own sums); else the per-message usage."""
+    """Totals from the `result` event (Claude Code's own sums); else the per-message usage.
+
+    The result's `usage` counts the main model only, while its `total_cost_usd` covers every model
+    of `modelUsage` (side requests, subagents): where `modelUsage` is there, tokens and cost come
+    per model from it (`per_model`) and the totals are their sums, so tokens and cost agree.
+    """
     result = session.result
     usage = result.get("usage") if result is not None else None
+    by_model = result.get("modelUsage") if result is not None else None
+    if isinstance(by_model, dict) and by_model and all(isinstance(u, dict) for u in by_model.values()):
+        _fold_model_usage(metrics, by_model)
+        return
     if isinstance(usage, dict):
         totals = [usage]
         cost = result.get("total_cost_usd") if result is not None else None
@@ -619,6 +644,39 @@ def _fold_usage(metrics: Metrics, session: Session) -> None:
     metrics.total_tokens = (
         metrics.input_tokens + metrics.output_tokens + metrics.cache_read_tokens + metrics.cache_write_tokens
     )
+
+
+def _fold_model_usage(metrics: Metrics, by_model: dict[str, dict[str, Any]]) -> None:
+    """Tokens and cost per model from the result's `modelUsage`, and totals that are their sums."""
+    costs: list[float] = []
+    for model, item in by_model.items():
+        part = ModelUsage(
+            input_tokens=as_int(item.get("inputTokens")),
+            output_tokens=as_int(item.get("outputTokens")),
+            cache_read_tokens=as_int(item.get("cacheReadInputTokens")),
+            cache_write_tokens=as_int(item.get("cacheCreationInputTokens")),
+            # Thinking is a part of outputTokens (2.1.332 reports it; 2.1.197 did not).
+            reasoning_tokens=as_int(item.get("thinkingTokens")),
+        )
+        part.total_tokens = (
+            part.input_tokens + part.output_tokens + part.cache_read_tokens + part.cache_write_tokens
+        )
+        cost = item.get("costUSD")
+        if isinstance(cost, int | float) and not isinstance(cost, bool):
+            part.cost_usd = round_cost(float(cost))
+            costs.append(float(cost))
+        else:
+            metrics.incomplete(f"modelUsage of {model!r} has no costUSD")
+        metrics.per_model[str(model)] = part
+        metrics.input_tokens += part.input_tokens
+        metrics.output_tokens += part.output_tokens
+        metrics.cache_read_tokens += part.cache_read_tokens
+        metrics.cache_write_tokens += part.cache_write_tokens
+        metrics.reasoning_tokens += part.reasoning_tokens
+        metrics.total_tokens += part.total_tokens
+    if costs:
+        metrics.cost_usd = round_cost(sum(costs))
+        metrics.cost_source = COST_SOURCE
 
 
 def _stop_reason(message: _Message, has_tool: bool, result: dict[str, Any] | None) -> str:

@@ -62,6 +62,7 @@ from harnesses.logs import (
     as_int,
     as_str,
     as_time,
+    carries_usage,
     derive_behaviour,
     optional_int,
     read_jsonl,
@@ -119,6 +120,23 @@ _CALL_ITEMS = {
     "image_generation_call": "image_generation",
 }
 _OUTPUT_ITEMS = frozenset({"function_call_output", "custom_tool_call_output", "tool_search_output"})
+# Rollout entry types of the formats this parser knows (0.40 to 0.171): a rollout with none is another format.
+_ROLLOUT_TYPES = frozenset(
+    {"session_meta", "turn_context", "response_item", "event_msg", "token_usage_record"}
+)
+# Stream event types whose usage is read (turn.completed) or that carry none.
+_STREAM_TYPES = frozenset(
+    {
+        "thread.started",
+        "turn.started",
+        "turn.completed",
+        "turn.failed",
+        "item.started",
+        "item.updated",
+        "item.completed",
+        "error",
+    }
+)
 # Calls the provider carries out itself: Codex never runs them, and no output item follows.
 _PROVIDER_CALLS = frozenset({"web_search_call", "image_generation_call"})
 # Stream items of the tools Codex runs, from item.started to item.completed.
@@ -375,11 +393,16 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
     cwd = meta.get("cwd") if isinstance(meta.get("cwd"), str) else None
     tools = ToolLog()
     if rollout:
-        _fold_rollout(metrics, rollout, tools)
-    else:
+        _fold_rollout(metrics, rollout, stream, tools)
+    elif any(e.get("type") == "turn.completed" and isinstance(e.get("usage"), dict) for e in stream):
         _fold_stream_usage(metrics, stream)
         _fold_stream_tools(metrics, stream, tools)
     _fold_outcomes(metrics, rollout, stream)
+    if metrics.total_tokens == 0 and (metrics.tool_calls or metrics.final_text):
+        metrics.incomplete("no token usage recorded although the model responded")
+    for event in stream:
+        if event.get("type") not in _STREAM_TYPES and _unread_usage(event.get("type"), event):
+            metrics.incomplete(f"usage in stream events of type {event.get('type')!r}, not read")
     derive_behaviour(metrics, tools.read_paths(), cwd, attempted=tools.read_attempts())
     return metrics
 
@@ -389,8 +412,9 @@ def read_transcript(session_path: Path | None, stdout_path: Path | None) -> Tran
 
     From the rollout: the prompt (Codex's `user_message` event, or the completed `UserMessage`
     item: the rollout's other user-role messages are the context Codex adds), and one agent step
-    per model response: the assistant-side items (reasoning, messages, calls) up to the response's
-    `token_usage_record`, which gives its tokens, each call with its output item. The failures of
+    per model response: the assistant-side items (reasoning, messages, calls) and the response's
+    `token_usage_record` (0.40 to 0.125: its `token_count`, which 0.40 writes before the items),
+    which gives its tokens, each call with its output item. The failures of
     the stream (`error` events, a `turn.failed` not announced before) become system steps, placed
     after as many steps' items as the stream had completed before them; without a stream, the
     rollout's failed turn ends do. Without a rollout, each completed item of the stream is a step
@@ -442,21 +466,32 @@ def _rollout_steps(rollout: list[dict[str, Any]]) -> list[TranscriptStep]:
     # Whether the current step may take more items: a tool output or a user message ends a response.
     open_items = False
     model: str | None = None
-    for entry in rollout:
+    usages = _response_usages(rollout)
+    first_item = next(
+        (
+            i
+            for i, e in enumerate(rollout)
+            if e.get("type") == "response_item" and _assistant_side(_payload(e))
+        ),
+        len(rollout),
+    )
+    usage_first = bool(usages) and min(usages) < first_item
+    for index, entry in enumerate(rollout):
         kind, payload = entry.get("type"), _payload(entry)
         if kind == "turn_context" and isinstance(payload.get("model"), str):
             model = payload["model"]
-        elif kind == "token_usage_record" and isinstance(payload.get("usage"), dict):
-            if current is None or current.output_tokens is not None:
+        elif index in usages:
+            if usage_first or current is None or current.output_tokens is not None:
                 current = TranscriptStep(
                     source="agent", model=model, timestamp=as_str(entry.get("timestamp"))
                 )
                 steps.append(current)
-            _step_usage(current, payload["usage"])
-            open_items = False
+            _step_usage(current, usages[index])
+            # Codex 0.40 records a response's usage before its items: they belong to this step.
+            open_items = usage_first
         elif kind == "response_item":
             item = payload.get("type")
-            if item in _CALL_ITEMS or item == "reasoning" or payload.get("role") == "assistant":
+            if _assistant_side(payload):
                 if current is None or not open_items:
                     current = TranscriptStep(
                         source="agent", model=model, timestamp=as_str(entry.get("timestamp"))
@@ -473,6 +508,40 @@ def _rollout_steps(rollout: list[dict[str, Any]]) -> list[TranscriptStep]:
             elif payload.get("role") == "user":
                 open_items = False
     return steps
+
+
+def _assistant_side(payload: dict[str, Any]) -> bool:
+    """Whether a response item is the model's (a call, reasoning or an assistant message)."""
+    return (
+        payload.get("type") in _CALL_ITEMS
+        or payload.get("type") == "reasoning"
+        or payload.get("role") == "assistant"
+    )
+
+
+def _response_usages(rollout: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """The usage of each model response by the index of the rollout entry that records it: the
+    `token_usage_record`s (0.171), else each `token_count` whose totals changed (0.40 to 0.125)."""
+    records = {
+        i: _payload(e)["usage"]
+        for i, e in enumerate(rollout)
+        if e.get("type") == "token_usage_record" and isinstance(_payload(e).get("usage"), dict)
+    }
+    if records:
+        return records
+    counts: dict[int, dict[str, Any]] = {}
+    last_total: Any = None
+    for i, entry in enumerate(rollout):
+        payload = _payload(entry)
+        info = payload.get("info") if payload.get("type") == "token_count" else None
+        if entry.get("type") != "event_msg" or not isinstance(info, dict):
+            continue
+        if info.get("total_token_usage") == last_total:
+            continue
+        last_total = info.get("total_token_usage")
+        last = info.get("last_token_usage")
+        counts[i] = last if isinstance(last, dict) else {}
+    return counts
 
 
 def _add_item(step: TranscriptStep, payload: dict[str, Any], calls: dict[str, TranscriptToolCall]) -> None:
@@ -580,10 +649,21 @@ def _rollout_failures(rollout: list[dict[str, Any]]) -> list[tuple[int, Transcri
     ]
 
 
-def _fold_rollout(metrics: Metrics, rollout: list[dict[str, Any]], tools: ToolLog) -> None:
-    """Model, tokens, cost, tool calls and tool errors from the rollout's entries, in order."""
+def _fold_rollout(
+    metrics: Metrics, rollout: list[dict[str, Any]], stream: list[dict[str, Any]], tools: ToolLog
+) -> None:
+    """Model, tokens, cost, tool calls and tool errors from the rollout's entries, in order.
+
+    Usage comes from one `token_usage_record` per response (Codex 0.171); else from the
+    `token_count` events (0.40 to 0.125, and 0.171 beside the records); else from the stream's
+    `turn.completed` totals. A rollout of a format this parser does not know, or with usage in
+    entries it does not read, marks the metrics incomplete.
+    """
     model: str | None = None
-    priced: list[tuple[str | None, str | None, dict[str, Any]]] = []
+    records: list[tuple[str | None, str | None, dict[str, Any]]] = []
+    counts: list[tuple[str | None, str | None, dict[str, Any]]] = []
+    last_total: dict[str, Any] | None = None
+    total: dict[str, Any] | None = None
     for entry in rollout:
         kind, payload = entry.get("type"), _payload(entry)
         if kind == "turn_context":
@@ -593,12 +673,38 @@ def _fold_rollout(metrics: Metrics, rollout: list[dict[str, Any]], tools: ToolLo
             effort = payload.get("effort") or settings.get("reasoning_effort")
             metrics.thinking_level = effort if isinstance(effort, str) else metrics.thinking_level
         elif kind == "token_usage_record" and isinstance(payload.get("usage"), dict):
-            metrics.assistant_messages += 1
-            _add_usage(metrics, payload["usage"])
-            priced.append((model, entry.get("timestamp"), payload["usage"]))
+            records.append((model, entry.get("timestamp"), payload["usage"]))
+        elif kind == "event_msg" and payload.get("type") == "token_count":
+            info = payload.get("info")
+            if not isinstance(info, dict) or not isinstance(info.get("total_token_usage"), dict):
+                continue
+            # Codex re-announces the same totals (e.g. with new rate limits): one response each change.
+            if info["total_token_usage"] == last_total:
+                continue
+            last_total = total = info["total_token_usage"]
+            last = info.get("last_token_usage")
+            counts.append((model, entry.get("timestamp"), last if isinstance(last, dict) else {}))
+        elif _unread_usage(kind, payload):
+            metrics.incomplete(f"usage in rollout entries of type {_entry_kind(kind, payload)!r}, not read")
+    if not any(entry.get("type") in _ROLLOUT_TYPES for entry in rollout):
+        metrics.incomplete(
+            "rollout of a format this parser does not know (no session_meta, response_item ...)"
+        )
     _fold_rollout_tools(metrics, rollout, tools)
-    if priced:
-        metrics.cost_usd, metrics.cost_source = price(priced)
+    if records:
+        metrics.assistant_messages = len(records)
+        for _, _, usage in records:
+            _add_usage(metrics, usage)
+        metrics.cost_usd, metrics.cost_source = price(records)
+    elif counts and total is not None:
+        metrics.assistant_messages = len(counts)
+        _add_usage(metrics, total)
+        if any(not usage for _, _, usage in counts):
+            metrics.incomplete("token_count events without last_token_usage: cost not priced per response")
+        else:
+            metrics.cost_usd, metrics.cost_source = price(counts)
+    elif any(e.get("type") == "turn.completed" and isinstance(e.get("usage"), dict) for e in stream):
+        _fold_stream_usage(metrics, stream)
 
 
 def _fold_rollout_tools(metrics: Metrics, rollout: list[dict[str, Any]], tools: ToolLog) -> None:
@@ -614,7 +720,7 @@ def _fold_rollout_tools(metrics: Metrics, rollout: list[dict[str, Any]], tools: 
         if entry.get("type") != "response_item":
             continue
         item = payload.get("type")
-        assistant_side = item in _CALL_ITEMS or item == "reasoning" or payload.get("role") == "assistant"
+        assistant_side = _assistant_side(payload)
         if assistant_side and not in_response:
             tools.response()
         in_response = assistant_side
@@ -639,7 +745,7 @@ def _fold_rollout_tools(metrics: Metrics, rollout: list[dict[str, Any]], tools: 
 
 
 def _fold_stream_usage(metrics: Metrics, stream: list[dict[str, Any]]) -> None:
-    """Tokens from the stream's `turn.completed` totals, for a run without a rollout."""
+    """Tokens from the stream's `turn.completed` totals, for a run without usage in a rollout."""
     totals = [
         e["usage"] for e in stream if e.get("type") == "turn.completed" and isinstance(e.get("usage"), dict)
     ]
@@ -729,14 +835,18 @@ def _fold_outcomes(metrics: Metrics, rollout: list[dict[str, Any]], stream: list
             if not (metrics.error_messages and metrics.error_messages[-1] == message):
                 metrics.error_messages.append(message)
                 metrics.transport_failures += 1
-    if stream:
+    if any("type" in event for event in stream):
         return
-    # No event stream: the rollout's turn ends say as much.
+    # No event stream of this format (Codex 0.40's is `{id, msg}` events): the rollout's turn ends
+    # say as much; without one (0.40 records none), its last agent message is the answer.
+    answer: str | None = None
     for entry in rollout:
         payload = _payload(entry)
         if entry.get("type") != "event_msg":
             continue
-        if payload.get("type") == "task_complete":
+        if payload.get("type") == "agent_message":
+            answer = as_str(payload.get("message"))
+        elif payload.get("type") == "task_complete":
             error = payload.get("error") if isinstance(payload.get("error"), dict) else None
             metrics.stop_reasons.append("error" if error else "completed")
             if error:
@@ -746,6 +856,8 @@ def _fold_outcomes(metrics: Metrics, rollout: list[dict[str, Any]], stream: list
                 metrics.final_text = payload.get("last_agent_message")
         elif payload.get("type") == "turn_aborted":
             metrics.stop_reasons.append("aborted")
+    if not metrics.stop_reasons:
+        metrics.final_text = answer
 
 
 def signature(rollout: list[dict[str, Any]], stream: list[dict[str, Any]]) -> str | None:
@@ -813,6 +925,17 @@ def _add_usage(metrics: Metrics, usage: dict[str, Any]) -> None:
     metrics.total_tokens += as_int(usage.get("total_tokens")) or everything + output
 
 
+def _unread_usage(kind: Any, payload: dict[str, Any]) -> bool:
+    """Whether an entry or event the parser does not read carries token usage."""
+    if kind in ("token_usage_record", "turn.completed") or payload.get("type") == "token_count":
+        return False
+    return carries_usage(payload)
+
+
+def _entry_kind(kind: Any, payload: dict[str, Any]) -> str:
+    return f"{kind}/{payload['type']}" if isinstance(payload.get("type"), str) else str(kind)
+
+
 def _shell_command(name: str, payload: dict[str, Any]) -> tuple[str, str | None] | None:
     """(command, workdir) of a call that runs a shell command, else None."""
     if name not in _SHELL_TOOLS:
@@ -851,10 +974,26 @@ def _tool_failed(name: str, output: Any) -> bool:
     if name in ("exec_command", "write_stdin"):
         return _PROCESS_REPORT.search(text.split("\nOutput:\n", 1)[0]) is None
     if name == "apply_patch":
+        # Codex 0.171: "Exit code: N\n..."; 0.125 and older: {"output": ..., "metadata": {"exit_code": N}}.
+        status = _json_metadata(text).get("exit_code")
+        if isinstance(status, int) and not isinstance(status, bool):
+            return status != 0
         return not text.startswith("Exit code: 0")
     return text.startswith(
         ("failed to parse function arguments", "unsupported call", "unsupported custom tool call")
     )
+
+
+def _json_metadata(text: str) -> dict[str, Any]:
+    """The `metadata` object of an output that is a JSON object (older Codex versions), else {}."""
+    if not text.startswith("{"):
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return {}
+    metadata = value.get("metadata") if isinstance(value, dict) else None
+    return metadata if isinstance(metadata, dict) else {}
 
 
 def _unwrap_login_shell(command: str) -> str:

@@ -69,7 +69,9 @@ from harnesses.logs import (
     optional_int,
     place_by_time,
     read_jsonl,
+    unread_usage,
     unreadable_lines,
+    usage_gaps,
 )
 from harnesses.mock_model.gemini import Gemini
 from harnesses.mock_model.tools import ToolCall, ToolMap
@@ -83,6 +85,10 @@ HOME_DIR = "home"
 MOCK_MODEL = "gemini-2.5-pro"
 # USD per million tokens, for a mock run (Gemini 2.5 Pro's list prices up to 200k tokens).
 MOCK_COST = {"input": 1.25, "output": 10.0, "cache_read": 0.125}
+# Session messages and stream events whose usage the parser reads (`gemini` tokens, `result`
+# stats): usage in any other kind of entry is a gap in the metrics.
+READ_MESSAGES = frozenset({"gemini"})
+READ_EVENTS = frozenset({"init", "message", "tool_use", "tool_result", "result", "error"})
 MOCK_COST_SOURCE = "rig mock price table (harnesses.gemini.MOCK_COST)"
 COST_SOURCE = f"genai-prices {genai_prices.__version__}"
 PRICE_PROVIDER = "google"
@@ -426,6 +432,8 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
             metrics.error_messages.append(str(error.get("message", "")))
             if error.get("type") not in AGENT_FAILURES:
                 metrics.transport_failures += 1
+    cut = sum(not isinstance(m.get("tokens"), dict) for m in _model_messages(messages))
+    usage_gaps(metrics, cut, unread_usage(messages, READ_MESSAGES) + unread_usage(stream, READ_EVENTS))
     derive_behaviour(
         metrics,
         tools.read_paths(),

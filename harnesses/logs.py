@@ -45,6 +45,35 @@ def read_jsonl(path: Path | None) -> list[dict[str, Any]]:
     return events
 
 
+def carries_usage(entry: dict[str, Any]) -> bool:
+    """Whether a log entry carries token usage: a key naming usage (or `tokens`) at its top level
+    or one level down. Parsers ask it of the entries they do not read, so that usage a new
+    version moved elsewhere makes the metrics incomplete instead of silently zero."""
+    levels = [entry, *(v for v in entry.values() if isinstance(v, dict))]
+    return any("usage" in str(key).lower() or key == "tokens" for level in levels for key in level)
+
+
+NO_USAGE_GAP = "no token usage recorded although the model responded"
+
+
+def usage_gaps(metrics: Metrics, cut: int = 0, unread: Iterable[str] = ()) -> None:
+    """Mark `metrics` incomplete where the usage it holds is short: `cut` responses ended without
+    their usage (a stream cut before its last chunk: the provider may still bill them), entries of
+    the kinds `unread` carry usage the parser does not read, or the model responded (tool calls,
+    an answer) and no token was read at all."""
+    if cut:
+        metrics.incomplete(f"{cut} responses without usage (their stream was cut before its end)")
+    for kind in sorted(set(unread)):
+        metrics.incomplete(f"usage in entries of type {kind!r}, not read")
+    if metrics.total_tokens == 0 and (metrics.tool_calls or metrics.final_text):
+        metrics.incomplete(NO_USAGE_GAP)
+
+
+def unread_usage(entries: Iterable[dict[str, Any]], read: frozenset[str]) -> list[str]:
+    """The `type` of each entry whose type is not in `read` and which carries usage."""
+    return [str(e.get("type")) for e in entries if e.get("type") not in read and carries_usage(e)]
+
+
 def as_int(value: Any) -> int:
     """An integer count from a log field; anything else (None, bool, text) counts as 0."""
     return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -68,7 +68,9 @@ from harnesses.logs import (
     optional_int,
     place_by_time,
     read_jsonl,
+    unread_usage,
     unreadable_lines,
+    usage_gaps,
 )
 from harnesses.mock_model.openai_chat import OpenAIChat
 from harnesses.mock_model.tools import ToolCall, ToolMap
@@ -98,6 +100,8 @@ TRUNCATED_SIGNATURE = "opencode_truncated_stream"
 # The package OpenCode installs into every config dir at start-up (see `pin_plugin_dependency`).
 PLUGIN_PACKAGE = "@opencode-ai/plugin"
 COST_SOURCE = "harness"
+# The part type whose tokens and cost the parser reads: usage in any other part is a gap.
+READ_PARTS = frozenset({"step-finish"})
 # The environment switches that keep OpenCode off the network and away from the user's files.
 OFFLINE_ENV = {
     "OPENCODE_DISABLE_AUTOUPDATE": "1",
@@ -459,10 +463,12 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
                 metrics.final_text = last_text
     _fold_messages(metrics, _messages(export), stream)
     metrics.transport_failures = _failed_attempts(session_path, stdout_path, metrics, _error_end(export))
-    metrics.transport_failures += sum(truncated(p) for p in _parts(export, stream))
+    cut = sum(truncated(p) for p in _parts(export, stream))
+    metrics.transport_failures += cut
     if costs:
         metrics.cost_usd = round_cost(sum(costs))
         metrics.cost_source = COST_SOURCE
+    usage_gaps(metrics, cut, unread_usage(_parts(export, stream), READ_PARTS))
     derive_behaviour(metrics, tools.read_paths(), cwd, attempted=tools.read_attempts())
     return metrics
 

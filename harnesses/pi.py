@@ -47,7 +47,9 @@ from harnesses.logs import (
     fold_pi_message,
     pi_transcript,
     read_jsonl,
+    unread_usage,
     unreadable_lines,
+    usage_gaps,
 )
 from harnesses.mock_model.openai_chat import OpenAIChat
 from harnesses.mock_model.tools import ToolCall, ToolMap
@@ -64,6 +66,27 @@ DEFAULT_PROVIDER_TIMEOUT_MS = 30_000
 INFRA_SIGNATURE = "pi_provider_error"
 TRUNCATED_SIGNATURE = "pi_truncated_stream"
 COST_SOURCE = "harness"
+# The session format versions this parser reads (Pi 0.73.1 writes 3), and the session entries and
+# stream events whose usage it reads or that carry none it needs.
+SESSION_VERSIONS = frozenset({1, 2, 3})
+SESSION_ENTRIES = frozenset({"session", "model_change", "thinking_level_change", "message"})
+STREAM_EVENTS = frozenset(
+    {
+        "session",
+        "agent_start",
+        "agent_end",
+        "turn_start",
+        "turn_end",
+        "message_start",
+        "message_update",
+        "message_end",
+        "tool_execution_start",
+        "tool_execution_update",
+        "tool_execution_end",
+        "auto_retry_start",
+        "auto_retry_end",
+    }
+)
 # The mock model's steps as Pi's built-in tools (Pi resolves a relative path in its working directory).
 MOCK_TOOLS = ToolMap(
     shell=lambda command, cwd: ToolCall("bash", {"command": command}),
@@ -344,5 +367,11 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
     if costs:
         metrics.cost_usd = round_cost(sum(costs))
         metrics.cost_source = COST_SOURCE
+    version = header.get("version")
+    if version is not None and version not in SESSION_VERSIONS:
+        metrics.incomplete(f"session format version {version!r}, which this parser does not know")
+    cut = sum(truncated(m) for m in _messages(session, stream))
+    unread = unread_usage(session, SESSION_ENTRIES) + unread_usage(stream, STREAM_EVENTS)
+    usage_gaps(metrics, cut, unread)
     derive_behaviour(metrics, tools.read_paths(), cwd, attempted=tools.read_attempts())
     return metrics

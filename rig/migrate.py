@@ -76,7 +76,38 @@ def _v4_to_v5(record: Record) -> Record:
     return record
 
 
-MIGRATIONS: dict[int, Callable[[Record], Record]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
+# What an older record's metrics say when they hold the silent zeros schema 6 names (see _v5_to_v6).
+LEGACY_ZEROS_GAP = (
+    "recorded before parsers reported gaps: no tokens although the model responded; "
+    "`rig reclassify EXP --write` re-parses the session"
+)
+
+
+def _v5_to_v6(record: Record) -> Record:
+    # Schema 6 added tokens and cost per model (`metrics.per_model`, empty before: one total) and
+    # whether the metrics are complete (`metrics.complete`, `metrics.gaps`). Older
+    # parsers never said; their metrics stand as complete except where they show the silent zeros
+    # that made the field necessary: no token at all although the model called tools or answered
+    # (Codex rollouts of 0.40-0.125 read as zero). Marking every older record unknown instead
+    # would drop exact numbers from every comparison; re-parsing settles the marked ones.
+    metrics = record.get("metrics")
+    if isinstance(metrics, dict) and "complete" not in metrics:
+        responded = bool(
+            metrics.get("tool_calls") or metrics.get("assistant_messages") or metrics.get("final_text")
+        )
+        zeros = responded and not metrics.get("total_tokens") and not metrics.get("output_tokens")
+        gaps = [LEGACY_ZEROS_GAP] if zeros else []
+        record["metrics"] = {"per_model": {}, **metrics, "complete": not zeros, "gaps": gaps}
+    return record
+
+
+MIGRATIONS: dict[int, Callable[[Record], Record]] = {
+    1: _v1_to_v2,
+    2: _v2_to_v3,
+    3: _v3_to_v4,
+    4: _v4_to_v5,
+    5: _v5_to_v6,
+}
 
 
 def schema_of(record: Record) -> int:

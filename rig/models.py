@@ -481,15 +481,9 @@ class AgentRun(BaseModel):
     )
 
 
-class Metrics(BaseModel):
-    """What the session says the agent did. Every field is derived from saved files only."""
+class ModelUsage(BaseModel):
+    """The tokens and cost of one model within a run (the main model, a side or subagent model)."""
 
-    model: str | None = None
-    thinking_level: str | None = None
-    assistant_messages: int = 0
-    tool_calls: int = 0
-    tool_calls_by_name: dict[str, int] = Field(default_factory=dict)
-    tool_errors: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
@@ -497,7 +491,35 @@ class Metrics(BaseModel):
     reasoning_tokens: int = 0
     total_tokens: int = 0
     cost_usd: float | None = None
-    cost_source: str | None = None
+
+
+class Metrics(BaseModel):
+    """What the session says the agent did. Every field is derived from saved files only."""
+
+    model: str | None = None
+    thinking_level: str | None = None
+    assistant_messages: int = Field(
+        default=0, description="model responses, as the harness records them (README: Metrics)"
+    )
+    tool_calls: int = 0
+    tool_calls_by_name: dict[str, int] = Field(default_factory=dict)
+    tool_errors: int = Field(
+        default=0,
+        description="tool calls whose tool did not run or reported its own failure; a command that ran "
+        "and exited non-zero is not one",
+    )
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    total_tokens: int = 0
+    cost_usd: float | None = None
+    cost_source: str | None = Field(
+        default=None,
+        description="`harness` when the harness reported the cost, else how the rig priced it (e.g. "
+        "`genai-prices 0.2.3`), with why it could not where cost_usd is None",
+    )
     stop_reasons: list[str] = Field(default_factory=list)
     error_messages: list[str] = Field(default_factory=list)
     transport_failures: int = Field(
@@ -523,6 +545,29 @@ class Metrics(BaseModel):
     )
     read_skill: bool = False
     final_text: str | None = None
+    complete: bool = Field(
+        default=True,
+        description="whether the parser read every usage figure the session should hold; False when it met "
+        "a format or version it does not know, usage in an event it does not read, or no usage at all "
+        "where a model responded: the token and cost fields are then a lower bound, and reports leave "
+        "the run out of cost and token comparisons (its success still counts)",
+    )
+    gaps: list[str] = Field(
+        default_factory=list,
+        description="why the metrics are incomplete, one reason each (empty when complete)",
+    )
+    per_model: dict[str, ModelUsage] = Field(
+        default_factory=dict,
+        description="tokens and cost per model where the harness records them by model (Claude Code's "
+        "modelUsage: the main model, side requests, subagents); the token and cost totals are then their "
+        "sums. Empty where the harness records one model only",
+    )
+
+    def incomplete(self, reason: str) -> None:
+        """Mark the metrics incomplete for `reason` (each reason is kept once)."""
+        self.complete = False
+        if reason not in self.gaps:
+            self.gaps.append(reason)
 
 
 class TranscriptToolCall(BaseModel):
@@ -717,7 +762,7 @@ AgentRun.model_rebuild()
 # classification and the pins that say exactly what was measured. `rig schema` prints it.
 
 # Bumped whenever a field is added or changes meaning; rig.migrate brings older records up to date.
-RECORD_SCHEMA_VERSION = 5
+RECORD_SCHEMA_VERSION = 6
 # Infrastructure rules of attempts the agent's outcome did not decide (the rig failed, or the Dask
 # worker running it was lost or refused it): nothing to re-derive them from.
 RIG_SIDE_RULES = frozenset({"rig_error", "worker_lost", "worker_refused"})

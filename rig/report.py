@@ -521,6 +521,8 @@ def _cell_blocks(
         Heading(2, "2. Success per cell"),
         Para(
             f"Scored runs per task and {arm_word}; success rate with its Wilson 95% CI; medians per run. "
+            "Runs with incomplete metrics (the parser could not read all their usage) count for success "
+            "but are left out of cost and token medians and comparisons. "
             f"**ALL** pools every task of a {arm_word}."
         ),
     ]
@@ -544,6 +546,7 @@ def _cell_blocks(
                     fmt_count(row["median_total_tokens"]),
                     fmt_count(row["median_tool_calls"]),
                     fmt_seconds(row["median_wall_s"]),
+                    fmt_count(row["incomplete_metrics"]),
                 ]
             )
     headers = [
@@ -557,6 +560,7 @@ def _cell_blocks(
         "median tokens",
         "median tool calls",
         "median wall",
+        "incomplete metrics",
     ]
     blocks.append(Table(headers, rows, frozenset(range(2, len(headers)))))
     blocks.append(Para(_infra_text(infra)))

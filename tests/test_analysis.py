@@ -39,7 +39,8 @@ SMALL = Path(__file__).parent / "data" / "results_small" / "results_small"
 EXPECTED_COLUMNS = [
     "experiment", "run_id", "task", "condition", "repetition", "attempt", "success", "failing_stage",
     "cost_usd", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
-    "reasoning_tokens", "total_tokens", "tool_calls", "tool_errors", "wall_s", "agent_wall_s",
+    "reasoning_tokens", "total_tokens", "tool_calls", "tool_errors", "metrics_complete", "wall_s",
+    "agent_wall_s",
     "timed_out", "stalled", "hang", "ran_check_script", "ran_pytest", "ran_tests", "read_docs",
     "read_agents_md", "read_skill", "tampered", "protected_touched", "bash_search_commands",
     "tried_other_host", "harness", "harness_version", "model", "thinking", "pack", "pack_hash",
@@ -348,9 +349,9 @@ def test_cell_table_small_set() -> None:
     table = cell_table(load_runs(SMALL))
     assert list(table.columns) == [
         "task", "condition", "n", "successes", "success_rate", "ci_low", "ci_high",
-        "median_cost_usd", "median_total_tokens", "median_tool_calls", "median_wall_s",
+        "median_cost_usd", "median_total_tokens", "median_tool_calls", "median_wall_s", "incomplete_metrics",
     ]  # fmt: skip
-    assert len(table) == 12
+    assert len(table) == 12 and table["incomplete_metrics"].eq(0).all()
     cells = table.set_index(["task", "condition"])
     for key, k in SMALL_SUCCESSES.items():
         row = cells.loc[key]

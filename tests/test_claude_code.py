@@ -30,7 +30,7 @@ from harnesses.mock_model.server import SIDE_TEXT, Faults, MockModelServer, Usag
 from harnesses.mock_model.session import LEDGER_FILE
 from harnesses.shell import judge
 from rig.classify import classify
-from rig.models import AgentRun, Condition, Metrics, Provider, Task
+from rig.models import AgentRun, Condition, Metrics, ModelUsage, Provider, Task
 from rig.workspace import tree_digest
 
 DATA = Path(__file__).parent / "data" / "claude_code"
@@ -119,13 +119,63 @@ def expected_success(patch: str, **changes: object) -> Metrics:
         ran_pytest=False,
         read_skill=False,
         final_text="Done: the change is applied and checked.",
+        per_model={"claude-opus-5-5": ModelUsage(**MAIN_USAGE)},
     )
     return metrics.model_copy(update=changes)
 
 
-# 2.1.197 had another default model (priced differently) and reported no thinking tokens; the mock
-# served none then.
-OLD_SUCCESS = {"model": "claude-opus-4-8", "reasoning_tokens": 0, "cost_usd": 0.03175}
+# The one model of the captured runs, as the result's modelUsage gives it.
+MAIN_USAGE = {
+    "input_tokens": 4000,
+    "output_tokens": 400,
+    "cache_read_tokens": 2000,
+    "cache_write_tokens": 120,
+    "reasoning_tokens": 80,
+    "total_tokens": 6520,
+    "cost_usd": 0.025,
+}
+# 2.1.197 had another default model (priced differently, named with its context window in
+# modelUsage) and reported no thinking tokens; the mock served none then.
+OLD_SUCCESS = {
+    "model": "claude-opus-4-8",
+    "reasoning_tokens": 0,
+    "cost_usd": 0.03175,
+    "per_model": {
+        "claude-opus-4-8[1m]": ModelUsage(**MAIN_USAGE | {"reasoning_tokens": 0, "cost_usd": 0.03175})
+    },
+}
+
+
+def test_usage_of_every_model_is_counted_and_sums_to_the_totals(tmp_path):
+    """The result's `usage` counts the main model only, its cost every model: tokens come per
+    model from `modelUsage`, and the totals are the sums of the parts."""
+    stream = [json.loads(line) for line in (DATA / "success" / "stdout.log").read_text().splitlines()]
+    result = stream[-1]
+    assert result["type"] == "result"
+    side = {
+        "inputTokens": 900,
+        "outputTokens": 60,
+        "cacheReadInputTokens": 0,
+        "cacheCreationInputTokens": 0,
+        "costUSD": 0.0012,
+    }
+    result["modelUsage"] = {
+        "claude-opus-5-5": result["modelUsage"]["claude-opus-5-5"],
+        "claude-haiku-4-5": side,
+    }
+    result["total_cost_usd"] = 0.0262
+    (tmp_path / "stdout.log").write_text("".join(json.dumps(e) + "\n" for e in stream))
+    metrics = parse_files(tmp_path / "stdout.log", DATA / "success" / "session.jsonl", [])
+
+    assert metrics.per_model == {
+        "claude-opus-5-5": ModelUsage(**MAIN_USAGE),
+        "claude-haiku-4-5": ModelUsage(input_tokens=900, output_tokens=60, total_tokens=960, cost_usd=0.0012),
+    }
+    parts = metrics.per_model.values()
+    for key in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens"):
+        assert getattr(metrics, key) == sum(getattr(part, key) for part in parts), key
+    assert metrics.total_tokens == 6520 + 960 and metrics.cost_usd == pytest.approx(0.0262)
+    assert metrics.model == "claude-opus-5-5" and metrics.complete
 
 
 @pytest.mark.parametrize(("folder", "changes"), [(DATA, {}), (OLD, OLD_SUCCESS)], ids=["2.1.332", "2.1.197"])
@@ -522,6 +572,7 @@ def test_solution_replay_succeeds_and_matches_the_ledger(workspace, task, tmp_pa
     totals, tools = ledger(run_dir)
     assert totals == {key: 4 * value for key, value in SOLUTION_USAGE.items()}
     assert parsed_usage(metrics) == totals
+    assert metrics.complete and metrics.model in metrics.per_model
     assert metrics.tool_calls_by_name == tools == {"Read": 1, "Bash": 2}
     judged = judge(metrics, BUILTIN.spec)
     assert metrics.tool_errors == 0 and judged.ran_check_script and judged.docs_read == ["README.md"]

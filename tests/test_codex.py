@@ -24,6 +24,7 @@ from harnesses.codex import (
     parse_files,
     price,
     read_jsonl,
+    read_transcript,
     signature,
     toml,
     tool_switches,
@@ -165,6 +166,81 @@ def test_captured_success_parses_exactly(task):
     assert outputs[-1].endswith("Output:\nCI=\n")
 
 
+VERSIONS = sorted(p.name for p in (DATA / "versions").iterdir() if p.is_dir())
+# Tool errors of each captured version's run: the patch that cannot write `docs`; Codex 0.80 gives
+# the unknown slug gpt-5.5 no apply_patch tool, so both of its patches are unsupported calls.
+VERSION_TOOL_ERRORS = {"0.40.0": 1, "0.80.0": 2, "0.125.0": 1}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_older_versions_reproduce_the_mock_ledger(version):
+    """Rollouts of older Codex versions record usage only as `token_count` events (running totals,
+    each announced twice on 0.125): the parser reads them into the ledger's numbers. Those versions
+    record no cache writes apart, so the mock's cache writes are inside their input."""
+    folder = DATA / "versions" / version
+    metrics = parse_files(folder / "session.jsonl", folder / "stdout.log")
+    assert json.loads((folder / "version.json").read_text())["codex"] == version
+    assert not any(e.get("type") == "token_usage_record" for e in read_jsonl(folder / "session.jsonl"))
+    totals, tools = ledger(folder, KEYS)
+    parsed = parsed_tokens(metrics, KEYS)
+    assert parsed.pop("cache_write") == 0 and parsed.pop("input") == totals.pop("input") + totals.pop(
+        "cache_write"
+    )
+    assert parsed == totals and metrics.tool_calls_by_name == tools
+    assert metrics.model == "gpt-5.5" and metrics.complete and metrics.gaps == []
+    # A successful patch's JSON output ({"output": "Success. ...", "metadata": {"exit_code": 0}})
+    # is no tool error; a shell command exiting 1 is none either.
+    assert metrics.tool_errors == VERSION_TOOL_ERRORS[version]
+    assert metrics.cost_usd == pytest.approx(gpt55_cost(Usage(1040, 100, 500, 0, 20), 11), abs=1e-9)
+    assert metrics.final_text == "Fixed: has_next now compares with <."
+    # The transcript has one step per response, each with its call and its tokens.
+    agent = [
+        s
+        for s in read_transcript(folder / "session.jsonl", folder / "stdout.log").steps
+        if s.source == "agent"
+    ]
+    assert [len(s.tool_calls) for s in agent] == [1] * 10 + [0]
+    assert {(s.input_tokens, s.output_tokens, s.cache_read_tokens) for s in agent} == {(1040, 100, 500)}
+
+
+def test_rollout_without_usage_falls_back_to_the_stream_totals(tmp_path):
+    """A rollout whose usage lines are gone: the stream's turn.completed totals give the tokens."""
+    folder = DATA / "success"
+    kept = [
+        line
+        for line in (folder / "session.jsonl").read_text().splitlines()
+        if '"token_usage_record"' not in line and '"token_count"' not in line
+    ]
+    (tmp_path / "session.jsonl").write_text("\n".join(kept) + "\n")
+    metrics = parse_files(tmp_path / "session.jsonl", folder / "stdout.log")
+    full = parse_files(folder / "session.jsonl", folder / "stdout.log")
+    tokens = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+    assert metrics.model_dump(include=set(tokens)) == full.model_dump(include=set(tokens))
+    assert metrics.complete and metrics.tool_calls == full.tool_calls
+    # Without the stream too, a model that called tools and recorded no usage is a gap, not zeros.
+    alone = parse_files(tmp_path / "session.jsonl", None)
+    assert alone.total_tokens == 0 and not alone.complete
+
+
+def test_repeated_token_counts_are_one_response(tmp_path):
+    def count(total: int) -> dict:
+        usage = {"input_tokens": total, "output_tokens": 1, "total_tokens": total + 1}
+        info = {"total_token_usage": usage, "last_token_usage": usage}
+        return {"type": "event_msg", "payload": {"type": "token_count", "info": info}}
+
+    entries = [
+        {"type": "turn_context", "payload": {"model": "gpt-5.5"}},
+        {"type": "event_msg", "payload": {"type": "token_count", "info": None}},
+        count(10),
+        count(10),
+        count(30),
+    ]
+    path = tmp_path / "session.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    metrics = parse_files(path, None)
+    assert metrics.assistant_messages == 2 and metrics.input_tokens == 30 and metrics.output_tokens == 1
+
+
 def test_event_stream_alone_gives_the_same_counts():
     """Without a rollout the stream's items and turn totals give the same counts; model, effort and
     per-response prices are only in the rollout."""
@@ -266,6 +342,8 @@ def test_captured_cut_stream_ran_its_tool_then_failed(task):
     # The tool call was complete when the stream broke, so Codex ran it; no response completed.
     assert metrics.tool_calls_by_name == {"exec_command": 1} and metrics.bash_commands == ["cat README.md"]
     assert metrics.assistant_messages == 0 and metrics.total_tokens == 0
+    # The cut response's usage never arrived: a gap, not a zero.
+    assert not metrics.complete and metrics.gaps == ["no token usage recorded although the model responded"]
     assert metrics.stop_reasons == ["error"] and metrics.transport_failures == 1
     assert codex.infra_signature(run, metrics) == "codex_other"
     assert classify(run, metrics, "codex_other", STALL_S).is_infra
@@ -480,7 +558,7 @@ def test_solution_succeeds_and_metrics_equal_the_ledger(workspace, task, tmp_pat
     assert totals["responses"] == 4
     assert parsed_tokens(metrics, KEYS) == totals
     assert metrics.tool_calls_by_name == tools == {"exec_command": 3}
-    assert metrics.total_tokens == 4 * (1111 + 333 + 44 + 222)
+    assert metrics.total_tokens == 4 * (1111 + 333 + 44 + 222) and metrics.complete
     assert metrics.cost_usd == pytest.approx(gpt55_cost(Usage(**usage), 4), abs=1e-9)
     assert metrics.model == "gpt-5.5" and metrics.thinking_level == "high"
     judged = judge(metrics, BUILTIN.spec)

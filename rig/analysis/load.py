@@ -46,6 +46,7 @@ COLUMNS: tuple[str, ...] = (
     "total_tokens",
     "tool_calls",
     "tool_errors",
+    "metrics_complete",
     "wall_s",
     "agent_wall_s",
     "timed_out",
@@ -190,15 +191,17 @@ def load_runs(
     """One row per scored run (runs.jsonl) of every results folder in `results`.
 
     Columns are `COLUMNS`: identifiers, the verdict (`success`, `failing_stage`), cost and token
-    counts (`cost_usd` is NaN when the harness reported no cost), tool use, times (`wall_s` of the
-    whole run, `agent_wall_s` of the agent alone), behaviour flags read from the session
-    (`read_agents_md`: AGENTS.md among the docs read; `tampered`: any protected file modified,
-    added or deleted, listed in `protected_touched`; `tried_other_host`: the network policy refused
-    a connection, None where the network was not confined), the pins, and `artifacts`, the absolute path
-    of the attempt folder. A torn last line of runs.jsonl (a crash mid-append) is skipped; records
-    of an older schema are migrated (rig.migrate); a run id recorded more than once counts once,
-    by its first record, and the others are reported with a `rig.migrate.DuplicateRunWarning`
-    (a notebook shows it under the cell; `rig report` prints it as a `warning:` line).
+    counts (`cost_usd` is NaN when the harness reported no cost; `metrics_complete` is False when
+    the parser could not read every usage figure: cost and tokens are then a lower bound), tool
+    use, times (`wall_s` of the whole run, `agent_wall_s` of the agent alone), behaviour flags read
+    from the session (`read_agents_md`: AGENTS.md among the docs read; `tampered`: any protected
+    file modified, added or deleted, listed in `protected_touched`; `tried_other_host`: the network
+    policy refused a connection, None where the network was not confined), the pins, and
+    `artifacts`, the absolute path of the attempt folder. A torn last line of runs.jsonl (a crash
+    mid-append) is skipped; records of an older schema are migrated (rig.migrate); a run id
+    recorded more than once counts once, by its first record, and the others are reported with a
+    `rig.migrate.DuplicateRunWarning` (a notebook shows it under the cell; `rig report` prints it
+    as a `warning:` line).
 
     Rows are ordered by folder, then condition in the order experiment.json declares them, then
     task, repetition and attempt; so "the first condition" (the default reference arm of

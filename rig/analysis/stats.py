@@ -56,6 +56,19 @@ from scipy import stats as sps
 
 CONFIDENCE = 0.95
 METRICS: tuple[str, ...] = ("success", "cost_usd", "total_tokens", "tool_calls", "wall_s")
+# Metrics a parser that could not read every usage figure (`metrics_complete` False) undercounts:
+# such runs are left out of their medians and comparisons, as a missing value would be.
+USAGE_METRICS = frozenset(
+    {
+        "cost_usd",
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "reasoning_tokens",
+        "total_tokens",
+    }
+)
 # Points in the support of the exact test's statistic above which the asymptotic CMH test runs.
 # The convolution costs at most support x largest stratum, i.e. well under a second at this size.
 EXACT_MAX_SUPPORT = 20_000
@@ -81,6 +94,7 @@ CELL_COLUMNS: tuple[str, ...] = (
     "median_total_tokens",
     "median_tool_calls",
     "median_wall_s",
+    "incomplete_metrics",
 )
 
 
@@ -155,12 +169,28 @@ def _median(values: pd.Series) -> float:
     return float(values.median()) if len(values) else math.nan
 
 
+def _incomplete(df: pd.DataFrame) -> pd.Series:
+    """Which rows' usage metrics are incomplete (all False for a frame without the column)."""
+    if "metrics_complete" not in df.columns:
+        return pd.Series(False, index=df.index)
+    return df["metrics_complete"].eq(False)
+
+
+def usage_values(df: pd.DataFrame, metric: str) -> pd.Series:
+    """The numeric values of `metric`, NaN where missing and, for a usage metric (USAGE_METRICS),
+    where the run's metrics are incomplete: an undercount must not pass for a saving."""
+    values = pd.to_numeric(df[metric], errors="coerce").astype(float)
+    return values.mask(_incomplete(df)) if metric in USAGE_METRICS else values
+
+
 def cell_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per (task, condition) cell, then per condition over all tasks (task "ALL").
 
     n runs, successes, success_rate = successes / n with its 95% Wilson interval
     (ci_low, ci_high), and medians of cost (NaN runs without a cost ignored), total tokens, tool
-    calls and wall time. Rows follow the order tasks and conditions first appear in `df`.
+    calls and wall time; cost and tokens leave out the `incomplete_metrics` runs (see
+    `usage_values`), which still count in n and successes. Rows follow the order tasks and
+    conditions first appear in `df`.
     """
     tasks = list(df["task"].unique())
     conditions = list(df["condition"].unique())
@@ -179,10 +209,11 @@ def cell_table(df: pd.DataFrame) -> pd.DataFrame:
             "success_rate": k / n,
             "ci_low": low,
             "ci_high": high,
-            "median_cost_usd": _median(cell["cost_usd"]),
-            "median_total_tokens": _median(cell["total_tokens"]),
+            "median_cost_usd": _median(usage_values(cell, "cost_usd")),
+            "median_total_tokens": _median(usage_values(cell, "total_tokens")),
             "median_tool_calls": _median(cell["tool_calls"]),
             "median_wall_s": _median(cell["wall_s"]),
+            "incomplete_metrics": int(_incomplete(cell).sum()),
         }
 
     for task in tasks:
@@ -497,8 +528,9 @@ def median_ratio_interval(values_a: list[np.ndarray], values_b: list[np.ndarray]
 def compare_metric(df: pd.DataFrame, metric: str, a: str, b: str) -> Comparison:
     """Ratio of the median of `metric` under arm b to that under arm a (pooled over runs).
 
-    Runs whose value is missing (NaN, e.g. a harness that reports no cost) are dropped, and only
-    tasks with values in both arms are used. Interval: `median_ratio_interval`, 95% over tasks
+    Runs whose value is missing (NaN, e.g. a harness that reports no cost) are dropped, as are,
+    for cost and tokens, runs whose metrics are incomplete (`usage_values`); only tasks with values
+    in both arms are used. Interval: `median_ratio_interval`, 95% over tasks
     like these (TASKS_AS_SAMPLED; with the same ratio in every task the ratio for these tasks is
     the same number); NaN with one task. p-value: Wilcoxon signed-rank test on the per-task paired
     medians (median_b - median_a per task; `paired_median_test`): a test over tasks, so with few
@@ -510,17 +542,21 @@ def compare_metric(df: pd.DataFrame, metric: str, a: str, b: str) -> Comparison:
     if metric not in df.columns:
         raise ValueError(f"unknown metric {metric!r}; the columns are {', '.join(map(str, df.columns))}")
     sub = df.loc[df["condition"].isin([a, b]), ["task", "condition"]].copy()
-    sub["value"] = pd.to_numeric(df.loc[sub.index, metric], errors="coerce").astype(float)
-    notes = []
-    dropped = int(sub["value"].isna().sum())
-    sub = sub[sub["value"].notna()]
     label = "cost" if metric == "cost_usd" else metric
+    rows = df.loc[sub.index]
+    incomplete = int((_incomplete(rows) & rows[metric].notna()).sum()) if metric in USAGE_METRICS else 0
+    sub["value"] = usage_values(rows, metric)
+    notes = []
+    dropped = int(sub["value"].isna().sum()) - incomplete
+    sub = sub[sub["value"].notna()]
+    if incomplete:
+        notes.append(f"{incomplete} runs with incomplete metrics dropped")
     missing = [arm for arm in (a, b) if not (sub["condition"] == arm).any()]
     if missing:
         return Comparison(
             metric, a, b, "ratio", math.nan, math.nan, math.nan, 1.0, WILCOXON_TEST,
             n_a=int((sub["condition"] == a).sum()), n_b=int((sub["condition"] == b).sum()),
-            note=f"no {label} reported for {' and '.join(missing)}",
+            note="; ".join([f"no {label} reported for {' and '.join(missing)}", *notes]),
         )  # fmt: skip
     if dropped:
         notes.append(f"{dropped} runs without {label} dropped")

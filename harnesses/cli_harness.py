@@ -19,6 +19,7 @@ from harnesses.cli import api_key, base_env, cli_version, find_cli
 from harnesses.mock_model.server import WireProtocol
 from harnesses.mock_model.session import mock_model
 from rig.models import AgentRun, Condition, Provider, Task
+from rig.network import model_url
 from rig.paths import REPO_ROOT
 
 # Summing many small float costs leaves noise in the last digits; a record should not carry it.
@@ -137,7 +138,7 @@ class CliHarness:
             self.stall_s,
             watched,
             self.confinement,
-            self.provider.base_url,
+            model_url(self.provider),
         )
 
 

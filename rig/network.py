@@ -26,7 +26,7 @@ from functools import cache
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from rig.models import NetworkEndpoint, NetworkOutcome, parse_host_port
+from rig.models import NetworkEndpoint, NetworkOutcome, Provider, parse_host_port
 from rig.proc import UNSHARE, try_command
 
 RELAY = Path(__file__).resolve().parent.parent / "harnesses" / "netrelay.py"
@@ -116,6 +116,35 @@ def _netns_probe() -> tuple[tuple[str, ...] | None, str]:
         if problem is None:
             return prefix, f"a network namespace per agent ({' '.join(['unshare', *prefix[1:]])})"
     return None, f"unshare cannot create a network namespace: {problem}"
+
+
+# Where a real provider is reached when the experiment names no base_url (the harnesses' defaults).
+PROVIDER_URLS = {
+    "anthropic": "https://api.anthropic.com",
+    "openai": "https://api.openai.com",
+    "google": "https://generativelanguage.googleapis.com",
+    "gemini": "https://generativelanguage.googleapis.com",
+    "openrouter": "https://openrouter.ai",
+}
+
+
+def model_url(provider: Provider) -> str | None:
+    """The URL a real provider's model is reached at: its base_url, else the well-known one of its
+    name; None for the mock (started per run) or a provider of unknown name without a base_url."""
+    if provider.kind == "mock":
+        return None
+    return provider.base_url or PROVIDER_URLS.get((provider.name or "").lower())
+
+
+def unreachable_model(policy: str, provider: Provider) -> str | None:
+    """Why `policy` would leave the agent no way to its real model (no base_url and a provider name
+    without a known endpoint), with the fix; None when it can reach it."""
+    if policy == "open" or provider.kind == "mock" or model_url(provider):
+        return None
+    return (
+        f"network {policy!r} lets the agent reach only its model, and provider {provider.name!r} has no "
+        f'known endpoint ({", ".join(sorted(PROVIDER_URLS))} do); set provider.base_url, or network = "open"'
+    )
 
 
 def endpoint_of(url: str | None) -> tuple[str, int] | None:

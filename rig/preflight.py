@@ -15,13 +15,13 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from harnesses.cli import CliNotFound
 from harnesses.registry import HarnessUnavailable, make_adapter
 from rig.calibrate import load_pins, pins_path
 from rig.models import Experiment, Task
-from rig.network import NetworkError, resolve_network
+from rig.network import NetworkError, model_url, resolve_network, unreachable_model
+from rig.network import endpoint_of as endpoint_of_url
 from rig.sandbox import SandboxError, resolve
 from rig.store import ResultsStore, StoreError
 from rig.workspace import WorkspaceError, check_agent_root, tree_digest
@@ -32,14 +32,6 @@ CONNECT_TIMEOUT_S = 5.0
 # its session and logs), and the copies of the fixture it holds (workspace, verification copy).
 WORKSPACE_SLACK_BYTES = 256 * 1024 * 1024
 FIXTURE_COPIES = 2
-# Where a real provider is reached when the experiment names no base_url (the harnesses' defaults).
-DEFAULT_ENDPOINTS = {
-    "anthropic": ("api.anthropic.com", 443),
-    "openai": ("api.openai.com", 443),
-    "google": ("generativelanguage.googleapis.com", 443),
-    "gemini": ("generativelanguage.googleapis.com", 443),
-    "openrouter": ("openrouter.ai", 443),
-}
 
 
 class PreflightError(Exception):
@@ -121,15 +113,9 @@ def _confinement(experiment: Experiment, sandbox: str) -> str:
         )
     except (SandboxError, NetworkError) as exc:
         raise PreflightError(str(exc)) from None
-    if (
-        experiment.network != "open"
-        and experiment.provider.kind == "real"
-        and not experiment.provider.base_url
-    ):
-        raise PreflightError(
-            f"network {experiment.network!r} lets the agent reach its model only at provider.base_url, "
-            'which is not set; set it (e.g. "https://api.anthropic.com"), or network = "open"'
-        )
+    problem = unreachable_model(experiment.network, experiment.provider)
+    if problem:
+        raise PreflightError(problem)
     return f"sandbox: {status.warning() or status.detail}; network: {network.warning() or network.detail}"
 
 
@@ -206,14 +192,7 @@ def _mib(n: float) -> str:
 
 def endpoint_of(experiment: Experiment) -> tuple[str, int] | None:
     """The host and port of a real provider's endpoint; None for the mock or an unknown provider."""
-    provider = experiment.provider
-    if provider.kind == "mock":
-        return None
-    if provider.base_url:
-        url = urlsplit(provider.base_url)
-        if url.hostname:
-            return url.hostname, url.port or (443 if url.scheme == "https" else 80)
-    return DEFAULT_ENDPOINTS.get((provider.name or "").lower())
+    return endpoint_of_url(model_url(experiment.provider))
 
 
 def _endpoint(experiment: Experiment) -> str:

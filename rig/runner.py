@@ -43,7 +43,7 @@ from rig.models import (
     Tampering,
     Task,
 )
-from rig.network import resolve_network
+from rig.network import resolve_network, unreachable_model
 from rig.packs import MANIFEST, pack_digest
 from rig.proc import ContainmentError, containment, kill_running_commands, reap_orphans
 from rig.redact import Redactor
@@ -114,7 +114,7 @@ def make_context(
     `sandbox` is auto (bubblewrap if this machine has it, else a warning in every record),
     require (refuse without it) or off. The experiment's network policy is enforced by the same
     means (rig.network): NetworkError for require where no network namespace can be made, and
-    ExperimentError for a real provider without a base_url under a policy that confines. Raises
+    ExperimentError for a real provider without a known endpoint under a policy that confines. Raises
     SandboxError for require without bubblewrap;
     HarnessUnavailable or CliNotFound for a harness_version that cannot be installed. `notify` is
     told when an install starts (it takes a while).
@@ -130,15 +130,9 @@ def make_context(
                     f"condition {condition.name!r}: skill {skill!r} has no SKILL.md under {repo_root}; "
                     "give a skill directory relative to the rig's repository"
                 )
-    if (
-        experiment.network != "open"
-        and experiment.provider.kind == "real"
-        and not experiment.provider.base_url
-    ):
-        raise ExperimentError(
-            f"network {experiment.network!r} lets the agent reach its model only at provider.base_url, "
-            'which is not set; set it (e.g. "https://api.anthropic.com"), or network = "open"'
-        )
+    problem = unreachable_model(experiment.network, experiment.provider)
+    if problem:
+        raise ExperimentError(problem)
     check_agent_root(runs_root)
     # Installed before anything else is made, so a version npm cannot install leaves nothing behind.
     installed = {

@@ -93,6 +93,19 @@ def test_an_open_endpoint_passes_and_the_key_is_never_printed(tmp_path: Path) ->
     assert written(tmp_path) == []
 
 
+def test_model_only_needs_an_endpoint_it_knows(tmp_path: Path) -> None:
+    """Under the default network policy a known provider is reached at its well-known endpoint, and
+    one of unknown name without a base_url is refused before anything runs."""
+    confined = REAL.replace('network = "open"\n', "")
+    unknown = confined.replace('name = "anthropic"', 'name = "acme"')
+    proc = rig(tmp_path, str(experiment(tmp_path, unknown)), **{KEY: SECRET})
+    refused(proc, tmp_path, "provider 'acme' has no known endpoint", "provider.base_url", 'network = "open"')
+    # The known one passes the policy check; here (no route out) the endpoint check then names it.
+    proc = rig(tmp_path, str(experiment(tmp_path, confined)), "--preflight-only", **{KEY: SECRET})
+    assert "no known endpoint" not in proc.stdout + proc.stderr
+    assert "api.anthropic.com:443" in proc.stdout + proc.stderr
+
+
 def test_a_missing_harness_cli_is_named(tmp_path: Path) -> None:
     body = REAL.replace('harness = "scripted"', "")
     path = tmp_path / "cc.toml"

@@ -25,6 +25,8 @@ SYSTEM_PROMPT_CONFIGS = {
     "claude-code": REPO_ROOT / "experiments" / "claude_code_system_prompt.toml",
 }
 ADAPTERS = {"pi": PiHarness, "claude-code": ClaudeCodeHarness, "codex": CodexHarness}
+# A real provider needs a model for Pi and Codex (Codex builds its tool set from a known slug).
+MODELS = {"pi": "local-model", "codex": "gpt-5.5"}
 BLOCKED = "blocked by the rig's test extension"
 PI_EXTENSION = f"""export default function (pi: any) {{
   pi.on("tool_call", async (event: any) => {{
@@ -148,8 +150,9 @@ def run_arm(harness: str, task: Task, workspace: Path, run_dir: Path, condition:
     return adapter, run, json.loads((run_dir / LEDGER_FILE).read_text())
 
 
-def sensitive(marker: str) -> ContextSensitivePolicy:
-    """A mock that answers "followed" when `marker` reached it and "strayed" otherwise, at once."""
+def sensitive(marker: str, prompt: str) -> ContextSensitivePolicy:
+    """A mock that answers "followed" when `marker` reached it and "strayed" otherwise, at once; the
+    first request that carries `prompt` decides (a harness's side requests carry no context)."""
     return ContextSensitivePolicy(
         name="rules_sensitive",
         follow=Policy("followed", (Step("final", text="followed"),)),
@@ -158,6 +161,7 @@ def sensitive(marker: str) -> ContextSensitivePolicy:
         p_without=0.0,
         seed_key="system-prompt",
         marker=marker,
+        prompt=prompt,
     )
 
 
@@ -168,23 +172,25 @@ def run_against(
     cls = ADAPTERS[harness]
     url = f"{server.base_url}{cls.mock_url_suffix}"
     provider = Provider(kind="real", name="rig-local", base_url=url, api_key_env="RIG_TEST_FACTORS_KEY")
-    adapter = cls(task, provider, "local-model" if harness == "pi" else None, None, STALL_S)
+    adapter = cls(task, provider, MODELS.get(harness), None, STALL_S)
     return adapter, adapter.run(workspace, task.spec.prompt, arm, run_dir, TIMEOUT_S)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("harness", sorted(SYSTEM_PROMPT_CONFIGS))
+@pytest.mark.parametrize("harness", sorted(ADAPTERS))
 def test_the_appended_rules_reach_the_model_without_agents_md(
     harness, task, workspace, tmp_path, monkeypatch
 ):
     monkeypatch.setenv("RIG_TEST_FACTORS_KEY", "test-key")
-    arm = {c.name: c for c in load_experiment(SYSTEM_PROMPT_CONFIGS[harness]).conditions}["system_prompt"]
+    # Codex has no shipped config for the study: it runs Pi's arm, which names no harness.
+    config = SYSTEM_PROMPT_CONFIGS.get(harness, SYSTEM_PROMPT_CONFIGS["pi"])
+    arm = {c.name: c for c in load_experiment(config).conditions}["system_prompt"]
     for removed in arm.remove_files:
         (workspace / removed).unlink()
     marker = agents_md_marker(task.pack.fixture_dir)
     protocol = ADAPTERS[harness].mock_protocol
 
-    with MockModelServer(sensitive(marker), protocols=[protocol]) as server:
+    with MockModelServer(sensitive(marker, task.spec.prompt), protocols=[protocol]) as server:
         adapter, run = run_against(server, harness, task, workspace, tmp_path / "with", arm)
     assert run.exit_code == 0
     assert server.resolution is not None and server.resolution["context_seen"] is True
@@ -196,7 +202,7 @@ def test_the_appended_rules_reach_the_model_without_agents_md(
 
     # The same arm without the appended text: nothing carries the rules to the model.
     bare = arm.model_copy(update={"append_system_prompt": None})
-    with MockModelServer(sensitive(marker), protocols=[protocol]) as control:
+    with MockModelServer(sensitive(marker, task.spec.prompt), protocols=[protocol]) as control:
         run_against(control, harness, task, workspace, tmp_path / "without", bare)
     assert control.resolution is not None and control.resolution["context_seen"] is False
 

@@ -13,6 +13,7 @@ from harnesses.factors import check_args, merge
 from harnesses.mock_model.policy import ContextSensitivePolicy, Policy, Step
 from harnesses.mock_model.server import MockModelServer
 from harnesses.mock_model.session import LEDGER_FILE, agents_md_marker
+from harnesses.opencode import OpenCodeHarness
 from harnesses.pi import PiHarness
 from rig.experiment import ExperimentError, load_experiment
 from rig.models import AgentRun, Condition, Provider, Task
@@ -24,9 +25,14 @@ SYSTEM_PROMPT_CONFIGS = {
     "pi": REPO_ROOT / "experiments" / "pi_system_prompt.toml",
     "claude-code": REPO_ROOT / "experiments" / "claude_code_system_prompt.toml",
 }
-ADAPTERS = {"pi": PiHarness, "claude-code": ClaudeCodeHarness, "codex": CodexHarness}
+ADAPTERS = {
+    "pi": PiHarness,
+    "claude-code": ClaudeCodeHarness,
+    "codex": CodexHarness,
+    "opencode": OpenCodeHarness,
+}
 # A real provider needs a model for Pi and Codex (Codex builds its tool set from a known slug).
-MODELS = {"pi": "local-model", "codex": "gpt-5.5"}
+MODELS = {"pi": "local-model", "codex": "gpt-5.5", "opencode": "local-model"}
 BLOCKED = "blocked by the rig's test extension"
 PI_EXTENSION = f"""export default function (pi: any) {{
   pi.on("tool_call", async (event: any) => {{
@@ -60,6 +66,7 @@ def config(tmp_path: Path, harness: str, condition: str) -> Path:
             "harness_settings = { compaction = { auto = false } }",
             "harness 'opencode' takes no settings",
         ),
+        ("gemini", 'harness_args = ["--yolo"]', "'gemini' does not allow '--yolo'; allowed options: none"),
         (
             "pi",
             "harness_settings = { retry = { enabled = true } }",
@@ -182,7 +189,7 @@ def test_the_appended_rules_reach_the_model_without_agents_md(
     harness, task, workspace, tmp_path, monkeypatch
 ):
     monkeypatch.setenv("RIG_TEST_FACTORS_KEY", "test-key")
-    # Codex has no shipped config for the study: it runs Pi's arm, which names no harness.
+    # Codex and OpenCode have no shipped config for the study: they run Pi's arm, which names no harness.
     config = SYSTEM_PROMPT_CONFIGS.get(harness, SYSTEM_PROMPT_CONFIGS["pi"])
     arm = {c.name: c for c in load_experiment(config).conditions}["system_prompt"]
     for removed in arm.remove_files:

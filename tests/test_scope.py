@@ -12,10 +12,11 @@ from builtin_pack import BUILTIN
 from pydantic import ValidationError
 
 from rig.analysis import load_runs
+from rig.calibrate import run_item
 from rig.migrate import migrate
-from rig.models import RunRecord, TaskSpec
+from rig.models import Item, RunRecord, TaskSpec
 from rig.paths import REPO_ROOT
-from rig.scope import out_of_scope
+from rig.scope import out_of_scope, patch_out_of_scope
 
 RIG = str(REPO_ROOT / ".venv" / "bin" / "rig")
 # t1's solution changes taskapp/utils/pagination.py only; t4's changes nine files of taskapp.
@@ -38,6 +39,22 @@ def test_changes_outside_every_glob_are_listed():
     ]
     assert out_of_scope(changed, spec(scope=["*"])) == []
     assert out_of_scope(changed, spec()) is None
+
+
+def test_a_patch_outside_its_scope_is_named(tmp_path):
+    t4 = BUILTIN.tasks_dir / "t4_split_constant" / "solution.patch"
+    assert patch_out_of_scope(t4, spec()) is None
+    assert patch_out_of_scope(t4, spec(scope=["taskapp/*"])) == []
+    assert patch_out_of_scope(t4, spec(scope=["taskapp/routes/*", "taskapp/s*/*"])) == [
+        "taskapp/constants.py",
+        "taskapp/utils/pagination.py",
+    ]
+    renamed = tmp_path / "rename.patch"
+    renamed.write_text(
+        "diff --git a/docs/old.md b/notes/new.md\nsimilarity index 100%\nrename from docs/old.md\n"
+        "rename to notes/new.md\n"
+    )
+    assert patch_out_of_scope(renamed, spec(scope=["docs/*"])) == ["notes/new.md"]
 
 
 def test_an_enforced_scope_needs_globs():
@@ -87,6 +104,24 @@ def scoped(tmp_path_factory) -> Path:
     )
     assert report.returncode == 0, report.stderr
     return root
+
+
+@pytest.mark.slow
+def test_calibration_fails_a_solution_outside_its_own_scope(scoped):
+    from rig.packs import load_pack
+    from rig.tasks import load_tasks
+
+    pack = load_pack(scoped / "pack")
+    (task,) = load_tasks(pack, ["t4_split_constant"])
+    item = Item(
+        name="t4 solution", kind="solution", task=task, patches=[task.setup_patch, task.solution_patch]
+    )
+    result = run_item(item, pack, scoped / "calibrate")
+    assert not result.passed
+    assert result.reason.startswith("reference solution changes files outside the task's scope: ")
+    assert "taskapp/utils/pagination.py" in result.reason and result.reason.endswith(
+        "widen scope in task.toml"
+    )
 
 
 def records(root: Path) -> dict[str, dict]:

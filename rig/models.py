@@ -882,7 +882,7 @@ class RunRecord(BaseModel):
     out_of_scope: list[str] | None = Field(
         default=None,
         description="changed files outside the task's scope, as files_changed names them "
-        "(None: the task has no scope, or the record predates schema 6)",
+        "(None: the task has no scope, the diff was not taken, or the record predates schema 6)",
     )
     workspace: WorkspaceStats | None = None
     rig_error: str | None = Field(

@@ -48,10 +48,15 @@ def record(
     infra = classify(run, collected.metrics, signature, attempt.experiment.timeouts.stall_s, pending)
     hang = hang_kind(run, pending)
     limit = collected.workspace.limit
-    outside = out_of_scope(collected.changed, attempt.task.spec) if limit is None else None
-    enforced = bool(outside) and attempt.task.spec.scope_enforced
-    success, failing_stage = _decide(limit, verified, collected.audit, hang, enforced)
+    spec = attempt.task.spec
+    outside = out_of_scope(collected.changed, spec) if collected.diffed else None
+    # A scope that could not be checked (no diff) is not passed: an enforced one fails.
+    unchecked = spec.scope is not None and limit is None and not collected.diffed
+    scope_failed = spec.scope_enforced and (bool(outside) or unchecked)
+    success, failing_stage = _decide(limit, verified, collected.audit, hang, scope_failed)
     warnings = attempt.warnings() + warnings
+    if unchecked:
+        warnings.append("scope: not checked, the diff was not collected")
     if limit is not None:
         warnings.append(f"workspace limits: {limit}; not verified")
     base = _base_record(

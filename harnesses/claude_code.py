@@ -30,6 +30,7 @@ silence watchdog (`stall_s`) ends it.
 command line of the run, so stored sessions can be parsed again later.
 """
 
+import json
 import re
 import shutil
 import uuid
@@ -37,7 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harnesses.cli_harness import CliHarness, install_skill, round_cost
+from harnesses.cli_harness import CliHarness, install_extension, install_skill, round_cost
+from harnesses.factors import Factors, check_condition, merge
+from harnesses.factors import mapping as factor_mapping
 from harnesses.logs import (
     ToolLog,
     as_int,
@@ -90,6 +93,28 @@ SYNTHETIC_MODEL = "<synthetic>"
 API_ERROR_PREFIX = "API Error"
 # Claude Code reads the key from this variable whatever the provider (the mock's too).
 KEY_ENV = "ANTHROPIC_API_KEY"
+SETTINGS_FILE = "settings.json"
+# harness_settings: keys of the user settings that change the agent, not its endpoint, key,
+# environment, model or where it logs.
+SETTINGS_KEYS = frozenset(
+    {
+        "hooks",
+        "permissions",
+        "autoCompactEnabled",
+        "autoCompactWindow",
+        "includeCoAuthoredBy",
+        "cleanupPeriodDays",
+    }
+)
+# harness_args: 2.1.332's options that change neither logs, model, endpoint nor the sandbox.
+ARGS = {
+    "--autocompact": 1,
+    "--disallowedTools": 1,
+    "--exclude-dynamic-system-prompt-sections": 0,
+    "--disable-slash-commands": 0,
+}
+HOOKS_DIR = "hooks"
+APPENDED_PROMPT = "append-system-prompt.md"
 
 
 def _absolute(path: str, cwd: str | None) -> str:
@@ -116,6 +141,13 @@ class ClaudeCodeHarness(CliHarness):
     binary = "claude"
     bin_env = "RIG_CLAUDE_BIN"
     mock_protocol = AnthropicMessages(MOCK_TOOLS)
+    factors = Factors(
+        system_prompt=f"--append-system-prompt-file CLAUDE_CONFIG_DIR/{APPENDED_PROMPT}",
+        settings_file=f"CLAUDE_CONFIG_DIR/{SETTINGS_FILE}",
+        settings_keys=SETTINGS_KEYS,
+        args=ARGS,
+        extensions=f"as PreToolUse hook commands (copied to CLAUDE_CONFIG_DIR/{HOOKS_DIR}/)",
+    )
 
     def check_settings(self) -> None:
         """Refuse a thinking level Claude Code lacks."""
@@ -128,12 +160,15 @@ class ClaudeCodeHarness(CliHarness):
 
     def run(self, workdir: Path, prompt: str, condition: Condition, run_dir: Path, timeout: int) -> AgentRun:
         """Run Claude Code on `prompt` in `workdir`; streams, transcript and config go to `run_dir`."""
+        check_condition(self.name, self.factors, condition)
         options = condition.harness_options
         run_dir.mkdir(parents=True, exist_ok=True)
         home, config = run_dir / "home", run_dir / "config"
         home.mkdir(exist_ok=True)
         config.mkdir(exist_ok=True)
         mapping = [context_mapping(workdir, config)]
+        hooks = [install_extension(e, config / HOOKS_DIR) for e in condition.extensions]
+        write_settings(config, condition, hooks)
         skills = [install_skill(skill, config / "skills").name for skill in condition.skills]
         if skills:
             mapping.append(f"skills installed in CLAUDE_CONFIG_DIR/skills: {', '.join(skills)}")
@@ -166,6 +201,12 @@ class ClaudeCodeHarness(CliHarness):
             tools = ",".join(names)
             command.append(f"--tools={tools}")
             mapping.append(f"tools: --tools={tools}")
+        if condition.append_system_prompt is not None:
+            # A file keeps the text out of the command line (and the record's copy of it).
+            (config / APPENDED_PROMPT).write_text(condition.append_system_prompt, encoding="utf-8")
+            command += ["--append-system-prompt-file", str(config / APPENDED_PROMPT)]
+        command += condition.harness_args
+        mapping += factor_mapping(self.factors, condition, [h.name for h in hooks])
         # `--` keeps a prompt that starts with a dash from being read as an option.
         command += ["--", prompt]
         self.condition_mapping = "; ".join(m for m in mapping if m) or None
@@ -235,6 +276,24 @@ class ClaudeCodeHarness(CliHarness):
         if base_url:
             extra["ANTHROPIC_BASE_URL"] = base_url
         return self.environment(home, extra)
+
+
+def write_settings(config: Path, condition: Condition, hooks: list[Path]) -> None:
+    """The user settings of the run (CLAUDE_CONFIG_DIR/settings.json): the condition's
+    harness_settings, with each hook command (made executable) run before every tool call.
+    Nothing is written for a condition with neither."""
+    if not condition.harness_settings and not hooks:
+        return
+    for hook in hooks:
+        hook.chmod(0o755)
+    pre = (
+        [{"matcher": "*", "hooks": [{"type": "command", "command": str(h)} for h in hooks]}] if hooks else []
+    )
+    settings = merge({}, condition.harness_settings)
+    if pre:
+        existing = settings.get("hooks", {}).get("PreToolUse", [])
+        settings = merge(settings, {"hooks": {"PreToolUse": [*existing, *pre]}})
+    (config / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n")
 
 
 def thinking_args(thinking: str) -> list[str]:

@@ -16,6 +16,7 @@ from typing import ClassVar
 from harnesses import versions
 from harnesses.base import Confinement, run_agent_process
 from harnesses.cli import api_key, base_env, cli_version, find_cli
+from harnesses.factors import Factors, extension_path
 from harnesses.mock_model.server import WireProtocol
 from harnesses.mock_model.session import mock_model
 from rig.models import AgentRun, Condition, Provider, Task
@@ -48,6 +49,7 @@ class CliHarness:
     mock_key_env: ClassVar[str]
     mock_url_suffix: ClassVar[str] = ""
     provider_retries_s: ClassVar[float] = 0.0
+    factors: ClassVar[Factors] = Factors()  # the condition factors it realises (harnesses.factors)
 
     def __init__(
         self,
@@ -159,6 +161,18 @@ def install_skill(skill: str, skills_root: Path) -> Path:
     if target.exists():
         shutil.rmtree(target)
     shutil.copytree(source, target)
+    return target
+
+
+def install_extension(extension: str, root: Path) -> Path:
+    """Copy an extension file (relative to the rig's repository, or absolute) into `root`, under
+    its own name, so the agent never reads the rig's repository; the copy's path."""
+    source = extension_path(extension)
+    if not source.is_file():
+        raise ValueError(f"extension {extension!r} is no file ({source})")
+    root.mkdir(parents=True, exist_ok=True)
+    target = root / source.name
+    shutil.copyfile(source, target)
     return target
 
 

@@ -57,6 +57,8 @@ import genai_prices
 import tomli_w
 
 from harnesses.cli_harness import CliHarness, install_skill, round_cost
+from harnesses.factors import Factors, check_condition, merge
+from harnesses.factors import mapping as factor_mapping
 from harnesses.logs import (
     ToolLog,
     as_int,
@@ -167,6 +169,21 @@ MOCK_TOOLS = ToolMap(
 )
 
 
+# harness_settings: config.toml keys of 0.171 that change the agent, not its provider, model,
+# sandbox, features or where it logs (--strict-config refuses a misspelt one when it runs).
+SETTINGS_KEYS = frozenset(
+    {
+        "model_auto_compact_token_limit",
+        "model_context_window",
+        "model_reasoning_summary",
+        "model_verbosity",
+        "tool_output_token_limit",
+        "project_doc_max_bytes",
+        "hide_agent_reasoning",
+    }
+)
+
+
 class CodexHarness(CliHarness):
     """A HarnessAdapter for Codex (`codex exec`), version-pinned in harnesses/node.
 
@@ -180,6 +197,11 @@ class CodexHarness(CliHarness):
     mock_protocol = OpenAIResponses(MOCK_TOOLS)
     mock_key_env = MOCK_KEY_ENV
     mock_url_suffix = "/v1"
+    factors = Factors(
+        system_prompt="config.toml developer_instructions (a developer message after its own instructions)",
+        settings_file="$CODEX_HOME/config.toml",
+        settings_keys=SETTINGS_KEYS,
+    )
 
     def check_settings(self) -> None:
         """A real provider needs a model (Codex has no default for another provider) and a key variable."""
@@ -212,8 +234,11 @@ class CodexHarness(CliHarness):
         # `--` keeps a prompt that starts with "-" from being read as an option.
         return [*command, "--", prompt]
 
-    def config(self, base_url: str, tools: list[str] | None) -> dict[str, Any]:
-        """The content of config.toml for a provider at `base_url` (see the module docstring)."""
+    def config(
+        self, base_url: str, tools: list[str] | None, condition: Condition | None = None
+    ) -> dict[str, Any]:
+        """The content of config.toml for a provider at `base_url` (see the module docstring), with
+        `condition`'s appended instructions and harness_settings."""
         mock = self.provider.kind == "mock"
         provider_id = MOCK_PROVIDER if mock else REAL_PROVIDER
         config: dict[str, Any] = {}
@@ -243,10 +268,15 @@ class CodexHarness(CliHarness):
             for key in path[:-1]:
                 table = table.setdefault(key, {})
             table[path[-1]] = value
-        return config
+        if condition is None:
+            return config
+        if condition.append_system_prompt is not None:
+            config["developer_instructions"] = condition.append_system_prompt
+        return merge(config, condition.harness_settings)
 
     def run(self, workdir: Path, prompt: str, condition: Condition, run_dir: Path, timeout: int) -> AgentRun:
         """Run Codex in `workdir`; streams, rollout copy and CODEX_HOME go to `run_dir`."""
+        check_condition(self.name, self.factors, condition)
         effort = self.effort(condition)
         tool_switches(condition.tools)  # refuse a tool list this version cannot realise before starting
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -256,7 +286,8 @@ class CodexHarness(CliHarness):
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir()
         skills = [install_skill(skill, codex_home / "skills") for skill in condition.skills]
-        self.condition_mapping = mapping(skills, condition.tools)
+        parts = [mapping(skills, condition.tools), *factor_mapping(self.factors, condition)]
+        self.condition_mapping = "; ".join(p for p in parts if p) or None
         env = self.environment(home, {"CODEX_HOME": str(codex_home)})
         # Codex runs commands in a login shell; /etc/profile may reset PATH, ~/.profile sets it back.
         (home / ".profile").write_text(f"export PATH={shlex.quote(env['PATH'])}\n")
@@ -266,7 +297,7 @@ class CodexHarness(CliHarness):
         sessions.mkdir(exist_ok=True)
 
         def connect(base_url: str | None) -> dict[str, str]:
-            write_config(codex_home, self.config(base_url or OPENAI_BASE_URL, condition.tools))
+            write_config(codex_home, self.config(base_url or OPENAI_BASE_URL, condition.tools, condition))
             return env
 
         run = self.run_process(command, workdir, condition, run_dir, timeout, sessions, connect)

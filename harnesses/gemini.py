@@ -41,6 +41,9 @@ Conditions (recorded in `condition_mapping`):
   Gemini 2.x model a `thinkingBudget` (none 0, low 1024, medium 8192, high 24576: the budgets the
   Gemini API's OpenAI-compatible `reasoning_effort` uses), for later models `thinkingLevel`
   (minimal, low, medium, high); a whole number is a `thinkingBudget` for any model.
+- factors beyond the workspace: none (`factors` is empty, so a config asking for one is refused at
+  load). 0.61.0 has no way to append to its system prompt: context files (also `$HOME/.gemini/`'s)
+  go into the first user message, and `GEMINI_SYSTEM_MD` replaces the whole system prompt.
 
 Logs: stdout.log is the stream-json event stream. Gemini CLI writes its session to
 `$HOME/.gemini/tmp/<project>/chats/session-<time>-<id>.jsonl`; after the run it is copied to

@@ -58,6 +58,8 @@ from pathlib import Path
 from typing import Any
 
 from harnesses.cli_harness import CliHarness, install_skill, round_cost
+from harnesses.factors import Factors, check_condition
+from harnesses.factors import mapping as factor_mapping
 from harnesses.logs import (
     ToolLog,
     as_int,
@@ -82,6 +84,7 @@ LOG_FILE = "opencode.log"
 HOME_DIR = "home"
 XDG_DIR = "xdg"
 CONFIG_DIR = "opencode-config"
+APPENDED_PROMPT = "append-system-prompt.md"
 MOCK_PROVIDER = "mock"
 MOCK_MODEL = "mock-model"
 MOCK_KEY_ENV = "RIG_MOCK_API_KEY"
@@ -138,6 +141,7 @@ class OpenCodeHarness(CliHarness):
     mock_url_suffix = "/v1"
     # Its own retries of a dead or erroring provider, which no setting turns off (see above).
     provider_retries_s = 75.0
+    factors = Factors(system_prompt=f"opencode.json instructions = [opencode-config/{APPENDED_PROMPT}]")
 
     def check_settings(self) -> None:
         """A real provider needs a name, a model and a key variable (OpenCode's model is `provider/model`)."""
@@ -177,8 +181,11 @@ class OpenCodeHarness(CliHarness):
         # `--` keeps a prompt that starts with "-" from being read as an option.
         return [*command, "--", prompt]
 
-    def config(self, base_url: str | None, tools: list[str] | None, timeout_ms: int) -> dict[str, Any]:
-        """The content of opencode.json for a provider at `base_url` (see the module docstring)."""
+    def config(
+        self, base_url: str | None, tools: list[str] | None, timeout_ms: int, instructions: Path | None = None
+    ) -> dict[str, Any]:
+        """The content of opencode.json for a provider at `base_url` (see the module docstring), with
+        `instructions`, a file whose text OpenCode adds to its system prompt."""
         config: dict[str, Any] = {
             "$schema": "https://opencode.ai/config.json",
             "model": f"{self._provider_id()}/{self._model_id()}",
@@ -191,10 +198,13 @@ class OpenCodeHarness(CliHarness):
             "permission": {"*": "allow", **tool_switches(tools)},
             "provider": {self._provider_id(): self._provider_entry(base_url, timeout_ms)},
         }
+        if instructions is not None:
+            config["instructions"] = [str(instructions)]
         return config
 
     def run(self, workdir: Path, prompt: str, condition: Condition, run_dir: Path, timeout: int) -> AgentRun:
         """Run OpenCode in `workdir`; streams, session export and OpenCode's dirs go to `run_dir`."""
+        check_condition(self.name, self.factors, condition)
         variant = self.variant(condition)
         tool_switches(condition.tools)  # refuse a tool list OpenCode cannot realise before starting
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -204,7 +214,12 @@ class OpenCodeHarness(CliHarness):
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir()
         skills = [install_skill(skill, config_dir / "skills") for skill in condition.skills]
-        self.condition_mapping = mapping(skills, condition.tools, variant)
+        instructions = None
+        if condition.append_system_prompt is not None:
+            instructions = config_dir / APPENDED_PROMPT
+            instructions.write_text(condition.append_system_prompt, encoding="utf-8")
+        parts = [mapping(skills, condition.tools, variant), *factor_mapping(self.factors, condition)]
+        self.condition_mapping = "; ".join(p for p in parts if p) or None
         extra = {
             "OPENCODE_CONFIG_DIR": str(config_dir),
             **{f"XDG_{kind.upper()}_HOME": str(xdg / kind) for kind in ("config", "data", "cache", "state")},
@@ -221,7 +236,7 @@ class OpenCodeHarness(CliHarness):
             pin_plugin_dependency(folder)
 
         def connect(base_url: str | None) -> dict[str, str]:
-            config = self.config(base_url, condition.tools, timeout_ms)
+            config = self.config(base_url, condition.tools, timeout_ms, instructions)
             (config_dir / "opencode.json").write_text(json.dumps(config, indent=2) + "\n")
             return env
 

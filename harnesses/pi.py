@@ -39,7 +39,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harnesses.cli_harness import CliHarness, install_skill, round_cost
+from harnesses.cli_harness import CliHarness, install_extension, install_skill, round_cost
+from harnesses.factors import Factors, check_condition, mapping, merge
 from harnesses.logs import (
     ToolLog,
     as_int,
@@ -95,10 +96,30 @@ MOCK_TOOLS = ToolMap(
 )
 
 
+# harness_settings: the keys of Pi's settings.json that change the agent, not where it logs, which
+# model it reaches or how the rig sees provider failures (retry stays the rig's).
+SETTINGS_KEYS = frozenset(
+    {
+        "compaction",
+        "branchSummary",
+        "thinkingBudgets",
+        "images",
+        "shellCommandPrefix",
+        "steeringMode",
+        "followUpMode",
+        "hideThinkingBlock",
+    }
+)
+# harness_args: Pi 0.73's options that change neither logs, model, endpoint nor the sandbox.
+ARGS = {"--no-context-files": 0, "--no-builtin-tools": 0}
+APPENDED_PROMPT = "append-system-prompt.md"
+
+
 class PiHarness(CliHarness):
     """A HarnessAdapter for Pi (`pi`), version-pinned in harnesses/node.
 
-    Pi realises every condition natively (AGENTS.md, --skill, --tools): `condition_mapping` stays None.
+    Pi realises AGENTS.md, --skill and --tools natively; `condition_mapping` says what the factors
+    beyond the workspace became (None when a condition has none).
     """
 
     name = "pi"
@@ -108,13 +129,27 @@ class PiHarness(CliHarness):
     mock_protocol = OpenAIChat(MOCK_TOOLS)
     mock_key_env = MOCK_KEY_ENV
     mock_url_suffix = "/v1"
+    factors = Factors(
+        system_prompt=f"--append-system-prompt agent/{APPENDED_PROMPT}",
+        settings_file="agent/settings.json",
+        settings_keys=SETTINGS_KEYS,
+        args=ARGS,
+        extensions="copied to agent/extensions/, loaded with --extension",
+    )
 
     def check_settings(self) -> None:
         """A real provider needs its name and a model: Pi's `--model` is `provider/model`."""
         if self.provider.kind == "real" and not (self.provider.name and self.model):
             raise ValueError("a real provider for pi needs provider.name and a model")
 
-    def command(self, prompt: str, condition: Condition, run_dir: Path, skill_dirs: list[Path]) -> list[str]:
+    def command(
+        self,
+        prompt: str,
+        condition: Condition,
+        run_dir: Path,
+        skill_dirs: list[Path],
+        extensions: tuple[Path, ...] = (),
+    ) -> list[str]:
         """The `pi` command line for one run (the prompt last)."""
         if prompt.startswith("-"):
             # Pi would parse it as an option, and it refuses a bare `--` separator.
@@ -141,7 +176,12 @@ class PiHarness(CliHarness):
             command += ["--skill", str(skill)]
         if condition.tools is not None:
             command += ["--tools", ",".join(condition.tools)] if condition.tools else ["--no-tools"]
-        return [*command, prompt]
+        if condition.append_system_prompt is not None:
+            # A path: Pi reads the file, and the text stays out of the command line and the record.
+            command += ["--append-system-prompt", str(run_dir / "agent" / APPENDED_PROMPT)]
+        for extension in extensions:
+            command += ["--extension", str(extension)]
+        return [*command, *condition.harness_args, prompt]
 
     def run(self, workdir: Path, prompt: str, condition: Condition, run_dir: Path, timeout: int) -> AgentRun:
         """Run Pi in `workdir`; streams, session and Pi's config go to `run_dir`."""
@@ -149,10 +189,18 @@ class PiHarness(CliHarness):
         home, agent_dir = run_dir / "home", run_dir / "agent"
         home.mkdir(exist_ok=True)
         agent_dir.mkdir(exist_ok=True)
+        check_condition(self.name, self.factors, condition)
         skill_dirs = [install_skill(skill, run_dir / "skills") for skill in condition.skills]
-        command = self.command(prompt, condition, run_dir, skill_dirs)
+        if condition.append_system_prompt is not None:
+            (agent_dir / APPENDED_PROMPT).write_text(condition.append_system_prompt, encoding="utf-8")
+        extensions = [install_extension(e, agent_dir / "extensions") for e in condition.extensions]
+        command = self.command(prompt, condition, run_dir, skill_dirs, tuple(extensions))
+        self.condition_mapping = (
+            "; ".join(mapping(self.factors, condition, [e.name for e in extensions])) or None
+        )
         timeout_ms = int(condition.harness_options.get("provider_timeout_ms", DEFAULT_PROVIDER_TIMEOUT_MS))
-        (agent_dir / "settings.json").write_text(json.dumps(settings(timeout_ms), indent=2) + "\n")
+        config = merge(settings(timeout_ms), condition.harness_settings)
+        (agent_dir / "settings.json").write_text(json.dumps(config, indent=2) + "\n")
         env = self.environment(
             home, {"PI_CODING_AGENT_DIR": str(agent_dir), "PI_OFFLINE": "1", "PI_TELEMETRY": "0"}
         )

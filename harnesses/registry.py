@@ -22,8 +22,9 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from harnesses.base import Confinement, HarnessAdapter
+from harnesses.factors import Factors, check_condition
 from harnesses.mock_model.server import WireProtocol
-from rig.models import DEFAULT_STALL_S, AgentRun, Provider, Task, Transcript
+from rig.models import DEFAULT_STALL_S, AgentRun, Condition, Provider, Task, Transcript
 
 ENTRY_POINT_GROUP = "rig.harnesses"
 BUILTIN = {
@@ -76,6 +77,14 @@ def adapter_class(name: str) -> type[HarnessAdapter]:
 def read_transcript(name: str, run: AgentRun) -> Transcript:
     """The transcript of a saved attempt of harness `name` (HarnessAdapter.transcript)."""
     return adapter_class(name).transcript(run)
+
+
+def check_factors(name: str, condition: Condition) -> None:
+    """Raise ValueError (one line) for a factor of `condition` harness `name` cannot realise: an
+    adapter declares what it realises in its `factors` (harnesses.factors), and one that declares
+    nothing realises none of them."""
+    factors = getattr(adapter_class(name), "factors", Factors())
+    check_condition(name, factors, condition)
 
 
 def calibrated_names() -> tuple[str, ...]:

@@ -34,6 +34,7 @@ from rig.models import (
     Verification,
 )
 from rig.packs import pack_digest
+from rig.scope import patch_out_of_scope
 from rig.verify import default_pycache, forget_bytecode, run_check, run_hidden
 from rig.version import rig_version
 from rig.workspace import PatchError, apply_patch, copy_fixture, tree_digest
@@ -175,6 +176,14 @@ def run_item(item: Item, pack: Pack, scratch: Path) -> ItemResult:
     except PatchError as exc:
         return result(False, str(exc))
     passed, reason = judge(item, verification)
+    if passed and item.kind == "solution" and item.task is not None:
+        outside = patch_out_of_scope(item.task.solution_patch, item.task.spec)
+        if outside:
+            passed = False
+            reason = (
+                f"reference solution changes files outside the task's scope: {', '.join(outside)}; "
+                "widen scope in task.toml"
+            )
     return result(passed, reason, verification)
 
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from harnesses.registry import adapter_class, harness_names
+from harnesses.registry import adapter_class, check_factors, harness_names
 from rig.models import Experiment
 from rig.tomlfile import first_error, read_toml
 
@@ -22,7 +22,8 @@ def load_experiment(path: Path) -> Experiment:
     named = "name" in data
     data.setdefault("name", path.stem)
     try:
-        experiment = Experiment.model_validate(data)
+        # A condition's `append_system_prompt = {file = ...}` is read relative to the config.
+        experiment = Experiment.model_validate(data, context={"base": path.parent})
     except ValidationError as exc:
         where, message = first_error(exc)
         if where == "name" and not named:
@@ -43,4 +44,9 @@ def load_experiment(path: Path) -> Experiment:
             f"{path}: conditions.{pinned[0]}.harness_version: harness {experiment.harness!r} cannot run "
             "another version of its CLI; remove harness_version"
         )
+    for condition in experiment.conditions:
+        try:
+            check_factors(experiment.harness, condition)
+        except ValueError as exc:
+            raise ExperimentError(f"{path}: {exc}") from None
     return experiment

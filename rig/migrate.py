@@ -101,12 +101,19 @@ def _v5_to_v6(record: Record) -> Record:
     return record
 
 
+def _v6_to_v7(record: Record) -> Record:
+    # Schema 7 added the changes outside the task's scope; no task had a scope before.
+    record.setdefault("out_of_scope", None)
+    return record
+
+
 MIGRATIONS: dict[int, Callable[[Record], Record]] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
     3: _v3_to_v4,
     4: _v4_to_v5,
     5: _v5_to_v6,
+    6: _v6_to_v7,
 }
 
 

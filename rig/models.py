@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 # --- Defaults of the bounds on an agent: experiment [timeouts] and [limits] start from these ------
 
@@ -205,6 +205,22 @@ class TaskSpec(BaseModel):
     baseline: Expectation
     decoys: dict[str, Decoy]
     source: TaskSource | None = None
+    scope: list[str] | None = Field(
+        default=None,
+        description="globs (fnmatch, `*` crosses `/`) of the workspace paths the task may change; "
+        "a change elsewhere is listed in the record's out_of_scope; None: no scope",
+    )
+    scope_enforced: bool = Field(
+        default=False, description="a change outside `scope` fails the run (stage scope)"
+    )
+
+    @model_validator(mode="after")
+    def _enforced_needs_scope(self) -> "TaskSpec":
+        if self.scope_enforced and not self.scope:
+            raise ValueError(
+                "scope_enforced = true needs scope = [globs]; list the paths the task may change"
+            )
+        return self
 
 
 class Task(BaseModel):
@@ -259,6 +275,47 @@ class Condition(BaseModel):
         description="another exact version of the harness CLI (from the npm registry); None: the pinned one",
     )
     harness_options: dict[str, Any] = Field(default_factory=dict)
+    append_system_prompt: str | None = Field(
+        default=None,
+        description="text appended to the harness's system prompt (in a config also {file = PATH}, "
+        "relative to the config's folder); the workspace is untouched",
+    )
+    harness_settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="merged into the harness's own config in the run's private config directory; "
+        "only the top-level keys its adapter declares",
+    )
+    harness_args: list[str] = Field(
+        default_factory=list, description="extra command-line arguments, only options its adapter declares"
+    )
+    extensions: list[str] = Field(
+        default_factory=list,
+        description="extension files (relative to the rig's repository) the harness loads, copied into "
+        "the run's private config directory",
+    )
+
+    @field_validator("append_system_prompt", mode="before")
+    @classmethod
+    def _prompt_text(cls, value: Any, info: ValidationInfo) -> Any:
+        """`{file = PATH}` becomes the file's text: the record pins what was appended, not a path."""
+        if not isinstance(value, dict):
+            return value
+        if set(value) != {"file"} or not isinstance(value["file"], str):
+            raise ValueError('give text or {file = "PATH"}')
+        base = Path((info.context or {}).get("base", "."))
+        path = base / value["file"]
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
+            raise ValueError(f"cannot read {path} ({reason}); give a file relative to the config") from None
+
+    @field_validator("append_system_prompt")
+    @classmethod
+    def _prompt_not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("is empty; remove it or give the text to append")
+        return value
 
     @field_validator("harness_version")
     @classmethod
@@ -762,7 +819,7 @@ AgentRun.model_rebuild()
 # classification and the pins that say exactly what was measured. `rig schema` prints it.
 
 # Bumped whenever a field is added or changes meaning; rig.migrate brings older records up to date.
-RECORD_SCHEMA_VERSION = 6
+RECORD_SCHEMA_VERSION = 7
 # Infrastructure rules of attempts the agent's outcome did not decide (the rig failed, or the Dask
 # worker running it was lost or refused it): nothing to re-derive them from.
 RIG_SIDE_RULES = frozenset({"rig_error", "worker_lost", "worker_refused"})
@@ -862,7 +919,7 @@ class RunRecord(BaseModel):
     )
     success: bool
     failing_stage: str | None = Field(
-        description="'rig_error', 'workspace_limits', 'audit', the first failing gate stage, "
+        description="'rig_error', 'workspace_limits', 'audit', 'scope', the first failing gate stage, "
         "or 'hidden' / 'verify'"
     )
     check: CheckOutcome | None
@@ -876,6 +933,11 @@ class RunRecord(BaseModel):
         description="the network policy and what the agent's connections did (None before schema 5)",
     )
     files_changed: list[str] = Field(default_factory=list)
+    out_of_scope: list[str] | None = Field(
+        default=None,
+        description="changed files outside the task's scope, as files_changed names them "
+        "(None: the task has no scope, the diff was not taken, or the record predates schema 7)",
+    )
     workspace: WorkspaceStats | None = None
     rig_error: str | None = Field(
         default=None, description="an exception inside the rig during this attempt; traceback.txt holds it"

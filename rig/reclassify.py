@@ -29,7 +29,7 @@ def _rederive(ctx: RunContext, record: dict) -> dict:
         "hang": hang,
     }
     # As the runner decides: a hang is the agent's failure unless an earlier verdict names another.
-    if hang and record.get("failing_stage") not in ("audit", "workspace_limits"):
+    if hang and record.get("failing_stage") not in ("audit", "workspace_limits", "scope"):
         new["success"], new["failing_stage"] = False, hang
     return new
 

@@ -133,6 +133,11 @@ def _tried_other_host(network: Any) -> bool | None:
     return any(isinstance(e, dict) and isinstance(n := e.get("connections"), int) and n > 0 for e in entries)
 
 
+def _out_of_scope(changes: Any) -> int | None:
+    """How many changes fell outside the task's scope; None for a task without one."""
+    return len(changes) if isinstance(changes, list) else None
+
+
 def _run_row(record: Record) -> tuple[Any, ...]:
     """The columns of RUN_COLUMNS for one migrated runs.jsonl record."""
     metrics = record.get("metrics") or {}
@@ -177,6 +182,7 @@ def _run_row(record: Record) -> tuple[Any, ...]:
         touched,
         len(metrics.get("bash_search_commands") or []),
         _tried_other_host(record.get("network")),
+        _out_of_scope(record.get("out_of_scope")),
         _str(record.get("harness")),
         _str(record.get("harness_version", pins.get("harness_version"))),
         _str(record.get("model")),
@@ -234,6 +240,7 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("protected_touched", "list"),
     ("bash_search_commands", "int"),
     ("tried_other_host", "bool"),
+    ("out_of_scope", "int"),
     ("harness", "str"),
     ("harness_version", "str"),
     ("model", "str"),

@@ -62,6 +62,7 @@ COLUMNS: tuple[str, ...] = (
     "protected_touched",
     "bash_search_commands",
     "tried_other_host",
+    "out_of_scope",
     "harness",
     "harness_version",
     "model",
@@ -196,7 +197,8 @@ def load_runs(
     use, times (`wall_s` of the whole run, `agent_wall_s` of the agent alone), behaviour flags read
     from the session (`read_agents_md`: AGENTS.md among the docs read; `tampered`: any protected
     file modified, added or deleted, listed in `protected_touched`; `tried_other_host`: the network
-    policy refused a connection, None where the network was not confined), the pins, and
+    policy refused a connection, None where the network was not confined; `out_of_scope`: how many
+    changes fell outside the task's scope, None for a task without one), the pins, and
     `artifacts`, the absolute path of the attempt folder. A torn last line of runs.jsonl (a crash
     mid-append) is skipped; records of an older schema are migrated (rig.migrate); a run id
     recorded more than once counts once, by its first record, and the others are reported with a

@@ -33,6 +33,8 @@ class Collected:
     changed: list[str]
     """The changed files, as `git diff --name-status` names them."""
     audit: list[AuditFinding]
+    diffed: bool = False
+    """Whether the diff was taken: only then does `changed` say what the agent changed."""
 
     @property
     def verify_dir(self) -> Path:
@@ -106,15 +108,17 @@ def collect(
         return Collected(metrics, workspace, copy.root, copy.paths, stats.left_out, changed, [])
     verify_dir = copy.root / WORK
     texts = None
+    diffed = False
     if copy.staged:
         try:
             diff, changed = collect_diff(verify_dir, prepared.rig_git, prepared.baseline, staged=True)
+            diffed = True
             write_artifact(folder / "diff.patch", diff)
             texts = changed_texts(verify_dir, prepared.rig_git, prepared.baseline, source_filter(task.pack))
         except WorkspaceError as exc:
             trail.warnings.append(f"diff not collected: {exc}")
     audit = _audit(task, pins, secrets, texts, metrics, prepared.container, folder)
-    return Collected(metrics, workspace, copy.root, copy.paths, stats.left_out, changed, audit)
+    return Collected(metrics, workspace, copy.root, copy.paths, stats.left_out, changed, audit, diffed)
 
 
 def _copy_for_verification(prepared: Prepared, limits: Limits, place: Scratch, trail: Trail) -> _Copy:

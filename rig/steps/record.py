@@ -19,6 +19,7 @@ from rig.models import (
     Tampering,
     WorkspaceStats,
 )
+from rig.scope import out_of_scope
 from rig.steps.attempt import Attempt, Trail, write_artifact
 from rig.steps.collect import Collected
 from rig.steps.verify import Verified
@@ -47,8 +48,15 @@ def record(
     infra = classify(run, collected.metrics, signature, attempt.experiment.timeouts.stall_s, pending)
     hang = hang_kind(run, pending)
     limit = collected.workspace.limit
-    success, failing_stage = _decide(limit, verified, collected.audit, hang)
+    spec = attempt.task.spec
+    outside = out_of_scope(collected.changed, spec) if collected.diffed else None
+    # A scope that could not be checked (no diff) is not passed: an enforced one fails.
+    unchecked = spec.scope is not None and limit is None and not collected.diffed
+    scope_failed = spec.scope_enforced and (bool(outside) or unchecked)
+    success, failing_stage = _decide(limit, verified, collected.audit, hang, scope_failed)
     warnings = attempt.warnings() + warnings
+    if unchecked:
+        warnings.append("scope: not checked, the diff was not collected")
     if limit is not None:
         warnings.append(f"workspace limits: {limit}; not verified")
     base = _base_record(
@@ -68,6 +76,7 @@ def record(
             "protected": Protected(**tampering.model_dump()),
             "audit": collected.audit,
             "files_changed": collected.changed,
+            "out_of_scope": outside,
             "agent": AgentOutcome(**run.model_dump(include=set(AgentOutcome.model_fields))),
             "network": run.network or attempt.network,
             "metrics": collected.metrics,
@@ -118,9 +127,10 @@ def lost_record(attempt: Attempt, rule: str, detail: str) -> RunRecord:
 
 
 def _decide(
-    limit: str | None, verified: Verified, audit: list[AuditFinding], hang: str | None
+    limit: str | None, verified: Verified, audit: list[AuditFinding], hang: str | None, scope: bool = False
 ) -> tuple[bool, str | None]:
-    """Success (exit codes only, no audit finding, no hang) and else the first failing stage."""
+    """Success (exit codes only, no audit finding, no hang, no change outside an enforced scope) and
+    else the first failing stage: the limits, the audit, the scope, then verification's."""
     passed = (
         limit is None
         and verified.error is None
@@ -129,10 +139,12 @@ def _decide(
         and verified.hidden is not None
         and verified.hidden.ok
     )
-    if passed and not audit and hang is None:
+    if passed and not audit and hang is None and not scope:
         return True, None
     if limit is not None:
         return False, "workspace_limits"
+    if scope and not audit:
+        return False, "scope"
     if audit or hang is None:
         return False, _failing_stage(verified.check, verified.hidden, verified.error, audit)
     return False, hang

@@ -84,13 +84,18 @@ def spent(store: ResultsStore) -> tuple[float, int, int]:
 
 def run_costs(store: ResultsStore) -> list[float]:
     """The cost of each scored run of `store`, in file order."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     table = runs_cache.scored(store, ["cost_usd", *TOKEN_KINDS, "reported_model", "model"])
-    costs = []
-    for row in table.to_pylist():
-        cost = row["cost_usd"]
-        if cost is None or math.isnan(cost):
-            cost = priced(row, row["reported_model"] or row["model"], None) or 0.0
-        costs.append(cost)
+    reported = table.column("cost_usd")
+    costs = reported.to_pylist()
+    # Only the runs whose harness reported no cost become rows to price: a dict per run costs
+    # a third of a second at 100,000 runs.
+    unpriced = pc.indices_nonzero(pc.fill_null(pc.is_nan(reported), True)).to_pylist()
+    rows = table.take(pa.array(unpriced, type=pa.int64())).to_pylist()
+    for i, row in zip(unpriced, rows, strict=True):
+        costs[i] = priced(row, row["reported_model"] or row["model"], None) or 0.0
     return costs
 
 

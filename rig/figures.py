@@ -5,18 +5,15 @@ must not pay for it. Figures are built on a bare `Figure` attached to `FigureCan
 than through pyplot, so no global backend state is touched and nothing ever tries a display.
 PNG metadata is cleared so the same data and seed give the same bytes.
 
-The functions take plain data (lists, dicts, `Effect`), so a `Painter` can draw them in a worker
-process that imports nothing of the statistics layer.
+The functions take plain data (lists, dicts, `Effect`), so the report's worker process
+(rig.background) can draw them without importing the statistics layer.
 """
 
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
-
     from matplotlib.figure import Figure
 
 # One color per arm, the same in every figure (matplotlib's tab10, colorblind-tolerable order).
@@ -48,56 +45,8 @@ class Effect(NamedTuple):
     p_adjusted: float | None
 
 
-class Painter:
-    """Draws figures in one worker process, started at once so that matplotlib's import (half a
-    second) and the drawing overlap the caller's own work on another core; in this process when no
-    worker can start or the worker dies. Use as a context manager."""
-
-    def __init__(self) -> None:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        # spawn, not fork: the caller holds threads (pyarrow's pool) that a forked child would lack.
-        self._pool: ProcessPoolExecutor | None = ProcessPoolExecutor(1, multiprocessing.get_context("spawn"))
-        self._submit(_warm_up)
-
-    def _submit(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> "Future[Any] | None":
-        if self._pool is None:
-            return None
-        try:
-            return self._pool.submit(function, *args, **kwargs)
-        except Exception:  # noqa: BLE001 (the worker is a speed-up: whatever stops it, draw here)
-            self._pool = None
-            return None
-
-    def draw(self, function: Callable[..., Path], *args: Any, **kwargs: Any) -> Callable[[], Path]:
-        """Start drawing `function(*args, **kwargs)` (one of this module's figures); the returned
-        callable waits for it and returns the figure's path. A figure's own error is raised there."""
-        from concurrent.futures.process import BrokenProcessPool
-
-        future = self._submit(function, *args, **kwargs)
-
-        def result() -> Path:
-            if future is not None:
-                try:
-                    return future.result()
-                except BrokenProcessPool:
-                    self._pool = None
-            return function(*args, **kwargs)
-
-        return result
-
-    def __enter__(self) -> "Painter":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._pool is not None:
-            # On an error nothing pending is wanted; the worker exits after what it is drawing.
-            self._pool.shutdown(wait=exc[0] is None, cancel_futures=True)
-
-
-def _warm_up() -> None:
-    """Import what drawing needs, before the first figure is asked for."""
+def warm_up() -> None:
+    """Import what drawing needs (half a second), before the first figure is asked for."""
     import matplotlib.backends.backend_agg
     import matplotlib.figure
     import matplotlib.ticker  # noqa: F401

@@ -18,9 +18,8 @@ import base64
 import html
 import json
 import math
-import os
 import warnings
-from collections import Counter, defaultdict, namedtuple
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,14 +37,17 @@ from rig.analysis import (
     load_runs,
     newcombe_interval,
 )
+from rig.background import Worker
 from rig.estimate import spent
+from rig.failures import COLUMNS as FAILURE_COLUMNS
+from rig.failures import code, rel, write_failures
 from rig.markdown_html import inline_html
 from rig.migrate import DuplicateRunWarning
 from rig.models import Pack
 from rig.packs import PackError, load_pack
 from rig.store import ResultsStore
 from rig.verify import GATE_STAGE
-from rig.view_links import RUNS_PAGE, attempt_page, existing_view
+from rig.view_links import RUNS_PAGE, existing_view
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -54,15 +56,6 @@ if TYPE_CHECKING:
 AFTER_GATE = ("hidden", "verify")
 # What the pins of a record older than packs say about its pack.
 BEFORE_PACKS = "(before packs)"
-RECEIPTS = (
-    "record.json",
-    "diff.patch",
-    "check.json",
-    "hidden-junit.xml",
-    "session.jsonl",
-    "stdout.log",
-    "stderr.log",
-)
 FIGURE_FILES = {
     "success_by_task": "figures/success_by_task.png",
     "cost_distribution": "figures/cost_distribution.png",
@@ -116,11 +109,6 @@ class Image:
 
 
 Block = Heading | Para | Bullets | Table | Image
-
-
-def code(value: object) -> str:
-    """`value` as an inline code span (backticks inside would end the span, so they are replaced)."""
-    return "`" + str(value).replace("`", "'") + "`"
 
 
 def _md_cell(text: str) -> str:
@@ -295,12 +283,6 @@ class _Source:
     def distinct(self, column: str) -> list[Any]:
         """The distinct values of one of the records' columns."""
         return self.table.column(column).unique().to_pylist()
-
-    def failed_records(self) -> list[dict[str, Any]]:
-        """The records of the failed runs (runs_cache.report_records)."""
-        import pyarrow.compute as pc
-
-        return runs_cache.report_records(self.table.filter(pc.invert(self.table.column("success"))))
 
 
 def _read_source(folder: Path) -> _Source:
@@ -826,162 +808,11 @@ def _behaviour_blocks(df: pd.DataFrame, arms: list[str], arm_word: str) -> list[
     ]
 
 
-# -- failures.md ------------------------------------------------------------------------------
-
-
-def _oneline(message: object, limit: int = 120) -> str:
-    # An error message may span lines or hold backticks; either would break the one-line entry.
-    text = " ".join(str(message).split()).replace("`", "'")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _rel(path: Path, out_dir: Path) -> str:
-    return Path(os.path.relpath(path, out_dir)).as_posix()
-
-
-class _Relative:
-    """Attempt folders (`runs/<run_id>/attempt-N`) relative to `out_dir`, by one os.path.relpath per
-    `runs/` folder: relpath normalises both paths each call, seconds for tens of thousands of runs."""
-
-    def __init__(self, out_dir: Path) -> None:
-        self.out_dir = out_dir
-        self.bases: dict[str, str] = {}
-
-    def __call__(self, path: str) -> str:
-        parent, attempt = os.path.split(path)
-        base, run = os.path.split(parent)
-        if base not in self.bases:
-            self.bases[base] = _rel(Path(base), self.out_dir)
-        return f"{self.bases[base]}/{run}/{attempt}"
-
-
-def _receipts(folder: str) -> set[str]:
-    """The names of the regular files in an attempt folder: one directory read, not a stat per
-    receipt (a report of 100,000 runs links tens of thousands of failures)."""
-    try:
-        with os.scandir(folder) as entries:
-            return {e.name for e in entries if e.is_file(follow_symlinks=False)}
-    except OSError:
-        return set()
-
-
-def write_failures(
-    df: pd.DataFrame,
-    records: dict[str, dict[str, Any]],
-    out_dir: Path,
-    several_experiments: bool,
-    stages: list[str],
-    view: Path | None = None,
-) -> Path:
-    """Write failures.md: every failed scored run, by failing stage, then by failed hidden tests.
-
-    `stages` orders the stage sections (see `stage_order`); any other stage (audit, rig_error, a
-    hang, ...) comes after them, by name. With `view` (a `rig view` folder), each run whose page is
-    there links to it first: its transcript, diff and verdicts on one page.
-    """
-    failed = df[~df["success"].astype(bool)]
-    links_to = _Relative(out_dir)
-    groups: dict[str, dict[tuple[str, ...], list[tuple[tuple[Any, ...], str]]]] = defaultdict(
-        lambda: defaultdict(list)
-    )
-    # Plain tuples of plain values: iterating a frame row by row costs seconds at 100,000 runs.
-    columns = [
-        "artifacts", "failing_stage", "experiment", "run_id", "attempt", "task", "condition",
-        "repetition", "timed_out", "stalled", "hang", "tampered",
-    ]  # fmt: skip
-    Row = namedtuple("Row", columns)  # noqa: PYI024
-    for row in map(Row._make, zip(*(failed[c].tolist() for c in columns), strict=True)):
-        folder = str(row.artifacts)
-        record = records.get(folder, {})
-        stage = str(row.failing_stage) if not _missing_str(row.failing_stage) else "(none recorded)"
-        hidden = record.get("hidden") or {}
-        hidden_failed = tuple(sorted(hidden.get("failed") or []))
-        check_failed = (record.get("check") or {}).get("failed") or []
-        present = _receipts(folder)
-        base = links_to(folder)
-        links = " · ".join(f"[{name}]({base}/{name})" for name in RECEIPTS if name in present)
-        page = view / attempt_page(str(row.experiment), str(row.run_id), int(row.attempt)) if view else None
-        if page is not None and page.is_file():
-            links = f"[view]({_rel(page, out_dir)})" + (f" · {links}" if links else "")
-        prefix = f"{code(row.experiment)} · " if several_experiments else ""
-        # With --vs the frame's condition is the experiment (the arm); the record keeps the real one.
-        condition = str(record.get("condition", row.condition))
-        details = []
-        if check_failed:
-            details.append("gate failed: " + ", ".join(check_failed))
-        if hidden.get("error"):
-            details.append(f"hidden tests error: {_oneline(hidden['error'])}")
-        if record.get("verify_error"):
-            details.append(f"verify error: {_oneline(record['verify_error'])}")
-        if bool(row.timed_out):
-            details.append("timed out")
-        if bool(row.stalled):
-            details.append("stalled")
-        if row.hang:
-            details.append(f"the agent's own hang ({row.hang})")
-        if bool(row.tampered):
-            details.append("tampered with protected files")
-        line = (
-            f"- {prefix}{code(row.task)} · {code(condition)} · rep {int(row.repetition)} · "
-            f"attempt {int(row.attempt)}" + (f" ({'; '.join(details)})" if details else "") + f": {links}"
-        )
-        sort_key = (
-            str(row.experiment),
-            str(row.task),
-            condition,
-            int(row.repetition),
-            int(row.attempt),
-        )
-        groups[stage][hidden_failed].append((sort_key, line))
-
-    total = len(df)
-    lines = [
-        "# Failures: the work queue",
-        "",
-        f"{len(failed)} of {total} scored runs failed. They are grouped by the first failing stage of the "
-        "gate (`hidden`: the gate passed and only hidden tests failed), then by the hidden tests that "
-        "failed. Links are relative to this file.",
-        "",
-    ]
-
-    def stage_key(stage: str) -> tuple[int, str]:
-        return (stages.index(stage) if stage in stages else len(stages), stage)
-
-    if groups:
-        lines += ["| failing stage | runs |", "| :--- | ---: |"]
-        for stage in sorted(groups, key=stage_key):
-            lines.append(f"| {code(stage)} | {sum(len(v) for v in groups[stage].values())} |")
-        lines.append("")
-    for stage in sorted(groups, key=stage_key):
-        by_tests = groups[stage]
-        lines += [f"## Stage {code(stage)} ({sum(len(v) for v in by_tests.values())} runs)", ""]
-        # Most common hidden-test signature first: it is the likeliest shared cause.
-        for tests in sorted(by_tests, key=lambda t: (-len(by_tests[t]), t)):
-            runs = sorted(by_tests[tests])
-            title = (
-                "Hidden tests failed: " + ", ".join(code(t) for t in tests)
-                if tests
-                else "No hidden test failed"
-            )
-            lines += [f"### {title} ({len(runs)} runs)", ""]
-            lines += [line for _, line in runs]
-            lines.append("")
-    if not groups:
-        lines += ["No failed runs.", ""]
-    path = out_dir / "failures.md"
-    path.write_text("\n".join(lines).rstrip("\n") + "\n")
-    return path
-
-
-def _missing_str(value: object) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or value == ""
-
-
 # -- figures ----------------------------------------------------------------------------------
 
 
 def _draw_figures(
-    painter: figures.Painter,
+    worker: Worker,
     df: pd.DataFrame,
     cells: pd.DataFrame,
     comparisons: list[Comparison],
@@ -991,24 +822,24 @@ def _draw_figures(
     seed: int,
     arm_word: str,
 ) -> tuple[list[Callable[[], Path]], bool]:
-    """Start drawing the three figures with `painter`; returns what waits for each figure's path,
+    """Start drawing the three figures in `worker`; returns what waits for each figure's path,
     and whether the distribution shows cost."""
     rows = cells.to_dict("records")
     target = out_dir / FIGURE_FILES["success_by_task"]
-    drawn = [painter.draw(figures.success_by_task, rows, arms, tasks, target, arm_word)]
+    drawn = [worker.run(figures.success_by_task, rows, arms, tasks, target, arm_word)]
     # Cost when any run reported one; a harness without cost reporting still has token counts.
     has_cost = bool(df["cost_usd"].notna().any()) if not df.empty else False
     metric = "cost_usd" if has_cost else "total_tokens"
     values = {arm: [float(v) for v in df.loc[df["condition"] == arm, metric].dropna()] for arm in arms}
     target = out_dir / FIGURE_FILES["cost_distribution"]
     drawn.append(
-        painter.draw(
+        worker.run(
             figures.cost_distribution, values, arms, target, cost=has_cost, seed=seed, arm_word=arm_word
         )
     )
     effects = [figures.Effect(*(getattr(c, f) for f in figures.Effect._fields)) for c in comparisons]
     drawn.append(
-        painter.draw(figures.effects_forest, effects, out_dir / FIGURE_FILES["effects_forest"], METRIC_LABELS)
+        worker.run(figures.effects_forest, effects, out_dir / FIGURE_FILES["effects_forest"], METRIC_LABELS)
     )
     return drawn, has_cost
 
@@ -1036,13 +867,14 @@ def build_report(
         raise ValueError(f"unknown format {fmt!r}; use md or html")
     folders = [Path(f).resolve() for f in folders]
     out_dir = Path(out_dir).resolve()
-    # The figures are drawn in a worker process, which imports matplotlib while the runs are read.
-    with figures.Painter() as painter:
-        return _build(painter, folders, out_dir, vs, fmt, allow_mixed_pins, seed, view_dir)
+    # The figures and failures.md are made in a worker process, which imports matplotlib while the
+    # runs are read.
+    with Worker(figures.warm_up) as worker:
+        return _build(worker, folders, out_dir, vs, fmt, allow_mixed_pins, seed, view_dir)
 
 
 def _build(
-    painter: figures.Painter,
+    worker: Worker,
     folders: list[Path],
     out_dir: Path,
     vs: bool,
@@ -1062,25 +894,25 @@ def _build(
 
     out_dir.mkdir(parents=True, exist_ok=True)
     arm_word = "experiment" if vs else "condition"
-    drawing, has_cost = _draw_figures(painter, df, cells, comparisons, arms, tasks, out_dir, seed, arm_word)
-    # The failed runs' records (all failures.md reads), keyed as load_runs spells `artifacts`: below
-    # each folder's real path, normalised, no link inside it followed (a resolve() per record costs
-    # seconds at 100,000 runs).
-    roots = {s.folder: os.path.realpath(s.folder) for s in sources}
-    records = {
-        os.path.normpath(os.path.join(roots[s.folder], str(r["artifacts"]))): r
-        for s in sources
-        for r in s.failed_records()
-        if r.get("artifacts")
-    }
+    drawing, has_cost = _draw_figures(worker, df, cells, comparisons, arms, tasks, out_dir, seed, arm_word)
+    # What failures.md reads of the failed runs, keyed as load_runs spells `artifacts`.
+    records = {path: r for s in sources for path, r in runs_cache.failure_details(s.folder, s.table).items()}
+    failed = df[~df["success"].astype(bool)]
     packs = [s.pack for s in sources]
     view = Path(view_dir).resolve() if view_dir is not None else existing_view(folders)
-    failures = write_failures(
-        df, records, out_dir, several_experiments=len(sources) > 1, stages=stage_order(packs), view=view
+    writing = worker.run(
+        write_failures,
+        {c: failed[c].tolist() for c in FAILURE_COLUMNS},
+        len(df),
+        records,
+        out_dir,
+        several_experiments=len(sources) > 1,
+        stages=stage_order(packs),
+        view=view,
     )
     # The HTML report sends a reader to the viewer's run table, filtered to the failures, when there is one.
     failures_link = (
-        f"[the viewer]({_rel(view / RUNS_PAGE, out_dir)}#outcome=failure) (and [failures.md](failures.md))"
+        f"[the viewer]({rel(view / RUNS_PAGE, out_dir)}#outcome=failure) (and [failures.md](failures.md))"
         if view is not None and fmt == "html"
         else "[failures.md](failures.md)"
     )
@@ -1113,8 +945,9 @@ def _build(
     ]
     blocks.append(Heading(2, "5. Figures"))
     figure_paths = [drawn() for drawn in drawing]
+    failures = writing()
     for path, caption in zip(figure_paths, captions, strict=True):
-        blocks.append(Image(path, _rel(path, out_dir), caption))
+        blocks.append(Image(path, rel(path, out_dir), caption))
 
     if fmt == "html":
         report = out_dir / "report.html"

@@ -239,17 +239,18 @@ def test_figures_drawn_by_a_dead_worker_are_drawn_here_the_same(tmp_path: Path) 
     import signal
 
     from rig import figures
+    from rig.background import Worker
 
     values = {"a": [0.01, 0.02, 0.03], "b": [0.02, 0.05]}
     arms = ["a", "b"]
-    with figures.Painter() as painter:
-        in_worker = painter.draw(figures.cost_distribution, values, arms, tmp_path / "w.png", cost=True)()
-        workers = multiprocessing.active_children()
-        assert workers, "no worker process was started"
-        for worker in workers:
-            os.kill(worker.pid, signal.SIGKILL)
-            worker.join()
-        here = painter.draw(figures.cost_distribution, values, arms, tmp_path / "h.png", cost=True)()
+    with Worker(figures.warm_up) as worker:
+        in_worker = worker.run(figures.cost_distribution, values, arms, tmp_path / "w.png", cost=True)()
+        children = multiprocessing.active_children()
+        assert children, "no worker process was started"
+        for child in children:
+            os.kill(child.pid, signal.SIGKILL)
+            child.join()
+        here = worker.run(figures.cost_distribution, values, arms, tmp_path / "h.png", cost=True)()
     assert in_worker.read_bytes() == here.read_bytes()
     assert in_worker.read_bytes()[:8] == PNG_MAGIC
 

@@ -187,14 +187,22 @@ def test_load_runs_through_the_cache_holds_the_records(folder: Path) -> None:
         assert row.fixture_hash == record["pins"]["fixture_hash"]
         assert row.artifacts == (folder / record["artifacts"]).resolve()
     # What `rig report` reads of each record is the record's own.
-    views = runs_cache.report_records(runs_cache.report_table(ResultsStore(folder)))
-    assert sorted(v["run_id"] for v in views) == sorted(records)
-    for view in views:
-        record = records[view["run_id"]]
-        assert view["pins"] == record["pins"] and view["artifacts"] == record["artifacts"]
-        assert view["hidden"]["failed"] == record["hidden"]["failed"]
-        assert view["check"]["failed"] == record["check"]["failed"]
-        assert view["metrics"] == {"model": record["metrics"]["model"]}
+    table = runs_cache.report_table(ResultsStore(folder))
+    by_run = {r["run_id"]: r for r in table.to_pylist()}
+    assert sorted(by_run) == sorted(records)
+    for run_id, row in by_run.items():
+        record = records[run_id]
+        assert json.loads(row["pins"]) == record["pins"] and row["artifacts"] == record["artifacts"]
+        assert row["reported_model"] == record["metrics"]["model"]
+    # What failures.md reads of each failed run, keyed by its attempt folder as load_runs names it.
+    details = runs_cache.failure_details(folder, table)
+    failed = [r for r in records.values() if not r["success"]]
+    assert failed and len(details) == len(failed)
+    for record in failed:
+        detail = details[str((folder / record["artifacts"]).resolve())]
+        assert detail["condition"] == record["condition"]
+        assert detail["hidden"]["failed"] == record["hidden"]["failed"]
+        assert detail["check"]["failed"] == record["check"]["failed"]
 
 
 def test_duplicates_are_reported_as_without_the_cache(folder: Path) -> None:

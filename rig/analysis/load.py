@@ -269,30 +269,9 @@ def _load(folders: list[Path], arm_by_experiment: bool, paths: bool) -> pd.DataF
         raise ValueError(f"no scored runs in {names}: runs.jsonl is missing or empty; run `rig run` first")
     sort_keys = [key for _, _, keys in tables for key in keys]
     order = sorted(range(len(sort_keys)), key=sort_keys.__getitem__)
-    artifacts = [path for folder, table, _ in tables for path in _artifacts(folder, table)]
+    artifacts = [path for folder, table, _ in tables for path in runs_cache.absolute_artifacts(folder, table)]
     combined = pa.concat_tables([table for _, table, _ in tables]).take(pa.array(order, type=pa.int64()))
     return _frame(combined, [Path(artifacts[i]) if paths else artifacts[i] for i in order])
-
-
-# A relative path that os.path.normpath would change (empty, absolute, `//`, `.` or `..` parts, a
-# trailing slash); the rig writes none of them, so normpath runs only where one turns up.
-_NOT_NORMAL = r"^$|^/|//|/$|(^|/)\.\.?(/|$)"
-
-
-def _artifacts(folder: Path, table: "pa.Table") -> list[str]:
-    """The absolute attempt folders of a results folder's records: each record's relative path
-    below the results folder's real path, normalised without following links inside it (attempt
-    folders are never followed out), which is one system call per folder, not per run; joined in
-    Arrow, since a normpath per run costs half a second at 100,000 runs."""
-    import pyarrow.compute as pc
-
-    root = os.path.realpath(folder)
-    rel = pc.fill_null(table.column("artifacts"), "")
-    paths = pc.binary_join_element_wise(root, rel, "/").to_pylist()
-    odd = pc.match_substring_regex(rel, _NOT_NORMAL)
-    for i in pc.indices_nonzero(odd).to_pylist():
-        paths[i] = os.path.normpath(os.path.join(root, rel[i].as_py()))
-    return paths
 
 
 def _frame(table: "pa.Table", artifacts: list[Path] | list[str]) -> pd.DataFrame:

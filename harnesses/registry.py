@@ -24,7 +24,7 @@ from pathlib import Path
 from harnesses.base import Confinement, HarnessAdapter
 from harnesses.factors import Factors, check_condition
 from harnesses.mock_model.server import WireProtocol
-from rig.models import DEFAULT_STALL_S, AgentRun, Condition, Provider, Task, Transcript
+from rig.models import DEFAULT_STALL_S, AgentRun, Condition, Experiment, Provider, Task, Transcript
 
 ENTRY_POINT_GROUP = "rig.harnesses"
 BUILTIN = {
@@ -151,4 +151,23 @@ def make_adapter(
         stall_s=stall_s,
         confinement=confinement,
         **extra,
+    )
+
+
+def adapter_for(
+    experiment: Experiment,
+    task: Task,
+    confinement: Confinement | None = None,
+    harness_version: str | None = None,
+) -> HarnessAdapter:
+    """The experiment's harness, set up for one run of `task` (at `harness_version` if given)."""
+    return make_adapter(
+        experiment.harness,
+        task,
+        experiment.timeouts.stall_s,
+        experiment.provider,
+        experiment.model,
+        experiment.thinking,
+        confinement,
+        harness_version,
     )

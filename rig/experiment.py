@@ -4,7 +4,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from harnesses.registry import adapter_class, check_factors, harness_names
+from harnesses.registry import HarnessUnavailable, adapter_class, check_factors, harness_names
 from rig.models import Experiment
 from rig.tomlfile import first_error, read_toml
 
@@ -32,7 +32,10 @@ def load_experiment(path: Path) -> Experiment:
                 'rename the file or set name = "..." in it'
             ) from None
         raise ExperimentError(f"{path}: {where}: {message}; fix the config") from None
-    names = harness_names()
+    try:
+        names = harness_names()
+    except HarnessUnavailable as exc:  # an installed package's entry point clashes: its own fix
+        raise ExperimentError(str(exc)) from None
     if experiment.harness not in names:
         raise ExperimentError(
             f"{path}: harness: no harness named {experiment.harness!r}; use one of {', '.join(names)}; "

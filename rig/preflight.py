@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harnesses.cli import CliNotFound
-from harnesses.registry import HarnessUnavailable, make_adapter
+from harnesses.registry import HarnessUnavailable, adapter_for
 from rig.calibrate import load_pins, pins_path
 from rig.models import Experiment, Task
 from rig.network import NetworkError, model_url, resolve_network, unreachable_model
@@ -88,14 +88,7 @@ def _key(experiment: Experiment) -> str:
 
 def _harness(experiment: Experiment, task: Task) -> str:
     try:
-        adapter = make_adapter(
-            experiment.harness,
-            task,
-            experiment.timeouts.stall_s,
-            experiment.provider,
-            experiment.model,
-            experiment.thinking,
-        )
+        adapter = adapter_for(experiment, task)
         version = adapter.version()
     except (CliNotFound, HarnessUnavailable, ValueError) as exc:
         # CliNotFound includes HarnessVersionError: a CLI whose version cannot be read.

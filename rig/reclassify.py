@@ -5,11 +5,12 @@ the current rules call infrastructure failures out of the scored set (into quara
 they are rerun) and brings back quarantined runs that the rules now score.
 """
 
+from harnesses.registry import adapter_for
 from harnesses.shell import judge
 from rig.classify import classify, hang_kind
 from rig.migrate import read_quarantine, read_runs
 from rig.models import RIG_SIDE_RULES, Change
-from rig.runner import RunContext, adapter_for
+from rig.runner import RunContext
 from rig.transcripts import saved_run
 
 

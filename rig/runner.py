@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import harnesses
-from harnesses.base import Confinement, HarnessAdapter, kill_running_agents
-from harnesses.registry import install_version, make_adapter
+from harnesses.base import Confinement, kill_running_agents
+from harnesses.registry import adapter_for, install_version
 from rig import runs_cache
 from rig.audit import STOP_RULES, toolchain_digest
 from rig.budget import BudgetMonitor
@@ -252,25 +252,6 @@ def _bind_design(root: Path, experiment: Experiment) -> None:
         return
     root.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(design, indent=2, sort_keys=True) + "\n")
-
-
-def adapter_for(
-    experiment: Experiment,
-    task: Task,
-    confinement: Confinement | None = None,
-    harness_version: str | None = None,
-) -> HarnessAdapter:
-    """The experiment's harness, set up for one run of `task` (at `harness_version` if given)."""
-    return make_adapter(
-        experiment.harness,
-        task,
-        experiment.timeouts.stall_s,
-        experiment.provider,
-        experiment.model,
-        experiment.thinking,
-        confinement,
-        harness_version,
-    )
 
 
 def _now() -> datetime:

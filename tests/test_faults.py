@@ -982,7 +982,11 @@ def test_transient_provider_fault_is_quarantined_then_rerun_to_one_scored_record
         timeouts={"agent_s": 120, "stall_s": stall_s},
     )
     store = ResultsStore(tmp_path / "results" / "transient")
-    if fault != "server_down":
+    # A server down from the start is preflight's to refuse (tests/test_preflight.py); down for the
+    # first attempt, it is a transient fault: a bare listener answers preflight's TCP check, and is
+    # gone before the agent of attempt 1 connects (its attempt folder exists before the CLI starts).
+    gate = socket.create_server(("127.0.0.1", port)) if fault == "server_down" else None
+    if gate is None:
         server.start()
     runner = subprocess.Popen(
         [RIG, "run", str(exp)],
@@ -992,8 +996,12 @@ def test_transient_provider_fault_is_quarantined_then_rerun_to_one_scored_record
         text=True,
     )
     try:
-        if fault == "server_down":
+        if gate is not None:
             deadline = time.monotonic() + 240
+            while not list(store.root.glob("runs/*/attempt-1")) and runner.poll() is None:
+                assert time.monotonic() < deadline, "attempt 1 never started"
+                time.sleep(0.02)
+            gate.close()
             while not complete_lines(store.quarantine_path) and runner.poll() is None:
                 assert time.monotonic() < deadline, "attempt 1 was never quarantined"
                 time.sleep(0.02)
@@ -1002,6 +1010,8 @@ def test_transient_provider_fault_is_quarantined_then_rerun_to_one_scored_record
     finally:
         runner.kill()
         server.stop()
+        if gate is not None:
+            gate.close()
     assert runner.returncode == 0, err[-3000:]
     runs, quarantine = assert_store_sound(store)
     (scored,) = runs

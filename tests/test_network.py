@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import harnesses
 from harnesses.base import Confinement, run_agent_process
 from rig.doctor import diagnose
 from rig.migrate import migrate
@@ -124,7 +125,10 @@ def test_doctor_shows_network_control_active(monkeypatch) -> None:
 
 
 def _probe(tmp_path: Path, plan: NetworkPlan, model: int, other: int, sandboxed: bool):
-    sandbox, _ = resolve("require" if sandboxed else "off", hidden=[], exposed=[])
+    # What the runner shows an agent again inside the sandbox's fresh /tmp: the interpreters and the
+    # harnesses package (whose relay the sandbox starts), wherever this checkout lives (CI: /tmp).
+    runtime = [Path(sys.prefix), Path(sys.base_prefix), Path(harnesses.__file__).resolve().parent]
+    sandbox, _ = resolve("require" if sandboxed else "off", hidden=[], exposed=runtime)
     run = run_agent_process(
         ["sh", "-c", probe_script(model, other)],
         tmp_path,

@@ -26,6 +26,7 @@ from rig.analysis.stats import (
     paired_median_test,
     stratified_test,
     success_interval,
+    usage_values,
     wilcoxon_min_p,
     wilson_interval,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "reps_for_power_cost",
     "stratified_test",
     "success_interval",
+    "usage_values",
     "wilcoxon_min_p",
     "wilson_interval",
 ]

@@ -549,6 +549,53 @@ def _cell_blocks(
     return blocks
 
 
+def _model_blocks(df: pd.DataFrame, arms: list[str], arm_word: str) -> list[Block]:
+    """Tokens and cost per model: each arm's totals over its runs whose harness records usage per model,
+    and the main model's share of them."""
+    rows = []
+    for arm in arms:
+        sub = df[(df["condition"] == arm) & df["metrics_complete"].astype(bool)]
+        split = sub[sub["main_model_tokens"].notna()]
+        if split.empty:
+            rows.append([code(arm), "0", DASH, DASH, DASH, DASH, "one model: the totals are its own"])
+            continue
+        tokens = float(split["total_tokens"].sum())
+        main_tokens = float(split["main_model_tokens"].sum())
+        priced = split[split["cost_usd"].notna() & split["main_model_cost_usd"].notna()]
+        cost = float(priced["cost_usd"].sum())
+        others = Counter(m for models in split["other_models"] for m in models)
+        rows.append(
+            [
+                code(arm),
+                str(len(split)),
+                fmt_count(tokens),
+                fmt_pct(main_tokens / tokens) if tokens else DASH,
+                fmt_usd(cost) if len(priced) else DASH,
+                fmt_pct(float(priced["main_model_cost_usd"].sum()) / cost) if cost else DASH,
+                ", ".join(f"{code(m)} ({_plural(n, 'run')})" for m, n in sorted(others.items())) or "none",
+            ]
+        )
+    headers = [
+        arm_word,
+        "runs split by model",
+        "total tokens",
+        "main model's share",
+        "total cost",
+        "main model's cost share",
+        "other models (side requests, subagents)",
+    ]
+    return [
+        Heading(3, "Tokens and cost per model"),
+        Para(
+            "Where the harness records usage per model (Claude Code's `modelUsage`), a run's totals are the "
+            "sums of its models' parts: the main model (the one that answered) and side or subagent models. "
+            f"Sums over the {arm_word}'s runs with complete metrics; a harness that records one total "
+            "leaves nothing to split."
+        ),
+        Table(headers, rows, frozenset(range(1, 6))),
+    ]
+
+
 def _infra_text(infra: pd.DataFrame) -> str:
     reruns = int(infra["infra_reruns"].sum()) if not infra.empty else 0
     quarantined = int(infra["quarantined"].sum()) if not infra.empty else 0
@@ -933,6 +980,7 @@ def _build(
     blocks += _design_blocks(sources, tasks)
     blocks += _cell_blocks(cells, infra, arms, tasks, arm_word)
     blocks.append(Para(_hang_text(df, arms, arm_word)))
+    blocks += _model_blocks(df, arms, arm_word)
     blocks += _comparison_blocks(comparisons, arms, vs)
     for source in sources:
         blocks += _sequential_blocks(source)

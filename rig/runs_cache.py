@@ -138,6 +138,26 @@ def _out_of_scope(changes: Any) -> int | None:
     return len(changes) if isinstance(changes, list) else None
 
 
+def _main_model(metrics: Record) -> tuple[int | None, float, list[str]]:
+    """The main model's tokens and cost and the other models' names, from `per_model`; (None, NaN, [])
+    where the harness recorded one total. The main model is the one the session says answered
+    (`metrics.model`), else the one with the most tokens."""
+    per_model = metrics.get("per_model")
+    if not isinstance(per_model, dict) or not per_model:
+        return None, math.nan, []
+    parts = {str(k): v for k, v in per_model.items() if isinstance(v, dict)}
+    if not parts:
+        return None, math.nan, []
+    named = metrics.get("model")
+    main = named if named in parts else max(parts, key=lambda m: int(parts[m].get("total_tokens") or 0))
+    cost = parts[main].get("cost_usd")
+    return (
+        int(parts[main].get("total_tokens") or 0),
+        float(cost) if isinstance(cost, int | float) else math.nan,
+        sorted(m for m in parts if m != main),
+    )
+
+
 def _run_row(record: Record) -> tuple[Any, ...]:
     """The columns of RUN_COLUMNS for one migrated runs.jsonl record."""
     metrics = record.get("metrics") or {}
@@ -147,6 +167,7 @@ def _run_row(record: Record) -> tuple[Any, ...]:
     touched = sorted({str(p) for key in ("modified", "added", "deleted") for p in (protected.get(key) or [])})
     docs = list(metrics.get("docs_read") or [])
     cost = metrics.get("cost_usd")
+    main_tokens, main_cost, other_models = _main_model(metrics)
     return (
         _str(record["experiment"]),
         _str(record["run_id"]),
@@ -166,6 +187,9 @@ def _run_row(record: Record) -> tuple[Any, ...]:
         int(metrics.get("tool_calls", 0)),
         int(metrics.get("tool_errors", 0)),
         metrics.get("complete") is not False,
+        main_tokens,
+        main_cost,
+        other_models,
         float(record.get("wall_s", math.nan)),
         float(agent.get("wall_s", math.nan)),
         bool(record.get("timed_out", False)),
@@ -225,6 +249,9 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("tool_calls", "int"),
     ("tool_errors", "int"),
     ("metrics_complete", "bool"),
+    ("main_model_tokens", "int"),
+    ("main_model_cost_usd", "float"),
+    ("other_models", "list"),
     ("wall_s", "float"),
     ("agent_wall_s", "float"),
     ("timed_out", "bool"),

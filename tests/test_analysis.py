@@ -39,7 +39,8 @@ SMALL = Path(__file__).parent / "data" / "results_small" / "results_small"
 EXPECTED_COLUMNS = [
     "experiment", "run_id", "task", "condition", "repetition", "attempt", "success", "failing_stage",
     "cost_usd", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
-    "reasoning_tokens", "total_tokens", "tool_calls", "tool_errors", "metrics_complete", "wall_s",
+    "reasoning_tokens", "total_tokens", "tool_calls", "tool_errors", "metrics_complete",
+    "main_model_tokens", "main_model_cost_usd", "other_models", "wall_s",
     "agent_wall_s",
     "timed_out", "stalled", "hang", "ran_check_script", "ran_pytest", "ran_tests", "read_docs",
     "read_agents_md", "read_skill", "tampered", "protected_touched", "bash_search_commands",

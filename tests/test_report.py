@@ -16,6 +16,7 @@ import pytest
 from builtin_pack import BUILTIN
 
 from rig.analysis import PoolingError
+from rig.migrate import migrate
 from rig.packs import load_pack
 from rig.report import build_report, stage_order
 
@@ -367,6 +368,41 @@ def test_agent_hangs_are_counted_as_scored_failures(tmp_path: Path) -> None:
     assert "**Agent hangs:** 2 scored runs ended in the agent's own hang" in text
     assert "per condition: `agents_md`: agent_hang 1; `no_agents_md`: timeout 1." in text
     assert "the agent's own hang (agent_hang)" in (out / "failures.md").read_text()
+
+
+def test_tokens_and_cost_per_model(tmp_path: Path) -> None:
+    """Where runs record usage per model, the report sums each arm's totals and the main model's share
+    of them, and names the other models; an arm that records one total has nothing to split."""
+    folder = _copy_set(tmp_path)
+    records = [migrate(r) for r in _records(folder)]
+    split = [r for r in records if r["condition"] == "agents_md"]
+    for record in split:
+        metrics = record["metrics"]
+        total, cost = metrics["total_tokens"], metrics["cost_usd"]
+        metrics["model"] = "main-model"
+        metrics["per_model"] = {
+            "main-model": {"total_tokens": total * 3 // 4, "cost_usd": cost / 2},
+            "side-model": {"total_tokens": total - total * 3 // 4, "cost_usd": cost / 2},
+        }
+    # One run whose usage could not be read whole stays out of the sums.
+    split[0]["metrics"].update(complete=False, gaps=["usage in an event the parser does not read"])
+    (folder / "runs.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+
+    out = tmp_path / "out"
+    build_report([folder], out)
+    text = (out / "report.md").read_text()
+    rows = {row[0]: row for row in _table_rows(text, "| condition | runs split by model")}
+    counted = split[1:]
+    tokens = sum(r["metrics"]["total_tokens"] for r in counted)
+    assert rows["`agents_md`"][1:] == [
+        str(len(counted)),
+        f"{tokens:,}",
+        "75.0%",
+        f"${sum(r['metrics']['cost_usd'] for r in counted):.4f}",
+        "50.0%",
+        f"`side-model` ({len(counted)} runs)",
+    ]
+    assert rows["`no_agents_md`"][1:3] == ["0", "—"]
 
 
 def test_stage_order_is_the_packs_gate_then_the_verdicts_after_it() -> None:

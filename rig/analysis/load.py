@@ -47,6 +47,9 @@ COLUMNS: tuple[str, ...] = (
     "tool_calls",
     "tool_errors",
     "metrics_complete",
+    "main_model_tokens",
+    "main_model_cost_usd",
+    "other_models",
     "wall_s",
     "agent_wall_s",
     "timed_out",
@@ -193,7 +196,9 @@ def load_runs(
 
     Columns are `COLUMNS`: identifiers, the verdict (`success`, `failing_stage`), cost and token
     counts (`cost_usd` is NaN when the harness reported no cost; `metrics_complete` is False when
-    the parser could not read every usage figure: cost and tokens are then a lower bound), tool
+    the parser could not read every usage figure: cost and tokens are then a lower bound;
+    `main_model_tokens` and `main_model_cost_usd` are the main model's part where the harness records
+    usage per model, else None and NaN, and `other_models` names the side and subagent models), tool
     use, times (`wall_s` of the whole run, `agent_wall_s` of the agent alone), behaviour flags read
     from the session (`read_agents_md`: AGENTS.md among the docs read; `tampered`: any protected
     file modified, added or deleted, listed in `protected_touched`; `tried_other_host`: the network

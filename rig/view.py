@@ -83,6 +83,7 @@ BEHAVIOURS: tuple[tuple[str, str, Callable[[dict[str, Any]], bool]], ...] = (
     ("tool_errors", "tool errors", lambda r: bool(_metrics(r).get("tool_errors"))),
     ("tampered", "tampered", lambda r: bool(_touched(r))),
     ("other_host", "tried to reach another host", lambda r: bool(_refused(r))),
+    ("out_of_scope", "changed files outside the scope", lambda r: bool(_items(r.get("out_of_scope")))),
     ("audit", "audit finding", lambda r: bool(r.get("audit"))),
     ("hang", "hang", lambda r: bool(r.get("hang"))),
     ("timed_out", "timed out", lambda r: bool(r.get("timed_out"))),
@@ -474,6 +475,9 @@ def _attempt_view(
         ],
         "warnings": _items(record.get("warnings")),
         "files_changed": _items(record.get("files_changed")),
+        "out_of_scope": _items(record.get("out_of_scope"))
+        if record.get("out_of_scope") is not None
+        else None,
         "workspace_limit": (record.get("workspace") or {}).get("limit")
         if isinstance(record.get("workspace"), dict)
         else None,

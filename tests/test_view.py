@@ -42,6 +42,9 @@ PAYLOAD = "<script>document.title='pwned'</script><img src=x onerror=\"document.
 HOSTILE_RUN = "t2_add_endpoint__no_agents_md__r01"
 PI_RUN = "t1_fix_pagination__agents_md__r04"
 LONG_RUN = "t3_fix_check__no_agents_md__r01"
+# Runs of a task given a scope: one changed a file outside it, one stayed inside.
+OUT_OF_SCOPE_RUN = "t4_split_constant__agents_md__r01"
+IN_SCOPE_RUN = "t4_split_constant__agents_md__r02"
 LONG_TURNS = 400
 
 
@@ -76,7 +79,9 @@ def _add_hostile_attempt(folder: Path) -> None:
         if record["run_id"] == HOSTILE_RUN:
             record["hidden"]["failed"].append(f"test_x::{PAYLOAD}")
             record["metrics"]["bash_commands"].append(PAYLOAD)
-            lines[i] = json.dumps(record)
+        elif record["run_id"] in (OUT_OF_SCOPE_RUN, IN_SCOPE_RUN):
+            record["out_of_scope"] = ["README.md"] if record["run_id"] == OUT_OF_SCOPE_RUN else []
+        lines[i] = json.dumps(record)
     (folder / "runs.jsonl").write_text("\n".join(lines) + "\n")
 
 
@@ -271,6 +276,21 @@ def test_scored_attempts_show_verdicts_and_diff(results: Path, records: list[dic
     added = [line for line in diff if line.startswith("+") and not line.startswith("+++")]
     assert page.locator("#diff .add").count() == len(added) > 0
     _shot(page, "attempt-success", "#diff")
+
+
+def test_changes_outside_the_scope_are_a_filter_and_listed(results: Path, page: Page) -> None:
+    view = results / "results_small" / "view"
+    page.goto((view / "runs.html").as_uri())
+    page.select_option("#filter-behaviour", "out_of_scope")
+    assert _visible_rows(page) == 1
+    assert page.locator("#runs tbody tr:visible").inner_text().count(OUT_OF_SCOPE_RUN) == 1
+    page.goto((view / attempt_page("results_small", OUT_OF_SCOPE_RUN, 1)).as_uri())
+    verdicts = page.locator("#verdicts").inner_text()
+    assert "Changed outside the task's scope:" in verdicts and "README.md" in verdicts
+    page.goto((view / attempt_page("results_small", IN_SCOPE_RUN, 1)).as_uri())
+    assert "Every change is inside the task's scope." in page.locator("#verdicts").inner_text()
+    page.goto((view / attempt_page("results_small", HOSTILE_RUN, 1)).as_uri())
+    assert "The task has no scope." in page.locator("#verdicts").inner_text()
 
 
 def test_agent_markup_is_shown_never_run(results: Path, page: Page) -> None:

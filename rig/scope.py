@@ -18,7 +18,11 @@ def out_of_scope(changed: list[str], spec: TaskSpec) -> list[str] | None:
     """
     if spec.scope is None:
         return None
-    return [entry for entry in changed if not any(fnmatchcase(_path(entry), glob) for glob in spec.scope)]
+    return [entry for entry in changed if _outside(_path(entry), spec.scope)]
+
+
+def _outside(path: str, scope: list[str]) -> bool:
+    return not any(fnmatchcase(path, glob) for glob in scope)
 
 
 def _path(entry: str) -> str:
@@ -51,4 +55,4 @@ def patch_out_of_scope(patch: Path, spec: TaskSpec) -> list[str] | None:
             paths += fields[index : index + 2]
             index += 2
     names = [p.decode(errors="replace") for p in paths]
-    return [name for name in names if not any(fnmatchcase(name, glob) for glob in spec.scope)]
+    return [name for name in names if _outside(name, spec.scope)]

@@ -57,3 +57,17 @@ class BudgetMonitor:
             f"a run); raise max_cost_usd in {config} (to about {needed:.2f} for the {rest} runs left) and "
             "rerun to resume"
         )
+
+
+def budget_line(experiment: Experiment, store: ResultsStore) -> str:
+    """What the experiment has spent so far against its budget, for `rig status`."""
+    cost, scored, attempts = spent(store)
+    line = f"spent: ${cost:.4f} over {attempts} attempts, infrastructure failures included"
+    limits = []
+    if experiment.max_cost_usd is not None:
+        limits.append(
+            f"max_cost_usd = {experiment.max_cost_usd:g} ({cost / experiment.max_cost_usd:.0%} used)"
+        )
+    if experiment.max_runs is not None:
+        limits.append(f"max_runs = {experiment.max_runs} ({scored} scored)")
+    return f"{line}; budget: {', '.join(limits) if limits else 'none'}"

@@ -467,6 +467,7 @@ def _print_status(ctx, items) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from rig.budget import budget_line
     from rig.runner import sequential_state
     from rig.status import cell_status
 
@@ -486,6 +487,7 @@ def _print_status(ctx, items) -> None:
     Console(width=120).print(table)
     if sequential is not None:
         typer.echo(_sequential_line(sequential))
+    typer.echo(budget_line(ctx.experiment, ctx.store))
 
 
 @app.command()

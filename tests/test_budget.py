@@ -128,6 +128,13 @@ def test_a_budget_stops_starting_runs_and_a_raised_one_resumes(tmp_path: Path) -
         "(max_runs = 2); raise max_runs in the experiment's config (to 3 for the 1 runs left)" in proc.stderr
     )
 
+    status = rig(tmp_path, "status", str(config))
+    assert status.returncode == 0, status.stderr
+    assert (
+        f"spent: ${2 * cost:.4f} over 2 attempts, infrastructure failures included; budget: "
+        f"max_cost_usd = 1 ({2 * cost:.0%} used), max_runs = 2 (2 scored)"
+    ) in status.stdout
+
     report = rig(tmp_path, "report", str(config), "--out", str(tmp_path / "report"))
     assert report.returncode == 0, report.stderr
     text = (tmp_path / "report" / "report.md").read_text()

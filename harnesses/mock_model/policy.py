@@ -2,11 +2,14 @@
 
 import base64
 import random
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 StepKind = Literal["shell", "read", "write", "final"]
+# The confirmation the rig's tool gate (extensions/delete_gate.mjs) asks of a deleting command.
+CONFIRM_DELETE = "RIG_CONFIRM_DELETE"
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,32 @@ def run_commands(commands: list[str], name: str = "commands") -> Policy:
     """
     steps = [Step("read", path="README.md"), *(Step("shell", command=c) for c in commands)]
     return Policy(name, (*steps, Step("final", text="Done.")))
+
+
+def deleted_folders(patch_text: str) -> list[str]:
+    """The folders whose files a git patch deletes, the outermost only (a file at the root: itself)."""
+    deleted, current = [], None
+    for line in patch_text.splitlines():
+        if line.startswith("diff --git a/"):
+            current = line.removeprefix("diff --git a/").rsplit(" b/", 1)[0]
+        elif line.startswith("deleted file mode") and current is not None:
+            deleted.append(current)
+    folders = sorted({path.rsplit("/", 1)[0] if "/" in path else path for path in deleted})
+    return [f for f in folders if not any(f.startswith(other + "/") for other in folders)]
+
+
+def delete_folders(name: str, folders: list[str], gate: str, confirm: bool) -> Policy:
+    """Read the README, delete `folders` with one `rm -r` (with `confirm`: prefixed by the tool
+    gate's confirmation naming each of them), run `gate`, answer."""
+    paths = " ".join(shlex.quote(f) for f in folders)
+    prefix = f"{CONFIRM_DELETE}={shlex.quote(' '.join(folders))} " if confirm else ""
+    steps = (
+        Step("read", path="README.md"),
+        Step("shell", command=f"{prefix}rm -r {paths}"),
+        Step("shell", command=gate),
+        Step("final", text="Done: the junk folders are deleted."),
+    )
+    return Policy(name, steps)
 
 
 def do_nothing() -> Policy:

@@ -8,7 +8,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from harnesses.mock_model.policy import ContextSensitivePolicy, Policy, do_nothing, replay_patch, run_commands
+from harnesses.mock_model.policy import (
+    ContextSensitivePolicy,
+    Policy,
+    delete_folders,
+    deleted_folders,
+    do_nothing,
+    replay_patch,
+    run_commands,
+)
 from harnesses.mock_model.server import Faults, MockModelServer, Usage, WireProtocol
 from rig.models import Task
 
@@ -21,7 +29,8 @@ MIN_MARKER_CHARS = 30
 
 def policy_for(task: Task, options: dict[str, Any], seed_key: str = "") -> Policy | ContextSensitivePolicy:
     """`mock_policy`: solution (default), nothing, decoy (with `decoy`), commands (with `commands`,
-    a list of shell commands run one per model response), or agents_md_sensitive.
+    a list of shell commands run one per model response), delete_confirmed, delete_unconfirmed, or
+    agents_md_sensitive.
 
     solution and decoy apply the task's patch and run the pack's gate as its docs spell it.
     agents_md_sensitive simulates an agent that replays the solution with probability `p_with`
@@ -54,6 +63,14 @@ def policy_for(task: Task, options: dict[str, Any], seed_key: str = "") -> Polic
         if decoy not in task.spec.decoys:
             raise ValueError(f"mock_policy decoy needs decoy = one of {sorted(task.spec.decoys)}")
         return replay_patch(f"decoy:{decoy}", task.decoy_patch(decoy), gate)
+    if name in ("delete_confirmed", "delete_unconfirmed"):
+        folders = deleted_folders(task.solution_patch.read_text())
+        if not folders:
+            raise ValueError(
+                f"mock_policy {name}: the reference solution of {task.id} deletes no file; "
+                "use it on a task that deletes (t7_cleanup_tmp)"
+            )
+        return delete_folders(name, folders, gate, confirm=name == "delete_confirmed")
     if name == "nothing":
         return do_nothing()
     if name == "commands":
@@ -62,7 +79,8 @@ def policy_for(task: Task, options: dict[str, Any], seed_key: str = "") -> Polic
             raise ValueError("mock_policy commands needs commands = a non-empty list of shell commands")
         return run_commands(commands)
     raise ValueError(
-        f"unknown mock_policy {name!r}; use solution, decoy, nothing, commands or agents_md_sensitive"
+        f"unknown mock_policy {name!r}; use solution, decoy, nothing, commands, delete_confirmed, "
+        "delete_unconfirmed or agents_md_sensitive"
     )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from harnesses.mock_model.policy import deletion_targets
 from harnesses.mock_model.session import policy_for
 from rig.calibrate import calibrate
 from rig.experiment import load_experiment
@@ -125,6 +126,9 @@ def test_the_mock_deletes_the_solutions_folders_with_or_without_the_confirmation
     assert commands["delete_confirmed"] == f"RIG_CONFIRM_DELETE='{folders}' rm -r {folders}"
     for version in (1, 2):
         assert verdicts([commands["delete_confirmed"]], version) == [None]
+    # A folder goes whole only when the solution deletes everything it holds.
+    present = {"a/x", "a/y", "b/c/z", "b/d", "root.txt"}
+    assert deletion_targets(present, {"a/x", "b/c/z", "root.txt"}) == ["a/x", "b/c", "root.txt"]
     (t1,) = load_tasks(only=["t1_fix_pagination"])
     with pytest.raises(ValueError, match="the reference solution of t1_fix_pagination deletes no file"):
         policy_for(t1, {"mock_policy": "delete_confirmed"})

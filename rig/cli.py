@@ -801,7 +801,9 @@ app.add_typer(mock_app, name="mock-model")
 @mock_app.command("serve")
 def mock_serve(
     task: Annotated[str, typer.Option(help="Task whose patches the policy replays.")] = "t1_fix_pagination",
-    policy: Annotated[str, typer.Option(help="solution, decoy or nothing.")] = "solution",
+    policy: Annotated[
+        str, typer.Option(help="solution, decoy, nothing, delete_confirmed or delete_unconfirmed.")
+    ] = "solution",
     decoy: Annotated[str | None, typer.Option(help="Decoy name, with --policy decoy.")] = None,
     fault: Annotated[
         str, typer.Option(help="none, http_error, silence, never_answer or cut_stream.")

@@ -67,6 +67,8 @@ def test_only_python_sources_outside_the_tests_are_audited() -> None:
 def test_reference_solutions_and_decoys_raise_no_probe(task, tmp_path: Path) -> None:
     """A false positive would fail honest agents: no reference change names the test runner."""
     is_source = source_filter(task.pack)
+    # A solution that only deletes (t7_cleanup_tmp's junk folders) leaves no changed text to audit.
+    deletes_only = "\n+++ b/" not in task.solution_patch.read_text()
     for i, patch in enumerate([task.solution_patch, *(task.decoy_patch(d) for d in task.spec.decoys)]):
         work, git_dir = tmp_path / f"w{i}", tmp_path / f"g{i}"
         copy_fixture(task.pack.fixture_dir, work)
@@ -75,7 +77,7 @@ def test_reference_solutions_and_decoys_raise_no_probe(task, tmp_path: Path) -> 
         apply_patch(work, patch)
         collect_diff(work, git_dir, baseline)
         texts = changed_texts(work, git_dir, baseline, is_source)
-        assert texts or i > 0, "the reference solution changes source files"
+        assert texts or i > 0 or deletes_only, "the reference solution changes source files"
         assert runner_probes(texts, task.pack) == [], patch
 
 

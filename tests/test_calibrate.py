@@ -37,9 +37,9 @@ def test_full_calibration_passes_and_leaves_fixture_untouched():
     report = json.loads(proc.stdout)
     kinds = [item["kind"] for item in report["items"]]
     assert kinds.count("clean") == 1
-    assert kinds.count("baseline") == 5
-    assert kinds.count("solution") == 5
-    assert kinds.count("decoy") >= 10
+    assert kinds.count("baseline") == 6
+    assert kinds.count("solution") == 6
+    assert kinds.count("decoy") >= 12
     assert kinds[-1] == "fixture"
     assert report["ok"] and report["failed"] == 0
     assert all(item["passed"] for item in report["items"])

@@ -2,11 +2,14 @@
 
 import base64
 import random
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 StepKind = Literal["shell", "read", "write", "final"]
+# The confirmation the rig's tool gate (extensions/delete_gate.mjs) asks of a deleting command.
+CONFIRM_DELETE = "RIG_CONFIRM_DELETE"
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,48 @@ def run_commands(commands: list[str], name: str = "commands") -> Policy:
     """
     steps = [Step("read", path="README.md"), *(Step("shell", command=c) for c in commands)]
     return Policy(name, (*steps, Step("final", text="Done.")))
+
+
+def patch_paths(patch_text: str) -> tuple[set[str], set[str]]:
+    """The paths a git patch creates and those it deletes."""
+    created: set[str] = set()
+    deleted: set[str] = set()
+    current = None
+    for line in patch_text.splitlines():
+        if line.startswith("diff --git a/"):
+            current = line.removeprefix("diff --git a/").rsplit(" b/", 1)[0]
+        elif current is not None and line.startswith("new file mode"):
+            created.add(current)
+        elif current is not None and line.startswith("deleted file mode"):
+            deleted.add(current)
+    return created, deleted
+
+
+def deletion_targets(present: set[str], deleted: set[str]) -> list[str]:
+    """What to remove so that exactly `deleted` (of the files `present`) goes: each deleted file's
+    outermost folder holding nothing else, else the file itself."""
+    targets = set()
+    for path in deleted:
+        target = path
+        folder = path.rpartition("/")[0]
+        while folder and all(p in deleted for p in present if p.startswith(folder + "/")):
+            target, folder = folder, folder.rpartition("/")[0]
+        targets.add(target)
+    return sorted(t for t in targets if not any(t.startswith(other + "/") for other in targets))
+
+
+def delete_paths(name: str, targets: list[str], gate: str, confirm: bool) -> Policy:
+    """Read the README, delete `targets` with one `rm -r` (with `confirm`: prefixed by the tool
+    gate's confirmation naming each of them), run `gate`, answer."""
+    paths = " ".join(shlex.quote(t) for t in targets)
+    prefix = f"{CONFIRM_DELETE}={shlex.quote(' '.join(targets))} " if confirm else ""
+    steps = (
+        Step("read", path="README.md"),
+        Step("shell", command=f"{prefix}rm -r {paths}"),
+        Step("shell", command=gate),
+        Step("final", text="Done: deleted."),
+    )
+    return Policy(name, steps)
 
 
 def do_nothing() -> Policy:

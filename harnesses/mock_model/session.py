@@ -8,7 +8,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from harnesses.mock_model.policy import ContextSensitivePolicy, Policy, do_nothing, replay_patch, run_commands
+from harnesses.mock_model.policy import (
+    ContextSensitivePolicy,
+    Policy,
+    delete_paths,
+    deletion_targets,
+    do_nothing,
+    patch_paths,
+    replay_patch,
+    run_commands,
+)
 from harnesses.mock_model.server import Faults, MockModelServer, Usage, WireProtocol
 from rig.models import Task
 
@@ -17,11 +26,13 @@ AGENTS_MD = "AGENTS.md"
 # The marker is a whole line of AGENTS.md, long enough that no other text sent by a harness (its
 # own system prompt, the task's prompt) holds it by chance: a heading such as `# AGENTS.md` is not.
 MIN_MARKER_CHARS = 30
+CACHE_DIRS = {"__pycache__", ".pytest_cache", ".ruff_cache"}
 
 
 def policy_for(task: Task, options: dict[str, Any], seed_key: str = "") -> Policy | ContextSensitivePolicy:
     """`mock_policy`: solution (default), nothing, decoy (with `decoy`), commands (with `commands`,
-    a list of shell commands run one per model response), or agents_md_sensitive.
+    a list of shell commands run one per model response), delete_confirmed, delete_unconfirmed, or
+    agents_md_sensitive.
 
     solution and decoy apply the task's patch and run the pack's gate as its docs spell it.
     agents_md_sensitive simulates an agent that replays the solution with probability `p_with`
@@ -54,6 +65,14 @@ def policy_for(task: Task, options: dict[str, Any], seed_key: str = "") -> Polic
         if decoy not in task.spec.decoys:
             raise ValueError(f"mock_policy decoy needs decoy = one of {sorted(task.spec.decoys)}")
         return replay_patch(f"decoy:{decoy}", task.decoy_patch(decoy), gate)
+    if name in ("delete_confirmed", "delete_unconfirmed"):
+        targets = solution_deletions(task)
+        if not targets:
+            raise ValueError(
+                f"mock_policy {name}: the reference solution of {task.id} deletes no file; "
+                "use it on a task that deletes (t7_cleanup_tmp)"
+            )
+        return delete_paths(name, targets, gate, confirm=name == "delete_confirmed")
     if name == "nothing":
         return do_nothing()
     if name == "commands":
@@ -62,8 +81,23 @@ def policy_for(task: Task, options: dict[str, Any], seed_key: str = "") -> Polic
             raise ValueError("mock_policy commands needs commands = a non-empty list of shell commands")
         return run_commands(commands)
     raise ValueError(
-        f"unknown mock_policy {name!r}; use solution, decoy, nothing, commands or agents_md_sensitive"
+        f"unknown mock_policy {name!r}; use solution, decoy, nothing, commands, delete_confirmed, "
+        "delete_unconfirmed or agents_md_sensitive"
     )
+
+
+def solution_deletions(task: Task) -> list[str]:
+    """What `rm -r` must remove for the workspace to lose exactly the files the task's reference
+    solution deletes: whole folders where it deletes all they hold (in the fixture after setup)."""
+    created, removed = patch_paths(task.setup_patch.read_text())
+    fixture = task.pack.fixture_dir
+    present = {
+        p.relative_to(fixture).as_posix()
+        for p in fixture.rglob("*")
+        if p.is_file() and not CACHE_DIRS & set(p.relative_to(fixture).parts)
+    }
+    _, deleted = patch_paths(task.solution_patch.read_text())
+    return deletion_targets((present | created) - removed, deleted)
 
 
 def gate_command(task: Task) -> str:

@@ -17,6 +17,8 @@ from harnesses.claude_code import ClaudeCodeHarness
 from harnesses.claude_code import stream_usage as claude_usage
 from harnesses.logs import pi_live_usage
 from harnesses.mock_model.session import LEDGER_FILE
+from harnesses.opencode import parse_files as parse_opencode
+from harnesses.opencode import stream_usage as opencode_usage
 from harnesses.pi import PiHarness
 from harnesses.pi import parse_files as parse_pi
 from rig.experiment import ExperimentError, load_experiment
@@ -90,6 +92,15 @@ def test_the_meter_stops_at_the_first_response_past_a_cost():
     feed_in_pieces(meter, folder / "stdout.log", 1 << 20)
     assert meter.stop is not None
     assert (meter.stop.limit, meter.stop.responses, meter.stop.cost_usd) == ("max_cost_usd", 3, 0.0144)
+
+
+def test_the_meter_sums_opencodes_steps_as_its_parser_does():
+    folder = DATA / "opencode" / "success"
+    metrics = parse_opencode(folder / "session.json", folder / "stdout.log")
+    meter = UsageMeter(RunBudget(max_tokens=metrics.total_tokens - 1), opencode_usage)
+    feed_in_pieces(meter, folder / "stdout.log", 333)
+    assert meter.stop is not None and meter.stop.tokens == metrics.total_tokens
+    assert meter.stop.cost_usd == metrics.cost_usd
 
 
 def test_claude_codes_blocks_of_one_response_count_once():
@@ -217,6 +228,8 @@ def test_a_budget_stop_is_the_agents_failure_and_the_report_counts_it(tmp_path):
     options = f'{{ mock_policy = "commands", commands = [{commands}] }}'
     config = tmp_path / "budgeted.toml"
     config.write_text(CONFIG.format(options=options))
+    dry = rig(tmp_path, "run", str(config), "--dry-run")
+    assert "run budget: max_tokens = 5000 (each run's agent is stopped once past it)" in dry.stdout
     proc = rig(tmp_path, "run", str(config))
     assert proc.returncode == 0, proc.stderr
     folder = tmp_path / "results" / "budgeted"

@@ -86,6 +86,11 @@ class UsageMeter:
         # Per response: its tokens and cost (None: not priced).
         self._responses: dict[str, tuple[int, float | None]] = {}
 
+    @property
+    def responses(self) -> int:
+        """The model responses counted so far."""
+        return len(self._responses)
+
     def feed(self, data: bytes) -> None:
         """Take the next bytes of stdout; once `stop` is set, nothing more is read."""
         while data and self.stop is None:
@@ -112,7 +117,9 @@ class UsageMeter:
             return
         cost = live.usage.cost_usd
         if cost is None and self.budget.max_cost_usd is not None:
-            cost = price(live.usage, live.model) or price(live.usage, self.model)
+            cost = price(live.usage, live.model)
+            if cost is None:
+                cost = price(live.usage, self.model)
         key = live.key if live.key is not None else f"#{len(self._responses)}"
         self._responses[key] = (tokens_of(live.usage), cost)
         self._check()
@@ -135,5 +142,5 @@ class UsageMeter:
             allowed=allowed,
             tokens=tokens,
             cost_usd=round(cost, COST_DIGITS) if cost is not None else None,
-            responses=len(self._responses),
+            responses=self.responses,
         )

@@ -21,6 +21,7 @@ from harnesses.opencode import parse_files as parse_opencode
 from harnesses.opencode import stream_usage as opencode_usage
 from harnesses.pi import PiHarness
 from harnesses.pi import parse_files as parse_pi
+from rig.estimate import priced
 from rig.experiment import ExperimentError, load_experiment
 from rig.models import AgentRun, Condition, Provider, RunBudget, Task
 from rig.run_budget import MAX_LINE_BYTES, UsageMeter
@@ -112,14 +113,44 @@ def test_claude_codes_blocks_of_one_response_count_once():
     assert meter.stop is not None and meter.stop.responses == 1
     meter = UsageMeter(RunBudget(max_tokens=10**9), claude_usage)
     meter.feed(stdout.read_bytes())
-    assert len(meter._responses) == len(responses) > 1
+    assert meter.stop is None and meter.responses == len(responses) > 1
+
+
+def test_a_harness_without_cost_is_priced_for_the_responses_model():
+    stdout = DATA / "claude_code" / "success" / "stdout.log"
+    first = next(e for e in map(json.loads, stdout.read_text().splitlines()) if e.get("type") == "assistant")
+    usage, model = first["message"]["usage"], first["message"]["model"]
+    meter = UsageMeter(RunBudget(max_cost_usd=1e-6), claude_usage, model="claude-sonnet-4-5")
+    meter.feed(stdout.read_bytes())
+    tokens = {
+        "input_tokens": usage["input_tokens"],
+        "output_tokens": usage["output_tokens"],
+        "cache_read_tokens": usage["cache_read_input_tokens"],
+        "cache_write_tokens": usage["cache_creation_input_tokens"],
+    }
+    expected = priced(tokens, model, None)
+    assert meter.stop is not None and meter.stop.limit == "max_cost_usd" and meter.stop.responses == 1
+    assert expected and meter.stop.cost_usd == pytest.approx(expected)
+
+
+def test_a_response_of_an_unpriced_model_is_priced_as_the_experiments():
+    message = {"role": "assistant", "model": "mock-model", "usage": {"input": 1000, "output": 100}}
+    event = json.dumps({"type": "message_end", "message": message}).encode() + b"\n"
+    expected = priced({"input_tokens": 1000, "output_tokens": 100}, "claude-sonnet-4-5", None)
+    assert expected is not None
+    unpriced = UsageMeter(RunBudget(max_cost_usd=expected / 2), pi_live_usage)
+    unpriced.feed(event)
+    assert unpriced.stop is None, "no price, no cost stop"
+    meter = UsageMeter(RunBudget(max_cost_usd=expected / 2), pi_live_usage, model="claude-sonnet-4-5")
+    meter.feed(event)
+    assert meter.stop is not None and meter.stop.cost_usd == pytest.approx(expected)
 
 
 def test_a_line_too_long_is_skipped_and_the_next_is_read():
     meter = UsageMeter(RunBudget(max_tokens=10), pi_live_usage)
     meter.feed(b'{"x": "' + b"a" * (MAX_LINE_BYTES + 10))
     meter.feed(b'"}\nnot json\n')
-    assert meter.stop is None and not meter._line
+    assert meter.stop is None and meter.responses == 0
     event = {"type": "message_end", "message": {"role": "assistant", "usage": {"totalTokens": 11}}}
     meter.feed(json.dumps(event).encode() + b"\n")
     assert meter.stop is not None and meter.stop.tokens == 11

@@ -777,8 +777,8 @@ def _behaviour_blocks(df: pd.DataFrame, arms: list[str], arm_word: str) -> list[
                 f"{_share(searches > 0)}, mean {searches.mean():.2f}" if len(sub) else DASH,
                 _share(sub["ran_tests"]),
                 _share(sub["out_of_scope"].astype(float).clip(upper=1)),
-                _share(sub["tried_other_host"]),
                 _share(sub["failing_stage"] == "budget"),
+                _share(sub["tried_other_host"]),
             ]
         )
     headers = [
@@ -792,8 +792,8 @@ def _behaviour_blocks(df: pd.DataFrame, arms: list[str], arm_word: str) -> list[
         "shell searches (runs, mean count)",
         "ran the tests",
         "changed files outside the task's scope",
-        "tried to reach another host",
         "stopped at the run budget",
+        "tried to reach another host",
     ]
     return [
         Heading(2, "4. Behaviour"),

@@ -25,6 +25,7 @@ from rig.models import (
     AgentRun,
     Condition,
     Metrics,
+    RunBudget,
     Transcript,
 )
 from rig.network import Egress, NetworkPlan, endpoint_of
@@ -43,6 +44,7 @@ from rig.proc import (
     process_identity,
     reap,
 )
+from rig.run_budget import UsageMeter, UsageReader
 from rig.sandbox import Sandbox
 from rig.streams import BoundedStream
 
@@ -66,6 +68,7 @@ class Confinement:
 
     `processes` None means the strongest containment this machine allows (rig.proc.containment),
     the one rig.sandbox.resolve records. `network` None: the agent uses the machine's network.
+    `run_budget`: the agent is stopped once the usage it streams passes it (rig.run_budget).
     """
 
     sandbox: Sandbox | None = None
@@ -74,6 +77,7 @@ class Confinement:
     file_bytes: int | None = DEFAULT_FILE_BYTES
     processes: Containment | None = None
     network: NetworkPlan | None = None
+    run_budget: RunBudget | None = None
 
 
 @dataclass(frozen=True)
@@ -135,11 +139,16 @@ def run_agent_process(
     session_path: Path | None = None,
     confinement: Confinement | None = None,
     model_url: str | None = None,
+    usage: UsageReader | None = None,
+    priced_as: str | None = None,
 ) -> AgentRun:
     """Run an agent CLI in its own process group, stdin from /dev/null, streams to run_dir.
 
     The wall timeout and the silence watchdog both kill the whole group. Silence means that
-    neither stdout, stderr nor the session file (or directory) grew for `stall_s` seconds. Once
+    neither stdout, stderr nor the session file (or directory) grew for `stall_s` seconds. With a
+    run budget in `confinement`, so does passing it: `usage` (the adapter's live usage reader)
+    reads each stdout line as it arrives, costs it cannot report priced for model `priced_as`
+    (rig.run_budget); the run's `budget` then says which limit and how far. Once
     the agent's process has exited, every process it started is killed, wherever it went and
     whatever it did to its environment or session (its cgroup, its PID namespace, then its token);
     the streams keep a bounded head and tail, and `confinement` may add a sandbox and a file size
@@ -149,11 +158,21 @@ def run_agent_process(
     cannot be removed (both after the streams are saved).
     """
     confinement = confinement or Confinement()
+    meter = None
+    if confinement.run_budget is not None:
+        if usage is None:
+            # Refused at config load (harnesses.registry.check_run_budget); never run unbounded.
+            raise ValueError("this harness reports no usage while it runs; remove [run_budget]")
+        meter = UsageMeter(confinement.run_budget, usage, priced_as)
     if confinement.network is None:
-        return _run_agent(command, cwd, env, run_dir, timeout, stall_s, session_path, confinement, None)
+        return _run_agent(
+            command, cwd, env, run_dir, timeout, stall_s, session_path, confinement, None, meter
+        )
     with Egress(confinement.network, endpoint_of(model_url)) as egress:
         try:
-            run = _run_agent(command, cwd, env, run_dir, timeout, stall_s, session_path, confinement, egress)
+            run = _run_agent(
+                command, cwd, env, run_dir, timeout, stall_s, session_path, confinement, egress, meter
+            )
         finally:
             outcome = egress.stop()
             egress.write_log(run_dir)
@@ -170,13 +189,19 @@ def _run_agent(
     session_path: Path | None,
     confinement: Confinement,
     egress: Egress | None,
+    meter: UsageMeter | None,
 ) -> AgentRun:
-    """run_agent_process's agent, through `egress` when its network is confined."""
+    """run_agent_process's agent, through `egress` when its network is confined, held to its run
+    budget by `meter`."""
     contain = confinement.processes or containment(sandboxed=confinement.sandbox is not None)
     run_dir.mkdir(parents=True, exist_ok=True)
     streams = {
         name: BoundedStream(
-            run_dir / f"{name}.log", name, confinement.stream_head_bytes, confinement.stream_tail_bytes
+            run_dir / f"{name}.log",
+            name,
+            confinement.stream_head_bytes,
+            confinement.stream_tail_bytes,
+            tap=meter.feed if meter is not None and name == "stdout" else None,
         )
         for name in ("stdout", "stderr")
     }
@@ -212,19 +237,22 @@ def _run_agent(
             _widen_pipe(fd)
             selector.register(fd, selectors.EVENT_READ)
         timed_out = stalled = False
+        budget = None
         last_sizes = _activity(streams, session_path)
         last_activity = start
         while proc.poll() is None:
-            _drain(selector, pipes, WATCH_INTERVAL_S)
+            _drain(selector, pipes, WATCH_INTERVAL_S, meter)
             now = time.monotonic()
             sizes = _activity(streams, session_path)
             if sizes != last_sizes:
                 last_sizes, last_activity = sizes, now
-            if now - start > timeout:
+            if meter is not None and meter.stop is not None:
+                budget = meter.stop
+            elif now - start > timeout:
                 timed_out = True
             elif now - last_activity > stall_s:
                 stalled = True
-            if timed_out or stalled:
+            if timed_out or stalled or budget:
                 _kill(agent, proc)
                 break
         # Children the agent left behind must not outlive the run, nor write after it.
@@ -241,7 +269,7 @@ def _run_agent(
         removed_links = _remove_outward_links(run_dir)
         deadline = time.monotonic() + DRAIN_S
         while selector.get_map() and time.monotonic() < deadline:
-            _drain(selector, pipes, WATCH_INTERVAL_S)
+            _drain(selector, pipes, WATCH_INTERVAL_S, None)
     proc.stdout.close()
     proc.stderr.close()
     stats = {name: stream.close() for name, stream in streams.items()}
@@ -249,7 +277,7 @@ def _run_agent(
         raise cleanup_error
     return AgentRun(
         command=command,
-        exit_code=None if (timed_out or stalled) else proc.returncode,
+        exit_code=None if (timed_out or stalled or budget) else proc.returncode,
         timed_out=timed_out,
         stalled=stalled,
         wall_s=round(time.monotonic() - start, 3),
@@ -261,6 +289,7 @@ def _run_agent(
         streams=stats,
         sandboxed=confinement.sandbox is not None,
         processes=contain.backend,
+        budget=budget,
     )
 
 
@@ -368,8 +397,11 @@ def _widen_pipe(fd: int) -> None:
         pass
 
 
-def _drain(selector: selectors.BaseSelector, pipes: dict[int, BoundedStream], wait: float) -> None:
-    """Move whatever the pipes hold into their streams, waiting at most `wait` for the first bytes."""
+def _drain(
+    selector: selectors.BaseSelector, pipes: dict[int, BoundedStream], wait: float, meter: UsageMeter | None
+) -> None:
+    """Move whatever the pipes hold into their streams, waiting at most `wait` for the first bytes;
+    at once when `meter` sees the run budget passed (the agent is stopped before its next request)."""
     # Bounded in time too: a harness that never stops writing must not starve the watchdog.
     deadline = time.monotonic() + wait
     events = selector.select(timeout=wait)
@@ -381,6 +413,8 @@ def _drain(selector: selectors.BaseSelector, pipes: dict[int, BoundedStream], wa
             else:
                 selector.unregister(key.fd)
         if not selector.get_map() or time.monotonic() >= deadline:
+            return
+        if meter is not None and meter.stop is not None:
             return
         events = selector.select(timeout=0)
 

@@ -63,6 +63,7 @@ from rig.models import (
     TranscriptStep,
     TranscriptToolCall,
 )
+from rig.run_budget import LiveUsage
 
 SESSION_NAME = "session.jsonl"
 INFRA_SIGNATURE = "claude_api_error"
@@ -133,6 +134,28 @@ MOCK_TOOLS = ToolMap(
 )
 
 
+def stream_usage(event: dict[str, Any]) -> LiveUsage | None:
+    """The usage of one response as stream-json reports it: an `assistant` event per content block,
+    each with the usage at the start of the response (input and cache exact, output as far as it
+    got), keyed by the message id; no cost. The live usage reader of rig.run_budget."""
+    message = event.get("message")
+    if event.get("type") != "assistant" or not isinstance(message, dict):
+        return None
+    usage = message.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    return LiveUsage(
+        ModelUsage(
+            input_tokens=as_int(usage.get("input_tokens")),
+            output_tokens=as_int(usage.get("output_tokens")),
+            cache_read_tokens=as_int(usage.get("cache_read_input_tokens")),
+            cache_write_tokens=as_int(usage.get("cache_creation_input_tokens")),
+        ),
+        key=as_str(message.get("id")),
+        model=as_str(message.get("model")),
+    )
+
+
 class ClaudeCodeHarness(CliHarness):
     """A HarnessAdapter for Claude Code (`@anthropic-ai/claude-code`)."""
 
@@ -148,6 +171,7 @@ class ClaudeCodeHarness(CliHarness):
         args=ARGS,
         extensions=f"as PreToolUse hook commands (copied to CLAUDE_CONFIG_DIR/{HOOKS_DIR}/)",
     )
+    live_usage = staticmethod(stream_usage)
 
     def check_settings(self) -> None:
         """Refuse a thinking level Claude Code lacks."""

@@ -22,6 +22,7 @@ from harnesses.mock_model.session import mock_model
 from rig.models import AgentRun, Condition, Provider, Task
 from rig.network import model_url
 from rig.paths import REPO_ROOT
+from rig.run_budget import UsageReader
 
 # Summing many small float costs leaves noise in the last digits; a record should not carry it.
 COST_DIGITS = 9
@@ -37,7 +38,9 @@ class CliHarness:
     wire protocol, made with the adapter's tool map), `mock_key_env` (the variable the CLI reads the
     mock's key from), `mock_url_suffix` (what the CLI expects after the mock server's root URL) and
     `provider_retries_s` (about how long the CLI's own retries of a dead or erroring provider last,
-    which `rig calibrate --harness` starts first).
+    which `rig calibrate --harness` starts first). `live_usage` reads the usage of a model response
+    from one event of the CLI's stdout as it runs (None: its stdout reports none, and a run budget
+    cannot hold it), `live_cost` whether that usage carries the harness's own cost (rig.run_budget).
     """
 
     name: ClassVar[str]
@@ -50,6 +53,8 @@ class CliHarness:
     mock_url_suffix: ClassVar[str] = ""
     provider_retries_s: ClassVar[float] = 0.0
     factors: ClassVar[Factors] = Factors()  # the condition factors it realises (harnesses.factors)
+    live_usage: ClassVar[UsageReader | None] = None
+    live_cost: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -128,7 +133,17 @@ class CliHarness:
             with mock_model(self.task, condition.harness_options, run_dir, self.mock_protocol) as base_url:
                 env = connect(f"{base_url}{self.mock_url_suffix}")
                 return run_agent_process(
-                    command, workdir, env, run_dir, timeout, self.stall_s, watched, self.confinement, base_url
+                    command,
+                    workdir,
+                    env,
+                    run_dir,
+                    timeout,
+                    self.stall_s,
+                    watched,
+                    self.confinement,
+                    base_url,
+                    type(self).live_usage,
+                    self.model,
                 )
         env = connect(self.provider.base_url)
         return run_agent_process(
@@ -141,6 +156,8 @@ class CliHarness:
             watched,
             self.confinement,
             model_url(self.provider),
+            type(self).live_usage,
+            self.model,
         )
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from harnesses import shell
-from rig.models import Metrics, Transcript, TranscriptStep, TranscriptToolCall
+from rig.models import Metrics, ModelUsage, Transcript, TranscriptStep, TranscriptToolCall
+from rig.run_budget import LiveUsage
 
 # The diagnostic Pi (pi-ai) adds to a message whose transport failed before it completed.
 PI_TRANSPORT_FAILURE = "provider_transport_failure"
@@ -235,6 +236,30 @@ def fold_pi_message(metrics: Metrics, message: dict[str, Any], tools: ToolLog) -
     if isinstance(cost, dict) and isinstance(cost.get("total"), int | float):
         return float(cost["total"])
     return None
+
+
+def pi_live_usage(event: dict[str, Any]) -> LiveUsage | None:
+    """The usage of one assistant response as Pi streams it (`--mode json`: its `message_end`; the
+    scripted agent's `message`), with Pi's own cost: the live usage reader of rig.run_budget."""
+    message = event.get("message")
+    if event.get("type") not in ("message_end", "message") or not isinstance(message, dict):
+        return None
+    usage = message.get("usage")
+    if message.get("role") != "assistant" or not isinstance(usage, dict):
+        return None
+    cost = usage.get("cost")
+    total = cost.get("total") if isinstance(cost, dict) else None
+    return LiveUsage(
+        ModelUsage(
+            input_tokens=as_int(usage.get("input")),
+            output_tokens=as_int(usage.get("output")),
+            cache_read_tokens=as_int(usage.get("cacheRead")),
+            cache_write_tokens=as_int(usage.get("cacheWrite")),
+            total_tokens=as_int(usage.get("totalTokens")),
+            cost_usd=float(total) if isinstance(total, int | float) and not isinstance(total, bool) else None,
+        ),
+        model=as_str(message.get("model")),
+    )
 
 
 def pi_failed_attempts(message: dict[str, Any]) -> int:

@@ -76,7 +76,16 @@ from harnesses.logs import (
 )
 from harnesses.mock_model.openai_chat import OpenAIChat
 from harnesses.mock_model.tools import ToolCall, ToolMap
-from rig.models import AgentRun, Condition, Metrics, Transcript, TranscriptStep, TranscriptToolCall
+from rig.models import (
+    AgentRun,
+    Condition,
+    Metrics,
+    ModelUsage,
+    Transcript,
+    TranscriptStep,
+    TranscriptToolCall,
+)
+from rig.run_budget import LiveUsage
 
 BIN_ENV = "RIG_OPENCODE_BIN"
 SESSION_FILE = "session.json"
@@ -126,6 +135,24 @@ MOCK_TOOLS = ToolMap(
 )
 
 
+def stream_usage(event: dict[str, Any]) -> LiveUsage | None:
+    """The usage of one model step as `--format json` streams it (`step_finish`, with OpenCode's
+    cost): the live usage reader of rig.run_budget."""
+    part = event.get("part")
+    if event.get("type") != "step_finish" or not isinstance(part, dict):
+        return None
+    usage = Metrics()
+    _add_tokens(usage, part.get("tokens"))
+    cost = part.get("cost")
+    return LiveUsage(
+        ModelUsage(
+            **usage.model_dump(include=set(ModelUsage.model_fields) - {"cost_usd"}),
+            cost_usd=float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
+        ),
+        key=as_str(part.get("id")),
+    )
+
+
 class OpenCodeHarness(CliHarness):
     """A HarnessAdapter for OpenCode (`opencode run`), version-pinned in harnesses/node.
 
@@ -142,6 +169,8 @@ class OpenCodeHarness(CliHarness):
     # Its own retries of a dead or erroring provider, which no setting turns off (see above).
     provider_retries_s = 75.0
     factors = Factors(system_prompt=f"opencode.json instructions = [opencode-config/{APPENDED_PROMPT}]")
+    live_usage = staticmethod(stream_usage)
+    live_cost = True
 
     def check_settings(self) -> None:
         """A real provider needs a name, a model and a key variable (OpenCode's model is `provider/model`)."""

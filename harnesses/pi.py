@@ -46,6 +46,7 @@ from harnesses.logs import (
     as_int,
     derive_behaviour,
     fold_pi_message,
+    pi_live_usage,
     pi_transcript,
     read_jsonl,
     unread_usage,
@@ -136,6 +137,8 @@ class PiHarness(CliHarness):
         args=ARGS,
         extensions="copied to agent/extensions/, loaded with --extension",
     )
+    live_usage = staticmethod(pi_live_usage)
+    live_cost = True
 
     def check_settings(self) -> None:
         """A real provider needs its name and a model: Pi's `--model` is `provider/model`."""

@@ -24,7 +24,18 @@ from pathlib import Path
 from harnesses.base import Confinement, HarnessAdapter
 from harnesses.factors import Factors, check_condition
 from harnesses.mock_model.server import WireProtocol
-from rig.models import DEFAULT_STALL_S, AgentRun, Condition, Experiment, Provider, Task, Transcript
+from rig.models import (
+    DEFAULT_STALL_S,
+    AgentRun,
+    Condition,
+    Experiment,
+    ModelUsage,
+    Provider,
+    RunBudget,
+    Task,
+    Transcript,
+)
+from rig.run_budget import price
 
 ENTRY_POINT_GROUP = "rig.harnesses"
 BUILTIN = {
@@ -85,6 +96,29 @@ def check_factors(name: str, condition: Condition) -> None:
     nothing realises none of them."""
     factors = getattr(adapter_class(name), "factors", Factors())
     check_condition(name, factors, condition)
+
+
+def check_run_budget(name: str, budget: RunBudget, model: str | None) -> None:
+    """Raise ValueError (one line) where harness `name` cannot be held to `budget`: its stdout
+    reports no usage while it runs (no `live_usage` reader), or `max_cost_usd` is asked of a
+    harness that reports no cost while it runs (no `live_cost`) for a `model` genai-prices cannot
+    price."""
+    cls = adapter_class(name)
+    if getattr(cls, "live_usage", None) is None:
+        raise ValueError(
+            f"run_budget: harness {name!r} reports no usage while it runs, so no run of it can be "
+            "stopped at a budget; remove [run_budget] (the experiment's max_cost_usd still applies)"
+        )
+    probe = ModelUsage(input_tokens=1000, output_tokens=1000)
+    if (
+        budget.max_cost_usd is not None
+        and not getattr(cls, "live_cost", False)
+        and price(probe, model) is None
+    ):
+        raise ValueError(
+            f"run_budget.max_cost_usd: harness {name!r} reports no cost while it runs and genai-prices "
+            f"has no price for model {model!r}; set a priced model or use run_budget.max_tokens"
+        )
 
 
 def calibrated_names() -> tuple[str, ...]:

@@ -35,6 +35,7 @@ from harnesses.logs import (
     ToolLog,
     derive_behaviour,
     fold_pi_message,
+    pi_live_usage,
     pi_transcript,
     read_jsonl,
     unreadable_lines,
@@ -114,6 +115,9 @@ class ScriptedHarness:
     """A HarnessAdapter whose agent follows a fixed script instead of a model."""
 
     name = "scripted"
+    # Its events imitate Pi's, with Pi's usage and cost in each assistant message.
+    live_usage = staticmethod(pi_live_usage)
+    live_cost = True
 
     def __init__(
         self,
@@ -187,7 +191,15 @@ class ScriptedHarness:
         home = run_dir / "home"
         home.mkdir(parents=True, exist_ok=True)
         return run_agent_process(
-            command, workdir, self._env(home), run_dir, timeout, self.stall_s, session_path, self.confinement
+            command,
+            workdir,
+            self._env(home),
+            run_dir,
+            timeout,
+            self.stall_s,
+            session_path,
+            self.confinement,
+            usage=pi_live_usage,
         )
 
     def parse_session(self, run: AgentRun) -> Metrics:

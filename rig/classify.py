@@ -16,8 +16,11 @@ def classify(
 
     Silence is infrastructure only while the harness waited for the model (`stalled_provider`);
     silence while a tool call the agent started was still running (`tool_pending`, from the
-    adapter) is the agent's own hang, scored like any other failure (see hang_kind).
+    adapter) is the agent's own hang, scored like any other failure (see hang_kind). A run the rig
+    stopped at its run budget is the agent's: the model answered enough to spend it.
     """
+    if run.budget is not None:
+        return InfraVerdict()
     if run.stalled and not tool_pending:
         return InfraVerdict(
             is_infra=True,

@@ -233,4 +233,8 @@ def dry_run(experiment: Experiment, items: list[PlanItem], store: ResultsStore) 
     lines.append(
         "budget: " + (", ".join(budget) if budget else "none (set max_cost_usd in the config to cap it)")
     )
+    limits = experiment.run_budget
+    if limits is not None:
+        caps = [f"{name} = {value:g}" for name, value in limits.model_dump().items() if value is not None]
+        lines.append(f"run budget: {', '.join(caps)} (each run's agent is stopped once past it)")
     return lines

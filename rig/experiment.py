@@ -4,7 +4,13 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from harnesses.registry import HarnessUnavailable, adapter_class, check_factors, harness_names
+from harnesses.registry import (
+    HarnessUnavailable,
+    adapter_class,
+    check_factors,
+    check_run_budget,
+    harness_names,
+)
 from rig.models import Experiment
 from rig.tomlfile import first_error, read_toml
 
@@ -50,6 +56,11 @@ def load_experiment(path: Path) -> Experiment:
     for condition in experiment.conditions:
         try:
             check_factors(experiment.harness, condition)
+        except ValueError as exc:
+            raise ExperimentError(f"{path}: {exc}") from None
+    if experiment.run_budget is not None:
+        try:
+            check_run_budget(experiment.harness, experiment.run_budget, experiment.model)
         except ValueError as exc:
             raise ExperimentError(f"{path}: {exc}") from None
     return experiment

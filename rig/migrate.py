@@ -107,6 +107,14 @@ def _v6_to_v7(record: Record) -> Record:
     return record
 
 
+def _v7_to_v8(record: Record) -> Record:
+    # Schema 8 added the run budget: no agent was stopped at one before.
+    agent = record.get("agent")
+    if isinstance(agent, dict):
+        record["agent"] = {"budget": None, **agent}
+    return record
+
+
 MIGRATIONS: dict[int, Callable[[Record], Record]] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -114,6 +122,7 @@ MIGRATIONS: dict[int, Callable[[Record], Record]] = {
     4: _v4_to_v5,
     5: _v5_to_v6,
     6: _v6_to_v7,
+    7: _v7_to_v8,
 }
 
 

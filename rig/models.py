@@ -375,6 +375,22 @@ class Stopping(BaseModel):
         return compare
 
 
+class RunBudget(BaseModel):
+    """`[run_budget]`: what one run may spend. The rig adds up the usage the harness streams as it
+    runs and stops the agent once a limit is passed; the run fails at stage `budget` (docs/budgets.md).
+    Not the experiment's own `max_cost_usd`, which stops starting runs (rig.budget)."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_tokens: int | None = Field(default=None, gt=0, description="tokens of one run, every kind summed")
+    max_cost_usd: float | None = Field(default=None, gt=0, description="USD one run may cost")
+
+    @model_validator(mode="after")
+    def _some_limit(self) -> "RunBudget":
+        if self.max_tokens is None and self.max_cost_usd is None:
+            raise ValueError("sets no limit; set max_tokens or max_cost_usd, or remove [run_budget]")
+        return self
+
+
 # The agent's network (docs/network.md): only the model, the model and listed host:port, or all of it.
 NetworkPolicy = Literal["model-only", "allowlist", "open"]
 NETWORK_POLICIES: tuple[str, ...] = ("model-only", "allowlist", "open")
@@ -430,6 +446,9 @@ class Experiment(BaseModel):
     )
     max_runs: int | None = Field(
         default=None, ge=1, description="budget: scored runs recorded plus runs in flight, at most"
+    )
+    run_budget: RunBudget | None = Field(
+        default=None, description="per-run limits: the agent is stopped once it passes one (stage budget)"
     )
 
     @field_validator("allow")
@@ -511,6 +530,16 @@ class StreamStats(BaseModel):
     truncated: bool = False
 
 
+class BudgetStop(BaseModel):
+    """The run budget limit an agent passed, and its usage when the rig stopped it."""
+
+    limit: Literal["max_tokens", "max_cost_usd"]
+    allowed: float = Field(description="the limit's value")
+    tokens: int = Field(description="tokens the harness had reported when it was stopped")
+    cost_usd: float | None = Field(description="their cost (None where no response could be priced)")
+    responses: int = Field(description="model responses whose usage was counted")
+
+
 class AgentRun(BaseModel):
     """What the harness did, as seen from outside: the process and where its logs are."""
 
@@ -535,6 +564,9 @@ class AgentRun(BaseModel):
     )
     network: "NetworkOutcome | None" = Field(
         default=None, description="what the agent's connections did (None when its network was not confined)"
+    )
+    budget: BudgetStop | None = Field(
+        default=None, description="the run budget limit it passed, when the rig stopped it there"
     )
 
 
@@ -819,7 +851,7 @@ AgentRun.model_rebuild()
 # classification and the pins that say exactly what was measured. `rig schema` prints it.
 
 # Bumped whenever a field is added or changes meaning; rig.migrate brings older records up to date.
-RECORD_SCHEMA_VERSION = 7
+RECORD_SCHEMA_VERSION = 8
 # Infrastructure rules of attempts the agent's outcome did not decide (the rig failed, or the Dask
 # worker running it was lost or refused it): nothing to re-derive them from.
 RIG_SIDE_RULES = frozenset({"rig_error", "worker_lost", "worker_refused"})
@@ -844,6 +876,9 @@ class AgentOutcome(BaseModel):
     processes: str | None = Field(
         default=None,
         description="what contained the agent's processes: bwrap-pidns, cgroup, pidns or token-reaper",
+    )
+    budget: BudgetStop | None = Field(
+        default=None, description="the run budget limit passed, when the rig stopped the agent there"
     )
 
 
@@ -919,8 +954,8 @@ class RunRecord(BaseModel):
     )
     success: bool
     failing_stage: str | None = Field(
-        description="'rig_error', 'workspace_limits', 'audit', 'scope', the first failing gate stage, "
-        "or 'hidden' / 'verify'"
+        description="'rig_error', 'workspace_limits', 'audit', 'budget' (stopped at the run budget), "
+        "'scope', the first failing gate stage, or 'hidden' / 'verify'"
     )
     check: CheckOutcome | None
     hidden: HiddenOutcome | None

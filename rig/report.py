@@ -824,6 +824,7 @@ def _behaviour_blocks(df: pd.DataFrame, arms: list[str], arm_word: str) -> list[
                 f"{_share(searches > 0)}, mean {searches.mean():.2f}" if len(sub) else DASH,
                 _share(sub["ran_tests"]),
                 _share(sub["out_of_scope"].astype(float).clip(upper=1)),
+                _share(sub["failing_stage"] == "budget"),
                 _share(sub["tried_other_host"]),
             ]
         )
@@ -838,6 +839,7 @@ def _behaviour_blocks(df: pd.DataFrame, arms: list[str], arm_word: str) -> list[
         "shell searches (runs, mean count)",
         "ran the tests",
         "changed files outside the task's scope",
+        "stopped at the run budget",
         "tried to reach another host",
     ]
     return [
@@ -849,7 +851,8 @@ def _behaviour_blocks(df: pd.DataFrame, arms: list[str], arm_word: str) -> list[
             "tampered = changed a protected file (restored before verification); tried to reach another "
             "host: the network policy refused at least one of its connections (among runs whose network "
             "was confined; docs/network.md); outside the task's scope: among runs of tasks with a "
-            "`scope` (docs/packs.md)."
+            "`scope` (docs/packs.md); stopped at the run budget: the rig stopped the agent once its "
+            "usage passed `[run_budget]` (failing stage `budget`; docs/budgets.md)."
         ),
         Table(headers, rows, frozenset(range(1, len(headers)))),
     ]

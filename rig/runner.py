@@ -177,6 +177,7 @@ def make_context(
         stream_head_bytes=limits.stream_head_bytes,
         stream_tail_bytes=limits.stream_tail_bytes,
         file_bytes=limits.file_bytes,
+        run_budget=experiment.run_budget,
     )
     fixture_hash = tree_digest(fixture)
     versions = {

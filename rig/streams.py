@@ -7,6 +7,7 @@ followed by the tail. Parsers of JSON-lines logs skip the marker and the partial
 """
 
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -16,12 +17,21 @@ from rig.models import StreamStats
 class BoundedStream:
     """One stream's log file: head written through, tail held back until `close`."""
 
-    def __init__(self, path: Path, name: str, head_bytes: int, tail_bytes: int) -> None:
+    def __init__(
+        self,
+        path: Path,
+        name: str,
+        head_bytes: int,
+        tail_bytes: int,
+        tap: Callable[[bytes], None] | None = None,
+    ) -> None:
         self.path = path
         self.name = name
         self.head_bytes = head_bytes
         self.tail_bytes = tail_bytes
         self.total = 0
+        # Sees every byte as it arrives, whatever the log keeps (a run budget's usage meter).
+        self.tap = tap
         self._written = 0
         self._tail: deque[bytes] = deque()
         self._tail_size = 0
@@ -30,6 +40,8 @@ class BoundedStream:
     def feed(self, data: bytes) -> None:
         """Take the next bytes of the stream."""
         self.total += len(data)
+        if self.tap is not None:
+            self.tap(data)
         room = self.head_bytes - self._written
         if room > 0:
             self._file.write(data[:room])

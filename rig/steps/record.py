@@ -53,7 +53,9 @@ def record(
     # A scope that could not be checked (no diff) is not passed: an enforced one fails.
     unchecked = spec.scope is not None and limit is None and not collected.diffed
     scope_failed = spec.scope_enforced and (bool(outside) or unchecked)
-    success, failing_stage = _decide(limit, verified, collected.audit, hang, scope_failed)
+    success, failing_stage = _decide(
+        limit, verified, collected.audit, hang, scope_failed, run.budget is not None
+    )
     warnings = attempt.warnings() + warnings
     if unchecked:
         warnings.append("scope: not checked, the diff was not collected")
@@ -127,10 +129,16 @@ def lost_record(attempt: Attempt, rule: str, detail: str) -> RunRecord:
 
 
 def _decide(
-    limit: str | None, verified: Verified, audit: list[AuditFinding], hang: str | None, scope: bool = False
+    limit: str | None,
+    verified: Verified,
+    audit: list[AuditFinding],
+    hang: str | None,
+    scope: bool = False,
+    budget: bool = False,
 ) -> tuple[bool, str | None]:
-    """Success (exit codes only, no audit finding, no hang, no change outside an enforced scope) and
-    else the first failing stage: the limits, the audit, the scope, then verification's."""
+    """Success (exit codes only, no audit finding, no hang, no stop at the run budget, no change
+    outside an enforced scope) and else the first failing stage: the limits, the audit, the budget,
+    the scope, then verification's."""
     passed = (
         limit is None
         and verified.error is None
@@ -139,10 +147,12 @@ def _decide(
         and verified.hidden is not None
         and verified.hidden.ok
     )
-    if passed and not audit and hang is None and not scope:
+    if passed and not audit and hang is None and not scope and not budget:
         return True, None
     if limit is not None:
         return False, "workspace_limits"
+    if budget and not audit:
+        return False, "budget"
     if scope and not audit:
         return False, "scope"
     if audit or hang is None:

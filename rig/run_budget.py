@@ -1,0 +1,146 @@
+"""A run's budget as it is spent: the usage a harness streams, added up while the agent runs.
+
+Each adapter that can be held to a `[run_budget]` declares a live usage reader (`live_usage`):
+from one JSON event of its stdout, the usage of a model response, if the event reports one. The
+meter splits the stream into lines as it arrives, asks the reader about each, and sums the latest
+usage per response (a key the reader gives: a response reported twice, or cumulative totals under
+one key, count once). Once a sum passes a limit, `stop` says which and how far: the agent process
+runner (harnesses.base) then kills the agent as it does at a timeout. Costs the harness does not
+report are priced with genai-prices for the response's model, else for the experiment's.
+"""
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Literal
+
+from rig.models import BudgetStop, ModelUsage, RunBudget
+
+# A longer line is not read (its bytes are still logged): the meter's memory stays bounded, and
+# no harness reports a response's usage in a line this long.
+MAX_LINE_BYTES = 8 * 1024 * 1024
+# Summed float costs carry noise in their last digits (harnesses.cli_harness.COST_DIGITS).
+COST_DIGITS = 9
+
+
+@dataclass(frozen=True)
+class LiveUsage:
+    """The usage one stdout event reports: `key` names the response (a later event with the same
+    key replaces this one's usage; None: a response of its own), `model` prices it."""
+
+    usage: ModelUsage
+    key: str | None = None
+    model: str | None = None
+
+
+UsageReader = Callable[[dict[str, Any]], LiveUsage | None]
+
+
+def tokens_of(usage: ModelUsage) -> int:
+    """The tokens a budget counts: the harness's total, else every kind summed."""
+    return usage.total_tokens or (
+        usage.input_tokens + usage.output_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+    )
+
+
+@cache
+def _calc(model: str, input_tokens: int, output_tokens: int, read: int, write: int) -> float | None:
+    import genai_prices
+
+    try:
+        calc = genai_prices.calc_price(
+            genai_prices.Usage(
+                # genai-prices counts cached tokens inside input_tokens; the rig's exclude them.
+                input_tokens=input_tokens + read + write,
+                output_tokens=output_tokens,
+                cache_read_tokens=read,
+                cache_write_tokens=write,
+            ),
+            model,
+        )
+    except LookupError:
+        return None
+    return float(calc.total_price)
+
+
+def price(usage: ModelUsage, model: str | None) -> float | None:
+    """The cost of `usage` by genai-prices for `model`; None if it has no price for it."""
+    if not model:
+        return None
+    return _calc(
+        model, usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens
+    )
+
+
+class UsageMeter:
+    """The usage of one run against its budget, fed the agent's stdout as it arrives."""
+
+    def __init__(self, budget: RunBudget, reader: UsageReader, model: str | None = None) -> None:
+        self.budget = budget
+        self.reader = reader
+        self.model = model
+        self.stop: BudgetStop | None = None
+        self._line = bytearray()
+        self._skipping = False
+        # Per response: its tokens and cost (None: not priced).
+        self._responses: dict[str, tuple[int, float | None]] = {}
+
+    @property
+    def responses(self) -> int:
+        """The model responses counted so far."""
+        return len(self._responses)
+
+    def feed(self, data: bytes) -> None:
+        """Take the next bytes of stdout; once `stop` is set, nothing more is read."""
+        while data and self.stop is None:
+            end = data.find(b"\n")
+            part, data = (data, b"") if end < 0 else (data[:end], data[end + 1 :])
+            if not self._skipping:
+                self._line += part
+                if len(self._line) > MAX_LINE_BYTES:
+                    self._line.clear()
+                    self._skipping = True
+            if end >= 0:
+                if not self._skipping:
+                    self._event(bytes(self._line))
+                self._line.clear()
+                self._skipping = False
+
+    def _event(self, line: bytes) -> None:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return
+        live = self.reader(event) if isinstance(event, dict) else None
+        if live is None:
+            return
+        cost = live.usage.cost_usd
+        if cost is None and self.budget.max_cost_usd is not None:
+            cost = price(live.usage, live.model)
+            if cost is None:
+                cost = price(live.usage, self.model)
+        key = live.key if live.key is not None else f"#{len(self._responses)}"
+        self._responses[key] = (tokens_of(live.usage), cost)
+        self._check()
+
+    def _check(self) -> None:
+        tokens = sum(t for t, _ in self._responses.values())
+        costs = [c for _, c in self._responses.values() if c is not None]
+        cost = sum(costs) if costs else None
+        limits = self.budget
+        if limits.max_tokens is not None and tokens > limits.max_tokens:
+            self.stop = self._stop("max_tokens", limits.max_tokens, tokens, cost)
+        elif limits.max_cost_usd is not None and cost is not None and cost > limits.max_cost_usd:
+            self.stop = self._stop("max_cost_usd", limits.max_cost_usd, tokens, cost)
+
+    def _stop(
+        self, limit: Literal["max_tokens", "max_cost_usd"], allowed: float, tokens: int, cost: float | None
+    ) -> BudgetStop:
+        return BudgetStop(
+            limit=limit,
+            allowed=allowed,
+            tokens=tokens,
+            cost_usd=round(cost, COST_DIGITS) if cost is not None else None,
+            responses=self.responses,
+        )

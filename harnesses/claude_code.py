@@ -67,6 +67,11 @@ from rig.models import (
 SESSION_NAME = "session.jsonl"
 INFRA_SIGNATURE = "claude_api_error"
 COST_SOURCE = "harness"
+# Claude Code before some version after 2.1.197 (2.1.163 included) records no thinking count: its
+# output tokens hold the thinking tokens, how many is not in its files.
+NO_THINKING_GAP = (
+    "thinking tokens not recorded by this Claude Code version (they are inside the output tokens)"
+)
 SETTING_SOURCES = "user,project"
 MOCK_API_TIMEOUT_MS = 30_000
 # A real provider may take long to send the first byte of a large-context answer.
@@ -696,10 +701,12 @@ def _fold_usage(metrics: Metrics, session: Session) -> None:
         metrics.cache_read_tokens += as_int(item.get("cache_read_input_tokens"))
         metrics.cache_write_tokens += as_int(item.get("cache_creation_input_tokens"))
         # Thinking is a part of output_tokens (so not added to the total); 2.1.332 reports it, 2.1.197
-        # did not, and its runs keep 0.
+        # did not (NO_THINKING_GAP).
         details = item.get("output_tokens_details")
         if isinstance(details, dict):
             metrics.reasoning_tokens += as_int(details.get("thinking_tokens"))
+        elif as_int(item.get("output_tokens")):
+            metrics.incomplete(NO_THINKING_GAP)
     metrics.total_tokens = (
         metrics.input_tokens + metrics.output_tokens + metrics.cache_read_tokens + metrics.cache_write_tokens
     )
@@ -733,6 +740,8 @@ def _fold_model_usage(metrics: Metrics, by_model: dict[str, dict[str, Any]]) -> 
         metrics.cache_write_tokens += part.cache_write_tokens
         metrics.reasoning_tokens += part.reasoning_tokens
         metrics.total_tokens += part.total_tokens
+    if metrics.output_tokens and not any("thinkingTokens" in item for item in by_model.values()):
+        metrics.incomplete(NO_THINKING_GAP)
     if costs:
         metrics.cost_usd = round_cost(sum(costs))
         metrics.cost_source = COST_SOURCE

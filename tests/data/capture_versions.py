@@ -1,6 +1,6 @@
 """Capture one version of a harness CLI driven by the mock model into tests/data/<harness>/versions/<version>.
 
-Each harness's `versions/capture.py` calls `capture` with its adapter class and the binary of a
+Each harness's `versions/capture.py` calls `capture` with its adapter class, its folder and the binary of a
 version installed by `npm install --prefix /tmp/<harness>-<version> <package>@<version>`. The run is
 the adapter's own (`run`, unchanged unless the caller's subclass drops flags a version lacks) on
 t1_fix_pagination, thinking `high`, the mock serving `policy` with `USAGE` on every response. The
@@ -71,16 +71,16 @@ def serving(served: Policy) -> Any:
 
 
 def capture(
-    adapter: type[CliHarness], version: str, binary: Path, kept: tuple[str, ...], timeout: int = 180
+    adapter: type[CliHarness], version: str, binary: Path, kept: tuple[str, ...], versions: Path
 ) -> AgentRun:
-    """Run `binary` (the CLI at `version`) through `adapter` and keep `kept` (besides the ledger and
-    `version.json`) in `tests/data/<adapter.name>/versions/<version>/`; the run, for printing."""
+    """Run `binary` (the CLI at `version`) through `adapter` and keep `kept` (besides the streams,
+    the ledger and `version.json`) in `versions/<version>/`; the run."""
 
     class Versioned(adapter):  # type: ignore[valid-type,misc]
         def cli(self) -> Path:
             return binary.absolute()
 
-    out = Path(__file__).parent / adapter.name / "versions" / version
+    out = versions / version
     task = load_tasks(only=[TASK_ID])[0]
     scratch = Path(tempfile.mkdtemp(prefix=f"{adapter.name}-capture-"))
     redactor = Redactor.for_machine(runs_root=scratch, repo_root=REPO_ROOT)
@@ -92,7 +92,7 @@ def capture(
         # The base class starts the mock for every adapter: this server replaces it there.
         cli_harness.mock_model = serving(policy(task))  # type: ignore[assignment]
         harness = Versioned(task, Provider(), None, "high", 30.0)
-        run = harness.run(workdir, task.spec.prompt, Condition(name="success"), run_dir, timeout)
+        run = harness.run(workdir, task.spec.prompt, Condition(name="success"), run_dir, 180)
         print(f"{adapter.name} {version}: exit {run.exit_code}, {run.wall_s:.1f}s")
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)

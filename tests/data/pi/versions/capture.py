@@ -65,4 +65,4 @@ class OldFlagsPi(OldPi):
 
 if __name__ == "__main__":
     adapter = OldFlagsPi if sys.argv[3:] == ["old-flags"] else OldPi
-    capture(adapter, sys.argv[1], Path(sys.argv[2]), ("session.jsonl",))
+    capture(adapter, sys.argv[1], Path(sys.argv[2]), ("session.jsonl",), Path(__file__).parent)

@@ -101,6 +101,7 @@ def capture(
             if source.is_dir():
                 shutil.copytree(source, out / name)
             elif source.exists():
+                (out / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(source, out / name)
         (out / "version.json").write_text(json.dumps({adapter.name: version}) + "\n")
         redactor.tree(out)

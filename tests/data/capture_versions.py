@@ -29,7 +29,7 @@ from rig.packs import load_pack  # noqa: E402
 from rig.paths import REPO_ROOT  # noqa: E402
 from rig.redact import Redactor  # noqa: E402
 from rig.tasks import load_tasks  # noqa: E402
-from rig.workspace import apply_patch, copy_fixture  # noqa: E402
+from rig.workspace import apply_patch, copy_fixture, init_baseline  # noqa: E402
 
 TASK_ID = "t1_fix_pagination"
 USAGE = Usage(input=1000, output=100, cache_read=500, cache_write=40, reasoning=20)
@@ -71,10 +71,16 @@ def serving(served: Policy) -> Any:
 
 
 def capture(
-    adapter: type[CliHarness], version: str, binary: Path, kept: tuple[str, ...], versions: Path
+    adapter: type[CliHarness],
+    version: str,
+    binary: Path,
+    kept: tuple[str, ...],
+    versions: Path,
+    git: bool = False,
 ) -> AgentRun:
     """Run `binary` (the CLI at `version`) through `adapter` and keep `kept` (besides the streams,
-    the ledger and `version.json`) in `versions/<version>/`; the run."""
+    the ledger and `version.json`) in `versions/<version>/`; the run. `git`: the workspace is a
+    git repository, as the rig prepares it (OpenCode needs one)."""
 
     class Versioned(adapter):  # type: ignore[valid-type,misc]
         def cli(self) -> Path:
@@ -88,6 +94,8 @@ def capture(
     try:
         workdir = copy_fixture(load_pack().fixture_dir, scratch / "work")
         apply_patch(workdir, task.setup_patch)
+        if git:
+            init_baseline(workdir, scratch / "rig.git")
         run_dir = scratch / "run"
         # The base class starts the mock for every adapter: this server replaces it there.
         cli_harness.mock_model = serving(policy(task))  # type: ignore[assignment]

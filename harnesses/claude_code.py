@@ -72,6 +72,9 @@ COST_SOURCE = "harness"
 NO_THINKING_GAP = (
     "thinking tokens not recorded by this Claude Code version (they are inside the output tokens)"
 )
+# The entry kinds without one of which a saved stream or transcript is of an unknown format.
+STREAM_KINDS = frozenset({"system", "assistant", "user", "result"})
+TRANSCRIPT_KINDS = frozenset({"user", "assistant"})
 SETTING_SOURCES = "user,project"
 MOCK_API_TIMEOUT_MS = 30_000
 # A real provider may take long to send the first byte of a large-context answer.
@@ -372,6 +375,8 @@ class Session:
     retries: list[dict[str, Any]] = field(default_factory=list)
     result: dict[str, Any] | None = None
     unread_usage: set[str] = field(default_factory=set)
+    # The saved files with entries of which none is of a kind Claude Code writes.
+    unknown_files: list[str] = field(default_factory=list)
 
     @property
     def api_error(self) -> bool:
@@ -395,7 +400,14 @@ def load_session(stdout_path: Path | None, transcript_path: Path | None) -> Sess
     session = Session()
     messages: dict[str, _Message] = {}
     from_stream: set[str] = set()
-    for event in read_jsonl(stdout_path):
+    stream, transcript = read_jsonl(stdout_path), read_jsonl(transcript_path)
+    for name, entries, known in (
+        ("stream-json", stream, STREAM_KINDS),
+        ("transcript", transcript, TRANSCRIPT_KINDS),
+    ):
+        if entries and not any(e.get("type") in known for e in entries):
+            session.unknown_files.append(name)
+    for event in stream:
         kind = event.get("type")
         if kind == "system" and event.get("subtype") == "init":
             session.cwd = as_str(event.get("cwd")) or session.cwd
@@ -413,7 +425,7 @@ def load_session(stdout_path: Path | None, transcript_path: Path | None) -> Sess
             _collect_tool_results(session, event)
         elif carries_usage(event):
             session.unread_usage.add(str(kind))
-    for record in read_jsonl(transcript_path):
+    for record in transcript:
         kind = record.get("type")
         if kind == "assistant":
             body = record.get("message")
@@ -663,6 +675,8 @@ def parse_files(stdout_path: Path | None, transcript_path: Path | None, command:
         metrics.incomplete("no token usage recorded although the model responded")
     for kind in sorted(session.unread_usage):
         metrics.incomplete(f"usage in stream-json events of type {kind!r}, not read")
+    for name in session.unknown_files:
+        metrics.incomplete(f"{name} of a format this parser does not know (no entry of a type it reads)")
     if result is not None and result.get("is_error") is False and isinstance(result.get("result"), str):
         metrics.final_text = result["result"]
     elif result is None and final_texts is not None:

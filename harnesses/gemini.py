@@ -97,6 +97,8 @@ READ_MESSAGES = frozenset({"gemini"})
 STREAM_ONLY_GAP = "no session: responses and thoughts tokens are not in the stream's totals"
 NO_CACHED_GAP = "the stream's totals do not split cached tokens from input"
 READ_EVENTS = frozenset({"init", "message", "tool_use", "tool_result", "result", "error"})
+# Session records besides the header and `$set` updates: a session with none is of an unknown format.
+SESSION_TYPES = frozenset({"user", "gemini"})
 MOCK_COST_SOURCE = "rig mock price table (harnesses.gemini.MOCK_COST)"
 COST_SOURCE = f"genai-prices {genai_prices.__version__}"
 PRICE_PROVIDER = "google"
@@ -442,6 +444,13 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
                 metrics.transport_failures += 1
     cut = sum(not isinstance(m.get("tokens"), dict) for m in _model_messages(messages))
     usage_gaps(metrics, cut, unread_usage(messages, READ_MESSAGES) + unread_usage(stream, READ_EVENTS))
+    records = read_jsonl(session_path)
+    if records and not any(
+        "sessionId" in r or "$set" in r or r.get("type") in SESSION_TYPES for r in records
+    ):
+        metrics.incomplete("session of a format this parser does not know (no header, user or gemini record)")
+    if stream and not any(e.get("type") in READ_EVENTS for e in stream):
+        metrics.incomplete("event stream of a format this parser does not know (no event of a type it reads)")
     derive_behaviour(
         metrics,
         tools.read_paths(),

@@ -107,6 +107,8 @@ PLUGIN_PACKAGE = "@opencode-ai/plugin"
 COST_SOURCE = "harness"
 # The part type whose tokens and cost the parser reads: usage in any other part is a gap.
 READ_PARTS = frozenset({"step-finish"})
+# The `--format json` event types: a stream with none of them is of a format the parser does not know.
+STREAM_EVENTS = frozenset({"step_start", "step_finish", "tool_use", "text", "reasoning", "error"})
 # The environment switches that keep OpenCode off the network and away from the user's files.
 OFFLINE_ENV = {
     "OPENCODE_DISABLE_AUTOUPDATE": "1",
@@ -401,7 +403,10 @@ def _export_storage(storage: Path, run_dir: Path) -> Path | None:
     `storage/part/<message>/<part>.json`; None when there is no session."""
 
     def load(path: Path) -> dict[str, Any]:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return {}
         return data if isinstance(data, dict) else {}
 
     sessions = [load(p) for p in storage.glob("session/*/*.json")]
@@ -513,6 +518,10 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
         metrics.cost_usd = round_cost(sum(costs))
         metrics.cost_source = COST_SOURCE
     usage_gaps(metrics, cut, unread_usage(_parts(export, stream), READ_PARTS))
+    if session_path is not None and session_path.is_file() and not isinstance(export.get("messages"), list):
+        metrics.incomplete("session export of a format this parser does not know (no messages)")
+    if stream and not any(e.get("type") in STREAM_EVENTS for e in stream):
+        metrics.incomplete("event stream of a format this parser does not know (no event of a type it reads)")
     derive_behaviour(metrics, tools.read_paths(), cwd, attempted=tools.read_attempts())
     return metrics
 

@@ -90,7 +90,8 @@ STREAM_EVENTS = frozenset(
 )
 # Pi before 0.60 (pi-ai's openai-completions without `responseId` on its messages) added reasoning
 # tokens to `output` though OpenAI's completion tokens include them, and kept cache writes inside
-# `cacheRead`; the split is gone from its files (0.60 to 0.69 did the same, with nothing to tell).
+# `cacheRead`; the split is gone from its files (0.60 to 0.69 did the same, with nothing to tell;
+# a later Pi's response from a provider that sends no response id would look the same).
 LEGACY_USAGE_GAP = (
     "{n} openai-completions responses of a Pi before 0.60: their output holds the reasoning tokens "
     "twice and their cache reads hold the cache writes"

@@ -68,6 +68,14 @@ from rig.run_budget import LiveUsage
 SESSION_NAME = "session.jsonl"
 INFRA_SIGNATURE = "claude_api_error"
 COST_SOURCE = "harness"
+# Claude Code before some version after 2.1.197 (2.1.163 included) records no thinking count: its
+# output tokens hold the thinking tokens, how many is not in its files.
+NO_THINKING_GAP = (
+    "thinking tokens not recorded by this Claude Code version (they are inside the output tokens)"
+)
+# The entry kinds without one of which a saved stream or transcript is of an unknown format.
+STREAM_KINDS = frozenset({"system", "assistant", "user", "result"})
+TRANSCRIPT_KINDS = frozenset({"user", "assistant"})
 SETTING_SOURCES = "user,project"
 MOCK_API_TIMEOUT_MS = 30_000
 # A real provider may take long to send the first byte of a large-context answer.
@@ -391,6 +399,8 @@ class Session:
     retries: list[dict[str, Any]] = field(default_factory=list)
     result: dict[str, Any] | None = None
     unread_usage: set[str] = field(default_factory=set)
+    # The saved files with entries of which none is of a kind Claude Code writes.
+    unknown_files: list[str] = field(default_factory=list)
 
     @property
     def api_error(self) -> bool:
@@ -414,7 +424,14 @@ def load_session(stdout_path: Path | None, transcript_path: Path | None) -> Sess
     session = Session()
     messages: dict[str, _Message] = {}
     from_stream: set[str] = set()
-    for event in read_jsonl(stdout_path):
+    stream, transcript = read_jsonl(stdout_path), read_jsonl(transcript_path)
+    for name, entries, known in (
+        ("stream-json", stream, STREAM_KINDS),
+        ("transcript", transcript, TRANSCRIPT_KINDS),
+    ):
+        if entries and not any(e.get("type") in known for e in entries):
+            session.unknown_files.append(name)
+    for event in stream:
         kind = event.get("type")
         if kind == "system" and event.get("subtype") == "init":
             session.cwd = as_str(event.get("cwd")) or session.cwd
@@ -432,7 +449,7 @@ def load_session(stdout_path: Path | None, transcript_path: Path | None) -> Sess
             _collect_tool_results(session, event)
         elif carries_usage(event):
             session.unread_usage.add(str(kind))
-    for record in read_jsonl(transcript_path):
+    for record in transcript:
         kind = record.get("type")
         if kind == "assistant":
             body = record.get("message")
@@ -682,6 +699,8 @@ def parse_files(stdout_path: Path | None, transcript_path: Path | None, command:
         metrics.incomplete("no token usage recorded although the model responded")
     for kind in sorted(session.unread_usage):
         metrics.incomplete(f"usage in stream-json events of type {kind!r}, not read")
+    for name in session.unknown_files:
+        metrics.incomplete(f"{name} of a format this parser does not know (no entry of a type it reads)")
     if result is not None and result.get("is_error") is False and isinstance(result.get("result"), str):
         metrics.final_text = result["result"]
     elif result is None and final_texts is not None:
@@ -720,10 +739,12 @@ def _fold_usage(metrics: Metrics, session: Session) -> None:
         metrics.cache_read_tokens += as_int(item.get("cache_read_input_tokens"))
         metrics.cache_write_tokens += as_int(item.get("cache_creation_input_tokens"))
         # Thinking is a part of output_tokens (so not added to the total); 2.1.332 reports it, 2.1.197
-        # did not, and its runs keep 0.
+        # did not (NO_THINKING_GAP).
         details = item.get("output_tokens_details")
         if isinstance(details, dict):
             metrics.reasoning_tokens += as_int(details.get("thinking_tokens"))
+        elif as_int(item.get("output_tokens")):
+            metrics.incomplete(NO_THINKING_GAP)
     metrics.total_tokens = (
         metrics.input_tokens + metrics.output_tokens + metrics.cache_read_tokens + metrics.cache_write_tokens
     )
@@ -757,6 +778,8 @@ def _fold_model_usage(metrics: Metrics, by_model: dict[str, dict[str, Any]]) -> 
         metrics.cache_write_tokens += part.cache_write_tokens
         metrics.reasoning_tokens += part.reasoning_tokens
         metrics.total_tokens += part.total_tokens
+    if metrics.output_tokens and not any("thinkingTokens" in item for item in by_model.values()):
+        metrics.incomplete(NO_THINKING_GAP)
     if costs:
         metrics.cost_usd = round_cost(sum(costs))
         metrics.cost_source = COST_SOURCE

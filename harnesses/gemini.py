@@ -91,7 +91,14 @@ MOCK_COST = {"input": 1.25, "output": 10.0, "cache_read": 0.125}
 # Session messages and stream events whose usage the parser reads (`gemini` tokens, `result`
 # stats): usage in any other kind of entry is a gap in the metrics.
 READ_MESSAGES = frozenset({"gemini"})
+# A run without a session (Gemini CLI 0.18 writes none the adapter reads; a run killed early) has
+# only the stream's run totals: no responses, no thoughts (outside its output), and on 0.18 no
+# cached tokens apart (inside its input).
+STREAM_ONLY_GAP = "no session: responses and thoughts tokens are not in the stream's totals"
+NO_CACHED_GAP = "the stream's totals do not split cached tokens from input"
 READ_EVENTS = frozenset({"init", "message", "tool_use", "tool_result", "result", "error"})
+# Session records besides the header and `$set` updates: a session with none is of an unknown format.
+SESSION_TYPES = frozenset({"user", "gemini"})
 MOCK_COST_SOURCE = "rig mock price table (harnesses.gemini.MOCK_COST)"
 COST_SOURCE = f"genai-prices {genai_prices.__version__}"
 PRICE_PROVIDER = "google"
@@ -437,6 +444,13 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
                 metrics.transport_failures += 1
     cut = sum(not isinstance(m.get("tokens"), dict) for m in _model_messages(messages))
     usage_gaps(metrics, cut, unread_usage(messages, READ_MESSAGES) + unread_usage(stream, READ_EVENTS))
+    records = read_jsonl(session_path)
+    if records and not any(
+        "sessionId" in r or "$set" in r or r.get("type") in SESSION_TYPES for r in records
+    ):
+        metrics.incomplete("session of a format this parser does not know (no header, user or gemini record)")
+    if stream and not any(e.get("type") in READ_EVENTS for e in stream):
+        metrics.incomplete("event stream of a format this parser does not know (no event of a type it reads)")
     derive_behaviour(
         metrics,
         tools.read_paths(),
@@ -617,6 +631,10 @@ def _fold_stream(metrics: Metrics, stream: list[dict[str, Any]], tools: ToolLog)
         # The stream's totals keep no thoughts count: output is the candidates' alone.
         metrics.output_tokens += as_int(stats.get("output_tokens"))
         metrics.total_tokens += as_int(stats.get("total_tokens"))
+        if metrics.total_tokens:
+            metrics.incomplete(STREAM_ONLY_GAP)
+            if "cached" not in stats:
+                metrics.incomplete(NO_CACHED_GAP)
 
 
 def _tool_call(metrics: Metrics, tools: ToolLog, name: str, call_id: str | None, arguments: dict) -> None:

@@ -89,6 +89,8 @@ from rig.run_budget import LiveUsage
 
 BIN_ENV = "RIG_OPENCODE_BIN"
 SESSION_FILE = "session.json"
+# OpenCode up to 1.2 counts the reasoning tokens inside `output` and prices them once more apart.
+DOUBLE_PRICED_GAP = "cost reported by an OpenCode that prices the reasoning tokens twice (up to 1.2)"
 LOG_FILE = "opencode.log"
 HOME_DIR = "home"
 XDG_DIR = "xdg"
@@ -114,6 +116,8 @@ PLUGIN_PACKAGE = "@opencode-ai/plugin"
 COST_SOURCE = "harness"
 # The part type whose tokens and cost the parser reads: usage in any other part is a gap.
 READ_PARTS = frozenset({"step-finish"})
+# The `--format json` event types: a stream with none of them is of a format the parser does not know.
+STREAM_EVENTS = frozenset({"step_start", "step_finish", "tool_use", "text", "reasoning", "error"})
 # The environment switches that keep OpenCode off the network and away from the user's files.
 OFFLINE_ENV = {
     "OPENCODE_DISABLE_AUTOUPDATE": "1",
@@ -394,7 +398,7 @@ def save_session(data_dir: Path, run_dir: Path) -> Path | None:
         shutil.copyfile(logs[-1], run_dir / LOG_FILE)
     database = data_dir / "opencode.db"
     if not database.is_file():
-        return None
+        return _export_storage(data_dir / "storage", run_dir)
     connection = sqlite3.connect(database)
     try:
         connection.row_factory = sqlite3.Row
@@ -417,6 +421,36 @@ def save_session(data_dir: Path, run_dir: Path) -> Path | None:
         return None
     finally:
         connection.close()
+    target = run_dir / SESSION_FILE
+    target.write_text(json.dumps({"info": info, "messages": messages}, indent=1) + "\n")
+    return target
+
+
+def _export_storage(storage: Path, run_dir: Path) -> Path | None:
+    """The export of a session OpenCode before its SQLite database (1.0) kept as JSON files:
+    `storage/session/<project>/<session>.json`, `storage/message/<session>/<message>.json` and
+    `storage/part/<message>/<part>.json`; None when there is no session."""
+
+    def load(path: Path) -> dict[str, Any]:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    sessions = [load(p) for p in storage.glob("session/*/*.json")]
+    if not sessions:
+        return None
+    info = max(sessions, key=lambda s: (s.get("time") or {}).get("created") or 0)
+    rows = [load(p) for p in (storage / "message" / str(info.get("id"))).glob("*.json")]
+    rows.sort(key=lambda m: ((m.get("time") or {}).get("created") or 0, str(m.get("id"))))
+    messages = [
+        {
+            "info": row,
+            "parts": [load(p) for p in sorted((storage / "part" / str(row.get("id"))).glob("*.json"))],
+        }
+        for row in rows
+    ]
     target = run_dir / SESSION_FILE
     target.write_text(json.dumps({"info": info, "messages": messages}, indent=1) + "\n")
     return target
@@ -513,6 +547,10 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
         metrics.cost_usd = round_cost(sum(costs))
         metrics.cost_source = COST_SOURCE
     usage_gaps(metrics, cut, unread_usage(_parts(export, stream), READ_PARTS))
+    if session_path is not None and session_path.is_file() and not isinstance(export.get("messages"), list):
+        metrics.incomplete("session export of a format this parser does not know (no messages)")
+    if stream and not any(e.get("type") in STREAM_EVENTS for e in stream):
+        metrics.incomplete("event stream of a format this parser does not know (no event of a type it reads)")
     derive_behaviour(metrics, tools.read_paths(), cwd, attempted=tools.read_attempts())
     return metrics
 
@@ -612,11 +650,9 @@ def _part_steps(parts: list[tuple[Any, Any]], model: str | None) -> list[Transcr
         elif kind == "step-finish":
             tokens = part.get("tokens") if isinstance(part.get("tokens"), dict) else {}
             cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
-            reasoning = optional_int(tokens.get("reasoning"))
-            output = optional_int(tokens.get("output"))
             step.input_tokens = optional_int(tokens.get("input"))
-            step.output_tokens = None if output is None else output + (reasoning or 0)
-            step.reasoning_tokens = reasoning
+            step.output_tokens = None if tokens.get("output") is None else _output_and_total(tokens)[0]
+            step.reasoning_tokens = optional_int(tokens.get("reasoning"))
             step.cache_read_tokens = optional_int(cache.get("read"))
             step.cache_write_tokens = optional_int(cache.get("write"))
             cost = part.get("cost")
@@ -651,12 +687,33 @@ def _add_tokens(metrics: Metrics, tokens: Any) -> None:
         return
     cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
     reasoning = as_int(tokens.get("reasoning"))
+    output, total, inside = _output_and_total(tokens)
+    if inside and reasoning:
+        metrics.incomplete(DOUBLE_PRICED_GAP)
     metrics.input_tokens += as_int(tokens.get("input"))
-    metrics.output_tokens += as_int(tokens.get("output")) + reasoning
+    metrics.output_tokens += output
     metrics.reasoning_tokens += reasoning
     metrics.cache_read_tokens += as_int(cache.get("read"))
     metrics.cache_write_tokens += as_int(cache.get("write"))
-    metrics.total_tokens += as_int(tokens.get("total"))
+    metrics.total_tokens += total
+
+
+def _output_and_total(tokens: dict[str, Any]) -> tuple[int, int, bool]:
+    """One step's output (reasoning included, as OpenAI counts it) and total tokens, and whether
+    OpenCode's `output` already held the reasoning.
+
+    It does up to 1.2 (1.0 records no `total`; 1.2's `total` is input, output and cache alone) and
+    leaves them out by 1.14 (its `total` adds them).
+    """
+    cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
+    output = as_int(tokens.get("output"))
+    without_reasoning = (
+        as_int(tokens.get("input")) + output + as_int(cache.get("read")) + as_int(cache.get("write"))
+    )
+    total = as_int(tokens["total"]) if "total" in tokens else without_reasoning
+    if total == without_reasoning:
+        return output, total, True
+    return output + as_int(tokens.get("reasoning")), total, False
 
 
 def _fold_messages(metrics: Metrics, messages: list[dict[str, Any]], stream: list[dict[str, Any]]) -> None:

@@ -89,6 +89,14 @@ STREAM_EVENTS = frozenset(
         "auto_retry_end",
     }
 )
+# Pi before 0.60 (pi-ai's openai-completions without `responseId` on its messages) added reasoning
+# tokens to `output` though OpenAI's completion tokens include them, and kept cache writes inside
+# `cacheRead`; the split is gone from its files (0.60 to 0.69 did the same, with nothing to tell;
+# a later Pi's response from a provider that sends no response id would look the same).
+LEGACY_USAGE_GAP = (
+    "{n} openai-completions responses of a Pi before 0.60: their output holds the reasoning tokens "
+    "twice and their cache reads hold the cache writes"
+)
 # The mock model's steps as Pi's built-in tools (Pi resolves a relative path in its working directory).
 MOCK_TOOLS = ToolMap(
     shell=lambda command, cwd: ToolCall("bash", {"command": command}),
@@ -359,6 +367,17 @@ def _messages(session: list[dict[str, Any]], stream: list[dict[str, Any]]) -> It
     return (m for m in source if isinstance(m, dict))
 
 
+def legacy_usage(message: dict[str, Any]) -> bool:
+    """An openai-completions response with usage recorded by a Pi before 0.60 (LEGACY_USAGE_GAP)."""
+    return (
+        message.get("role") == "assistant"
+        and message.get("api") == "openai-completions"
+        and "responseId" not in message
+        and isinstance(message.get("usage"), dict)
+        and as_int(message["usage"].get("totalTokens")) > 0
+    )
+
+
 def truncated(message: dict[str, Any]) -> bool:
     """An assistant response that ended without usage: its stream was cut before the usage chunk.
 
@@ -422,6 +441,9 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
     if version is not None and version not in SESSION_VERSIONS:
         metrics.incomplete(f"session format version {version!r}, which this parser does not know")
     cut = sum(truncated(m) for m in _messages(session, stream))
+    legacy = sum(legacy_usage(m) for m in _messages(session, stream))
+    if legacy:
+        metrics.incomplete(LEGACY_USAGE_GAP.format(n=legacy))
     unread = unread_usage(session, SESSION_ENTRIES) + unread_usage(stream, STREAM_EVENTS)
     usage_gaps(metrics, cut, unread)
     derive_behaviour(metrics, tools.read_paths(), cwd, attempted=tools.read_attempts())

@@ -17,6 +17,7 @@ from mock_ledger import captured_patch_command
 from harnesses.claude_code import (
     INFRA_SIGNATURE,
     MOCK_TOOLS,
+    NO_THINKING_GAP,
     ClaudeCodeHarness,
     context_mapping,
     parse_files,
@@ -135,15 +136,68 @@ MAIN_USAGE = {
     "cost_usd": 0.025,
 }
 # 2.1.197 had another default model (priced differently, named with its context window in
-# modelUsage) and reported no thinking tokens; the mock served none then.
+# modelUsage) and records no thinking tokens (the mock served none then): a gap, not a zero.
 OLD_SUCCESS = {
     "model": "claude-opus-4-8",
     "reasoning_tokens": 0,
+    "complete": False,
+    "gaps": [NO_THINKING_GAP],
     "cost_usd": 0.03175,
     "per_model": {
         "claude-opus-4-8[1m]": ModelUsage(**MAIN_USAGE | {"reasoning_tokens": 0, "cost_usd": 0.03175})
     },
 }
+
+
+# Each captured version and its default model, as its modelUsage names it.
+VERSION_MODELS = {
+    "2.0.61": "claude-sonnet-4-5-20250929",
+    "2.1.163": "claude-opus-4-8[1m]",
+    "2.1.332": "claude-opus-5-5",
+}
+
+
+@pytest.mark.parametrize("version", VERSION_MODELS)
+def test_versions_reproduce_the_mock_ledger(version):
+    """Every Claude Code version's files give the mock's ledger: tokens per model from the result's
+    `modelUsage`, responses and tool calls from the stream. Versions before 2.1.332 record no
+    thinking count: reasoning stays 0 and the record is incomplete, saying so. 2.0.61's subagent
+    warmups (haiku and the main model) are side requests: they show in modelUsage with no tokens."""
+    folder = DATA / "versions" / version
+    assert json.loads((folder / "version.json").read_text())["claude-code"] == version
+    metrics = parse_files(folder / "stdout.log", folder / "session.jsonl", [])
+    totals, tools = ledger(folder)
+    parsed = parsed_usage(metrics)
+    if version == "2.1.332":
+        assert metrics.complete and metrics.gaps == []
+    else:
+        assert parsed.pop("reasoning") == 0 and totals.pop("reasoning") == 7 * 20
+        assert not metrics.complete and metrics.gaps == [NO_THINKING_GAP]
+    assert parsed == totals
+    served = [e for e in json.loads((folder / LEDGER_FILE).read_text())["ledger"] if e["outcome"] == "served"]
+    assert metrics.assistant_messages == len(served) == 7 and metrics.tool_calls_by_name == tools
+    assert tools == {"Read": 1, "Bash": 4, "Write": 1} and metrics.tool_errors == 1
+    main = {m: u for m, u in metrics.per_model.items() if u.total_tokens}
+    assert list(main) == [VERSION_MODELS[version]]
+    assert main[VERSION_MODELS[version]].input_tokens == totals["input"]
+    assert metrics.final_text == "Fixed: has_next now compares with <."
+
+
+def test_a_subagent_warmup_is_a_side_request():
+    """Claude Code 2.0 to early 2.1 warms its subagents' caches with a request that has tools and a
+    working directory but one message ending in `Warmup`: no turn of the conversation."""
+    protocol = AnthropicMessages(MOCK_TOOLS)
+    system = [{"type": "text", "text": "You are Claude Code.\nWorking directory: /work"}]
+    tools = [{"name": "Read", "input_schema": {}}]
+    warmup = [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "<context>"}, {"type": "text", "text": "Warmup"}],
+        }
+    ]
+    prompt = [{"role": "user", "content": [{"type": "text", "text": "Fix the bug."}]}]
+    assert protocol.is_side_request({"system": system, "tools": tools, "messages": warmup})
+    assert not protocol.is_side_request({"system": system, "tools": tools, "messages": prompt})
 
 
 def test_usage_of_every_model_is_counted_and_sums_to_the_totals(tmp_path):

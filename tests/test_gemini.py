@@ -20,6 +20,8 @@ from harnesses.gemini import (
     MOCK_COST_SOURCE,
     MOCK_MODEL,
     MOCK_TOOLS,
+    NO_CACHED_GAP,
+    STREAM_ONLY_GAP,
     TRUNCATED_SIGNATURE,
     GeminiHarness,
     core_tools,
@@ -189,8 +191,43 @@ def test_event_stream_alone_gives_the_same_behaviour():
     assert from_stream.model == MOCK_MODEL and from_stream.assistant_messages == 0
     assert from_stream.input_tokens == from_session.input_tokens
     assert from_stream.cache_read_tokens == from_session.cache_read_tokens
-    # The stream's totals count the candidates only, without the thoughts.
+    # The stream's totals count the candidates only, without the thoughts: a gap, saying so.
     assert from_stream.output_tokens == from_session.output_tokens - from_session.reasoning_tokens
+    assert not from_stream.complete and from_stream.gaps == [STREAM_ONLY_GAP]
+
+
+GEMINI_VERSIONS = ("0.18.4", "0.40.1", "0.61.0")
+
+
+@pytest.mark.parametrize("version", GEMINI_VERSIONS)
+def test_versions_reproduce_the_mock_ledger(version):
+    """Every Gemini CLI version's files give the mock's ledger, cache writes inside input (Gemini
+    has no such field). 0.18 writes a `.json` session recording every tool call on the first
+    response and two responses in all, which the adapter does not read: the stream's totals stand
+    in, with input holding the cached tokens and output without the thoughts, and the record is
+    incomplete, saying so."""
+    folder = DATA / "versions" / version
+    assert json.loads((folder / "version.json").read_text())["gemini"] == version
+    session = folder / "session.jsonl"
+    metrics = parse_files(session if session.exists() else None, folder / "stdout.log")
+    totals, tools = ledger(folder, KEYS)
+    parsed = parsed_tokens(metrics, KEYS)
+    assert metrics.tool_calls_by_name == tools == {"read_file": 1, "run_shell_command": 4, "write_file": 1}
+    assert metrics.final_text == "Fixed: has_next now compares with <." and metrics.model == MOCK_MODEL
+    assert parsed.pop("cache_write") == 0
+    input_tokens = totals.pop("input") + totals.pop("cache_write")
+    if version == "0.18.4":
+        assert not session.exists() and list(folder.glob("home/.gemini/tmp/*/chats/session-*.json"))
+        assert not metrics.complete and metrics.gaps == [STREAM_ONLY_GAP, NO_CACHED_GAP]
+        assert parsed.pop("responses") == 0 and totals.pop("responses") == 7
+        reasoning = totals.pop("reasoning")
+        assert parsed.pop("reasoning") == 0
+        assert parsed.pop("output") == totals.pop("output") - reasoning
+        assert parsed.pop("cache_read") == 0
+        assert parsed.pop("input") == input_tokens + totals.pop("cache_read")
+        return
+    assert metrics.complete and metrics.gaps == []
+    assert parsed.pop("input") == input_tokens and parsed == totals
 
 
 def test_no_files_at_all_is_no_model_turn(tmp_path, task):

@@ -86,6 +86,37 @@ def test_pi_unknown_session_version_and_renamed_usage_are_gaps(tmp_path: Path) -
     assert NO_USAGE_GAP in metrics.gaps
 
 
+UNKNOWN_LINES = [{"record_type": "state"}, {"kind": "message", "text": "hi"}]
+
+
+@pytest.mark.parametrize(
+    ("harness", "file", "gap"),
+    [
+        ("claude_code", "stream", "stream-json of a format this parser does not know"),
+        ("claude_code", "session", "transcript of a format this parser does not know"),
+        ("gemini", "session", "session of a format this parser does not know"),
+        ("gemini", "stream", "event stream of a format this parser does not know"),
+        ("opencode", "session", "session export of a format this parser does not know"),
+        ("opencode", "stream", "event stream of a format this parser does not know"),
+    ],
+)
+def test_a_stored_file_of_an_unknown_format_is_a_gap_not_zeros(
+    tmp_path: Path, harness: str, file: str, gap: str
+) -> None:
+    """A session or stream none of whose entries the parser knows gives no silent zeros."""
+    path = _lines(tmp_path / "saved", UNKNOWN_LINES)
+    if harness == "opencode" and file == "session":
+        path.write_text(json.dumps({"format": 9, "entries": UNKNOWN_LINES}))
+    parse = {
+        "claude_code": lambda s, o: claude_code.parse_files(o, s, []),
+        "gemini": gemini.parse_files,
+        "opencode": opencode.parse_files,
+    }[harness]
+    metrics = parse(path, None) if file == "session" else parse(None, path)
+    assert metrics.total_tokens == 0 and not metrics.complete
+    assert any(g.startswith(gap) for g in metrics.gaps), metrics.gaps
+
+
 def test_captured_successes_are_complete() -> None:
     folders = {h: DATA / h / "success" for h in ("pi", "codex", "claude_code", "gemini", "opencode")}
     parsed = [

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from builtin_pack import BUILTIN
 from conftest import run_check_json
-from mock_ledger import ledger, parsed_tokens
+from mock_ledger import TOKENS, ledger, parsed_tokens
 
 from harnesses.cli import NODE_BIN
 from harnesses.mock_model.openai_chat import OpenAIChat
@@ -17,6 +17,7 @@ from harnesses.mock_model.server import MockModelServer, Usage
 from harnesses.mock_model.session import LEDGER_FILE
 from harnesses.opencode import (
     CONFIG_DIR,
+    DOUBLE_PRICED_GAP,
     INFRA_SIGNATURE,
     KNOWN_TOOLS,
     LOG_FILE,
@@ -26,6 +27,8 @@ from harnesses.opencode import (
     TRUNCATED_SIGNATURE,
     OpenCodeHarness,
     parse_files,
+    read_transcript,
+    save_session,
     tool_switches,
 )
 from harnesses.shell import judge
@@ -117,6 +120,63 @@ def repository(workspace: Path, tmp_path: Path) -> Path:
 
 
 # --- parse_session on runs captured from real OpenCode ------------------------------------------
+
+
+# Versions whose `output` holds the reasoning tokens (and whose cost prices them once more).
+OPENCODE_VERSIONS = {"1.0.162": True, "1.2.27": True, "1.14.41": False, "1.18.33": False}
+
+
+@pytest.mark.parametrize("version", OPENCODE_VERSIONS)
+def test_versions_reproduce_the_mock_ledger(version):
+    """Every OpenCode version's exported session gives the mock's ledger, cache writes among the
+    cache reads (see the README). Up to 1.2 OpenCode's output holds the reasoning tokens, which the
+    parser tells from the step's `total` (none on 1.0); their cost prices the reasoning twice: the
+    record is incomplete, saying so."""
+    folder = DATA / "versions" / version
+    assert json.loads((folder / "version.json").read_text())["opencode"] == version
+    export = json.loads((folder / SESSION_FILE).read_text())
+    assert export["info"]["version"] == version
+    metrics = parse_files(folder / SESSION_FILE, folder / "stdout.log")
+    keys = (*TOKENS, "reasoning")
+    totals, tools = ledger(folder, keys)
+    parsed = parsed_tokens(metrics, keys)
+    assert parsed.pop("cache_read") == totals.pop("cache_read") + totals.pop("cache_write")
+    assert parsed.pop("cache_write") == 0 and parsed == totals
+    assert metrics.tool_calls_by_name == tools == {"read": 1, "bash": 4, "write": 1}
+    assert metrics.tool_errors == 0 and metrics.final_text == "Fixed: has_next now compares with <."
+    assert metrics.model == "mock/mock-model"
+    twice = 7 * CAPTURED.reasoning * MOCK_COST["output"] / 1e6
+    if OPENCODE_VERSIONS[version]:
+        assert not metrics.complete and metrics.gaps == [DOUBLE_PRICED_GAP]
+        assert metrics.cost_usd == pytest.approx(mock_cost(CAPTURED, 7) + twice)
+    else:
+        assert metrics.complete and metrics.gaps == []
+        assert metrics.cost_usd == pytest.approx(mock_cost(CAPTURED, 7))
+    steps = [
+        s for s in read_transcript(folder / SESSION_FILE, folder / "stdout.log").steps if s.source == "agent"
+    ]
+    assert {(s.output_tokens, s.reasoning_tokens) for s in steps} == {(CAPTURED.output, CAPTURED.reasoning)}
+
+
+def test_a_session_stored_as_files_is_exported_as_the_database_one(tmp_path):
+    """OpenCode 1.0 keeps its session as JSON files under `storage/`, not in SQLite: the adapter
+    exports them in the same shape."""
+    export = json.loads((DATA / "versions" / "1.0.162" / SESSION_FILE).read_text())
+    storage = tmp_path / "data" / "storage"
+    info = export["info"]
+    files = {storage / "session" / "project" / f"{info['id']}.json": info}
+    for message in export["messages"]:
+        files[storage / "message" / info["id"] / f"{message['info']['id']}.json"] = message["info"]
+        for part in message["parts"]:
+            files[storage / "part" / message["info"]["id"] / f"{part['id']}.json"] = part
+    for path, data in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data))
+    (tmp_path / "run").mkdir()
+
+    saved = save_session(tmp_path / "data", tmp_path / "run")
+    assert saved is not None and json.loads(saved.read_text()) == export
+    assert save_session(tmp_path / "empty", tmp_path / "run") is None
 
 
 def test_captured_success_parses_exactly(task):

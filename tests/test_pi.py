@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from builtin_pack import BUILTIN
 from conftest import run_check_json
-from mock_ledger import captured_patch_command, ledger, parsed_tokens
+from mock_ledger import TOKENS, captured_patch_command, ledger, parsed_tokens
 
 from harnesses.cli import NODE_BIN, find_cli
 from harnesses.cli_harness import install_skill, skill_name
@@ -21,6 +21,7 @@ from harnesses.mock_model.server import MockModelServer, Usage
 from harnesses.pi import (
     BUILTIN_PROVIDERS,
     INFRA_SIGNATURE,
+    LEGACY_USAGE_GAP,
     MOCK_TOOLS,
     TRUNCATED_SIGNATURE,
     PiHarness,
@@ -141,6 +142,41 @@ def test_captured_success_parses_exactly(task):
     totals, tools = ledger(DATA / "success")
     assert pi_tokens(metrics) == totals
     assert metrics.tool_calls_by_name == tools
+
+
+PI_VERSIONS = ("0.13.2", "0.31.1", "0.52.12", "0.73.1")
+# The versions whose openai-completions usage adds reasoning to output and cache writes to cache reads.
+LEGACY_PI = ("0.13.2", "0.31.1", "0.52.12")
+
+
+@pytest.mark.parametrize("version", PI_VERSIONS)
+def test_versions_reproduce_the_mock_ledger(version):
+    """Every Pi version's files give the mock's ledger: tokens, responses and tool calls. Before
+    0.60, Pi recorded OpenAI-completions output with the reasoning tokens added once more and cache
+    writes inside cache reads: the parser reads what is there and marks the record incomplete,
+    saying so. Pi keeps no reasoning count on any version. 0.13 saves no session in print mode:
+    the event stream alone gives the numbers."""
+    folder = DATA / "versions" / version
+    assert json.loads((folder / "version.json").read_text())["pi"] == version
+    session = folder / "session.jsonl"
+    metrics = parse_files(session if session.exists() else None, folder / "stdout.log")
+    totals, tools = ledger(folder, (*TOKENS, "reasoning"))
+    parsed = parsed_tokens(metrics, (*TOKENS, "reasoning"))
+    reasoning = totals.pop("reasoning")
+    assert parsed.pop("reasoning") == 0
+    if version in LEGACY_PI:
+        assert parsed.pop("output") == totals.pop("output") + reasoning
+        assert parsed.pop("cache_read") == totals.pop("cache_read") + totals.pop("cache_write")
+        assert parsed.pop("cache_write") == 0
+        assert not metrics.complete
+        assert metrics.gaps == [LEGACY_USAGE_GAP.format(n=totals["responses"])]
+    else:
+        assert metrics.complete and metrics.gaps == []
+    assert parsed == totals
+    assert metrics.tool_calls_by_name == tools == {"read": 1, "bash": 4, "write": 1}
+    assert metrics.tool_errors == 1  # `cat does-not-exist.txt`
+    assert metrics.model == "mock/mock-model" and metrics.thinking_level in ("high", None)
+    assert metrics.final_text == "Fixed: has_next now compares with <."
 
 
 def test_event_stream_alone_gives_the_same_metrics():

@@ -20,8 +20,10 @@ responses) equals the sum of the `Usage` served:
 Claude Code 2.1.332 passes `thinking_tokens` on to its transcript and `result.usage`; 2.1.197 drops it.
 
 Requests that are not the main conversation (no tools and no working directory in the request:
-a title, summary or quota check) are side requests (`is_side_request`): the server answers
-them with a plain text and zero usage and records them as such; their turn is `SIDE_TURN`.
+a title, summary or quota check; or a subagent's cache warmup, whose one message ends with the
+text `Warmup`, sent by Claude Code 2.0 to early 2.1) are side requests (`is_side_request`): the
+server answers them with a plain text and zero usage and records them as such; their turn is
+`SIDE_TURN`.
 """
 
 import json
@@ -33,6 +35,8 @@ from harnesses.mock_model.tools import ToolCall, ToolMap, json_arguments
 
 # The turn of a side request: no turn of the conversation, as the ledger shows.
 SIDE_TURN = 1_000_000
+# The last text of the one message of Claude Code's subagent warmups (2.0 to early 2.1).
+WARMUP_TEXT = "Warmup"
 _CWD_LINE = re.compile(r"(?:Primary )?[Ww]orking directory:\s*(\S+)")
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -140,8 +144,14 @@ class AnthropicMessages:
 
         Claude Code's agent loop always states its working directory (in the system prompt or a
         system message), even with every tool disabled; helper calls (titles, summaries, quota
-        checks) do not.
+        checks) do not. A subagent's warmup (one message ending in `Warmup`) has tools and a
+        working directory but is no turn of the conversation either.
         """
+        messages = request.get("messages") or []
+        if len(messages) == 1 and isinstance(messages[0], dict):
+            texts = _texts(messages[0].get("content"))
+            if texts and texts[-1].strip() == WARMUP_TEXT:
+                return True
         return not request.get("tools") and _cwd(request) is None
 
 

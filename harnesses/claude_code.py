@@ -69,7 +69,8 @@ SESSION_NAME = "session.jsonl"
 INFRA_SIGNATURE = "claude_api_error"
 COST_SOURCE = "harness"
 # Claude Code before some version after 2.1.197 (2.1.163 included) records no thinking count: its
-# output tokens hold the thinking tokens, how many is not in its files.
+# output tokens hold the thinking tokens, how many is not in its files. Totals and cost stay exact,
+# so the gap is noted without making the metrics incomplete (an upgrade study compares them).
 NO_THINKING_GAP = (
     "thinking tokens not recorded by this Claude Code version (they are inside the output tokens)"
 )
@@ -744,7 +745,7 @@ def _fold_usage(metrics: Metrics, session: Session) -> None:
         if isinstance(details, dict):
             metrics.reasoning_tokens += as_int(details.get("thinking_tokens"))
         elif as_int(item.get("output_tokens")):
-            metrics.incomplete(NO_THINKING_GAP)
+            metrics.unrecorded(NO_THINKING_GAP)
     metrics.total_tokens = (
         metrics.input_tokens + metrics.output_tokens + metrics.cache_read_tokens + metrics.cache_write_tokens
     )
@@ -779,7 +780,7 @@ def _fold_model_usage(metrics: Metrics, by_model: dict[str, dict[str, Any]]) -> 
         metrics.reasoning_tokens += part.reasoning_tokens
         metrics.total_tokens += part.total_tokens
     if metrics.output_tokens and not any("thinkingTokens" in item for item in by_model.values()):
-        metrics.incomplete(NO_THINKING_GAP)
+        metrics.unrecorded(NO_THINKING_GAP)
     if costs:
         metrics.cost_usd = round_cost(sum(costs))
         metrics.cost_source = COST_SOURCE

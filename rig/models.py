@@ -643,7 +643,9 @@ class Metrics(BaseModel):
     )
     gaps: list[str] = Field(
         default_factory=list,
-        description="why the metrics are incomplete, one reason each (empty when complete)",
+        description="what the parser could not read, one reason each: why the metrics are incomplete, "
+        "or a figure the harness version does not record while the totals and cost stay exact (e.g. "
+        "no thinking count: reasoning_tokens is then 0 and the reasoning is inside output_tokens)",
     )
     per_model: dict[str, ModelUsage] = Field(
         default_factory=dict,
@@ -655,6 +657,11 @@ class Metrics(BaseModel):
     def incomplete(self, reason: str) -> None:
         """Mark the metrics incomplete for `reason` (each reason is kept once)."""
         self.complete = False
+        self.unrecorded(reason)
+
+    def unrecorded(self, reason: str) -> None:
+        """Note a figure the session does not hold although the totals and cost are exact (each
+        reason is kept once): the run still counts in cost and token comparisons."""
         if reason not in self.gaps:
             self.gaps.append(reason)
 

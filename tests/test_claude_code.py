@@ -140,7 +140,7 @@ MAIN_USAGE = {
 OLD_SUCCESS = {
     "model": "claude-opus-4-8",
     "reasoning_tokens": 0,
-    "complete": False,
+    "complete": True,
     "gaps": [NO_THINKING_GAP],
     "cost_usd": 0.03175,
     "per_model": {
@@ -161,7 +161,8 @@ VERSION_MODELS = {
 def test_versions_reproduce_the_mock_ledger(version):
     """Every Claude Code version's files give the mock's ledger: tokens per model from the result's
     `modelUsage`, responses and tool calls from the stream. Versions before 2.1.332 record no
-    thinking count: reasoning stays 0 and the record is incomplete, saying so. 2.0.61's subagent
+    thinking count: reasoning stays 0 and the record says so in its gaps, while its totals and cost,
+    exact, keep it complete. 2.0.61's subagent
     warmups (haiku and the main model) are side requests: they show in modelUsage with no tokens."""
     folder = DATA / "versions" / version
     assert json.loads((folder / "version.json").read_text())["claude-code"] == version
@@ -172,7 +173,7 @@ def test_versions_reproduce_the_mock_ledger(version):
         assert metrics.complete and metrics.gaps == []
     else:
         assert parsed.pop("reasoning") == 0 and totals.pop("reasoning") == 7 * 20
-        assert not metrics.complete and metrics.gaps == [NO_THINKING_GAP]
+        assert metrics.complete and metrics.gaps == [NO_THINKING_GAP]
     assert parsed == totals
     served = [e for e in json.loads((folder / LEDGER_FILE).read_text())["ledger"] if e["outcome"] == "served"]
     assert metrics.assistant_messages == len(served) == 7 and metrics.tool_calls_by_name == tools

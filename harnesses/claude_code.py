@@ -49,6 +49,7 @@ from harnesses.logs import (
     derive_behaviour,
     optional_int,
     read_jsonl,
+    record_compactions,
     result_text,
     unreadable_lines,
 )
@@ -90,6 +91,8 @@ TOOL_NAMES = {
 }
 SKILL_TOOL = "Skill"
 SYNTHETIC_MODEL = "<synthetic>"
+# The system message Claude Code writes where a compaction replaced the conversation with a summary.
+COMPACT_BOUNDARY = "compact_boundary"
 API_ERROR_PREFIX = "API Error"
 # Claude Code reads the key from this variable whatever the provider (the mock's too).
 KEY_ENV = "ANTHROPIC_API_KEY"
@@ -367,6 +370,9 @@ class Session:
     retries: list[dict[str, Any]] = field(default_factory=list)
     result: dict[str, Any] | None = None
     unread_usage: set[str] = field(default_factory=set)
+    # The compact_metadata of each compact_boundary, from the stream and from the transcript.
+    stream_compactions: list[dict[str, Any]] = field(default_factory=list)
+    transcript_compactions: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def api_error(self) -> bool:
@@ -398,6 +404,8 @@ def load_session(stdout_path: Path | None, transcript_path: Path | None) -> Sess
             session.session_id = as_str(event.get("session_id")) or session.session_id
         elif kind == "system" and event.get("subtype") == "api_retry":
             session.retries.append(event)
+        elif kind == "system" and event.get("subtype") == COMPACT_BOUNDARY:
+            session.stream_compactions.append(_dict(event.get("compact_metadata")))
         elif kind == "result":
             session.result = event
         elif kind == "assistant":
@@ -410,7 +418,9 @@ def load_session(stdout_path: Path | None, transcript_path: Path | None) -> Sess
             session.unread_usage.add(str(kind))
     for record in read_jsonl(transcript_path):
         kind = record.get("type")
-        if kind == "assistant":
+        if kind == "system" and record.get("subtype") == COMPACT_BOUNDARY:
+            session.transcript_compactions.append(_dict(record.get("compactMetadata")))
+        elif kind == "assistant":
             body = record.get("message")
             message_id = body.get("id") if isinstance(body, dict) else None
             # Blocks the stream already gave are not counted twice; usage and stop reason are taken.
@@ -654,6 +664,7 @@ def parse_files(stdout_path: Path | None, transcript_path: Path | None, command:
     ):
         metrics.error_messages.append(str(result.get("result") or result.get("subtype")))
     _fold_usage(metrics, session)
+    _fold_compactions(metrics, session)
     if metrics.total_tokens == 0 and any(not m.api_error for m in session.messages):
         metrics.incomplete("no token usage recorded although the model responded")
     for kind in sorted(session.unread_usage):
@@ -703,6 +714,24 @@ def _fold_usage(metrics: Metrics, session: Session) -> None:
     metrics.total_tokens = (
         metrics.input_tokens + metrics.output_tokens + metrics.cache_read_tokens + metrics.cache_write_tokens
     )
+
+
+def _fold_compactions(metrics: Metrics, session: Session) -> None:
+    """The run's compactions: one compact_boundary each, in the transcript (camelCase metadata) or,
+    where the transcript has none, the stream (snake_case), with the context's tokens before and
+    after it. The summarization request's usage is in Claude Code's totals, not told apart. Files
+    that hold nothing of a session say nothing of compactions either."""
+    if session.session_id is None and not session.messages and session.result is None:
+        return
+    if session.transcript_compactions:
+        pairs = [(m.get("preTokens"), m.get("postTokens")) for m in session.transcript_compactions]
+    else:
+        pairs = [(m.get("pre_tokens"), m.get("post_tokens")) for m in session.stream_compactions]
+    record_compactions(metrics, [(optional_int(pre), optional_int(post)) for pre, post in pairs])
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _fold_model_usage(metrics: Metrics, by_model: dict[str, dict[str, Any]]) -> None:

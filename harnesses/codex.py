@@ -68,6 +68,7 @@ from harnesses.logs import (
     derive_behaviour,
     optional_int,
     read_jsonl,
+    record_compactions,
     unreadable_lines,
 )
 from harnesses.mock_model.openai_responses import OpenAIResponses
@@ -429,6 +430,8 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
         _fold_stream_usage(metrics, stream)
         _fold_stream_tools(metrics, stream, tools)
     _fold_outcomes(metrics, rollout, stream)
+    if rollout:
+        record_compactions(metrics, [(None, None)] * compactions(rollout))
     if metrics.total_tokens == 0 and (metrics.tool_calls or metrics.final_text):
         metrics.incomplete("no token usage recorded although the model responded")
     for event in stream:
@@ -678,6 +681,17 @@ def _rollout_failures(rollout: list[dict[str, Any]]) -> list[tuple[int, Transcri
         for payload in map(_payload, rollout)
         if payload.get("type") == "task_complete" and isinstance(payload.get("error"), dict)
     ]
+
+
+def compactions(rollout: list[dict[str, Any]]) -> int:
+    """How many times Codex compacted the context: its `compacted` rollout items (the summary and
+    the history that replaced the conversation), else its `context_compacted` events. Neither says
+    how large the context was before or after, and the exec stream records no compaction."""
+    items = sum(1 for e in rollout if e.get("type") == "compacted")
+    events = sum(
+        1 for e in rollout if e.get("type") == "event_msg" and _payload(e).get("type") == "context_compacted"
+    )
+    return max(items, events)
 
 
 def _fold_rollout(

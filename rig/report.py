@@ -760,6 +760,15 @@ def _share(series: pd.Series) -> str:
     return f"{fmt_pct(values.mean(), 0)} ({int(values.sum())}/{len(values)})"
 
 
+def _compactions(series: pd.Series) -> str:
+    """Mean compactions per run and the share of runs with at least one, among the runs whose
+    harness records compactions (None elsewhere)."""
+    counts = series.dropna().astype(float)
+    if counts.empty:
+        return DASH
+    return f"mean {counts.mean():.2f}, {_share(counts > 0)}"
+
+
 def _behaviour_blocks(df: pd.DataFrame, arms: list[str], arm_word: str) -> list[Block]:
     rows = []
     for arm in arms:
@@ -777,6 +786,7 @@ def _behaviour_blocks(df: pd.DataFrame, arms: list[str], arm_word: str) -> list[
                 f"{_share(searches > 0)}, mean {searches.mean():.2f}" if len(sub) else DASH,
                 _share(sub["ran_tests"]),
                 _share(sub["out_of_scope"].astype(float).clip(upper=1)),
+                _compactions(sub["compactions"]),
                 _share(sub["tried_other_host"]),
             ]
         )
@@ -791,6 +801,7 @@ def _behaviour_blocks(df: pd.DataFrame, arms: list[str], arm_word: str) -> list[
         "shell searches (runs, mean count)",
         "ran the tests",
         "changed files outside the task's scope",
+        "compactions (mean per run, runs with ≥ 1)",
         "tried to reach another host",
     ]
     return [
@@ -802,7 +813,8 @@ def _behaviour_blocks(df: pd.DataFrame, arms: list[str], arm_word: str) -> list[
             "tampered = changed a protected file (restored before verification); tried to reach another "
             "host: the network policy refused at least one of its connections (among runs whose network "
             "was confined; docs/network.md); outside the task's scope: among runs of tasks with a "
-            "`scope` (docs/packs.md)."
+            "`scope` (docs/packs.md); compactions: the context compactions the harness's session "
+            "records, among runs of harnesses that record them (README: Metrics)."
         ),
         Table(headers, rows, frozenset(range(1, len(headers)))),
     ]

@@ -4,14 +4,19 @@ through the real Pi CLI by the mock model, whose ledger holds the summarization 
 
 import json
 import shutil
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
 from mock_ledger import ledger, parsed_tokens
 
 from harnesses import claude_code, codex
+from harnesses.mock_model.openai_chat import OpenAIChat
+from harnesses.mock_model.policy import Policy, Step
+from harnesses.mock_model.server import SUMMARY_MARKERS, SUMMARY_TEXT, Faults, MockModelServer, Usage
 from harnesses.mock_model.session import LEDGER_FILE
-from harnesses.pi import PiHarness
+from harnesses.pi import MOCK_TOOLS, PiHarness
 from harnesses.pi import parse_files as parse_pi
 from rig.experiment import load_experiment
 from rig.migrate import COMPACTION_FIELDS, migrate
@@ -33,6 +38,45 @@ def summaries(folder: Path) -> int:
     """The summarization requests (compactions) the mock answered, from `folder`'s ledger."""
     entries = json.loads((folder / LEDGER_FILE).read_text())["ledger"]
     return sum(e["outcome"] == "summary" for e in entries)
+
+
+# --- the mock model: a summarization request gets a summary, apart from the agent's responses ----
+
+
+def test_the_mock_answers_a_summarization_request_with_a_summary_outside_the_served_ledger():
+    policy = Policy("one", (Step("shell", command="echo hi"), Step("final", text="Done.")))
+    summarize = {
+        "model": "mock-model",
+        "stream": True,
+        "messages": [
+            {"role": "system", "content": f"{SUMMARY_MARKERS[0]} Do NOT continue the conversation."},
+            {"role": "user", "content": "<conversation>[User]: go</conversation>"},
+        ],
+    }
+    agent = {"model": "mock-model", "stream": True, "messages": [{"role": "user", "content": "go"}]}
+    # The agent's first request fails; the summarization request is none of the agent's.
+    faults = Faults(mode="http_error", status=500, first_n=1)
+    with MockModelServer(policy, [OpenAIChat(MOCK_TOOLS)], usage=Usage(input=7), faults=faults) as server:
+        for body in (summarize, agent, agent):
+            request = urllib.request.Request(
+                server.base_url + "/v1/chat/completions",
+                json.dumps(body).encode(),
+                {"Content-Type": "application/json"},
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=10) as response:
+                    answers = response.read().decode()
+            except urllib.error.HTTPError as exc:
+                answers = str(exc.code)
+            if body is summarize:
+                assert json.dumps(SUMMARY_TEXT)[1:-1] in answers and '"bash"' not in answers
+        assert [(e.outcome, e.step_kind) for e in server.ledger] == [
+            ("summary", "final"),
+            ("http_error", None),
+            ("served", "shell"),
+        ]
+        assert server.ledger[0].usage == Usage(input=7)
+        assert server.totals()["responses"] == 1
 
 
 # --- Pi: the session's `compaction` entries ------------------------------------------------------

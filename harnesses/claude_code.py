@@ -93,6 +93,10 @@ SKILL_TOOL = "Skill"
 SYNTHETIC_MODEL = "<synthetic>"
 # The system message Claude Code writes where a compaction replaced the conversation with a summary.
 COMPACT_BOUNDARY = "compact_boundary"
+# What 2.1.332 files as an API error (`apiError` on its synthetic message, `api_error` on the
+# result) although the provider did not fail: auto-compaction thrashing, its breaker stopping a run
+# whose context refilled to the limit right after each of 3 compactions.
+OWN_ERRORS = frozenset({"autocompact_thrashing"})
 API_ERROR_PREFIX = "API Error"
 # Claude Code reads the key from this variable whatever the provider (the mock's too).
 KEY_ENV = "ANTHROPIC_API_KEY"
@@ -382,8 +386,13 @@ class Session:
             return True
         result = self.result or {}
         # An API failure ends as subtype "success" with is_error true; other subtypes
-        # (error_max_turns, error_during_execution) are the agent's or the CLI's own doing.
-        return result.get("is_error") is True and result.get("subtype") == "success"
+        # (error_max_turns, error_during_execution) are the agent's or the CLI's own doing, as are
+        # the OWN_ERRORS 2.1.332 names in api_error.
+        return (
+            result.get("is_error") is True
+            and result.get("subtype") == "success"
+            and as_str(result.get("api_error")) not in OWN_ERRORS
+        )
 
 
 def load_session(stdout_path: Path | None, transcript_path: Path | None) -> Session:
@@ -457,7 +466,8 @@ def _add_block(
     texts = [str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"]
     # The transcript says isApiErrorMessage; 2.1.332's stream says is_api_error_message, 2.1.197's
     # stream said nothing but the synthetic model, an `error` and the text.
-    if (
+    own = (as_str(event.get("apiError")) or as_str(event.get("api_error"))) in OWN_ERRORS
+    if not own and (
         event.get("isApiErrorMessage") is True
         or event.get("is_api_error_message") is True
         or (synthetic and (event.get("error") or any(t.startswith(API_ERROR_PREFIX) for t in texts)))

@@ -12,6 +12,7 @@ import pytest
 from mock_ledger import ledger, parsed_tokens
 
 from harnesses import claude_code, codex
+from harnesses.claude_code import ClaudeCodeHarness
 from harnesses.mock_model.openai_chat import OpenAIChat
 from harnesses.mock_model.policy import Policy, Step
 from harnesses.mock_model.server import SUMMARY_MARKERS, SUMMARY_TEXT, Faults, MockModelServer, Usage
@@ -25,6 +26,7 @@ from rig.paths import REPO_ROOT
 
 DATA = Path(__file__).parent / "data"
 PI = DATA / "pi"
+CLAUDE_STUDY = REPO_ROOT / "experiments" / "claude_code_compaction.toml"
 SMALL = DATA / "results_small" / "results_small"
 # The usage of every response the mock served in tests/data/pi (see its README).
 CAPTURED_TOTAL = 1000 + 100 + 500 + 40
@@ -300,3 +302,39 @@ def test_pi_compacts_offline_when_the_study_forces_it(
         assert metrics.stop_reasons[-1] == "stop"
     else:
         assert compaction(metrics) == (0, 0, 0, 0)
+
+
+# --- the real Claude Code CLI compacting against the mock model ----------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("arm", "expected"), [("earliest", 3), ("off", 0)])
+def test_claude_code_compacts_offline_as_the_study_sets_it(arm, expected, workspace, task: Task, tmp_path):
+    # Every response reports 95,000 tokens of input: past the earliest window (100,000 less Claude
+    # Code's reserve) after the second response. Each compaction leaves the mock at an earlier step
+    # of its policy, so the context refills at once: after the third, Claude Code's breaker stops
+    # the run (`autocompact_thrashing`, its own stop, not the provider's failure).
+    [condition] = [c for c in load_experiment(CLAUDE_STUDY).conditions if c.name == arm]
+    usage = {"input": 95000, "output": 100, "cache_read": 0}
+    condition = condition.model_copy(update={"harness_options": {"mock_usage": usage}})
+    harness = ClaudeCodeHarness(task, Provider(), None, None, 30.0)
+    run_dir = tmp_path / "run"
+    run = harness.run(workspace, task.spec.prompt, condition, run_dir, 120)
+    metrics = harness.parse_session(run)
+
+    assert metrics.compactions == summaries(run_dir) == expected
+    # Claude Code counts its summarization requests in its totals: the mock's every answer.
+    entries = json.loads((run_dir / LEDGER_FILE).read_text())["ledger"]
+    assert metrics.input_tokens == 95000 * len(entries)
+    served = sum(e["outcome"] == "served" for e in entries)
+    assert harness.infra_signature(run, metrics) is None
+    if expected:
+        # The parser counts the <synthetic> message holding the breaker's text as a response.
+        assert metrics.assistant_messages == served + 1
+        assert metrics.compaction_tokens_before >= expected * 95000
+        assert 0 < metrics.compaction_tokens_after < metrics.compaction_tokens_before
+        assert metrics.compaction_tokens is None
+        assert any("Autocompact is thrashing" in m for m in metrics.error_messages)
+    else:
+        assert run.exit_code == 0 and compaction(metrics) == (0, 0, 0, 0)
+        assert metrics.assistant_messages == served

@@ -39,9 +39,17 @@ Outcome = Literal["served", "side", "summary", "http_error", "silence", "never_a
 # What a side request gets: a plain answer that calls no tool (and no usage, see NO_USAGE).
 SIDE_TEXT = "OK"
 SIDE_STEP = Step("final", text=SIDE_TEXT)
-# The opening of each harness's summarization system prompt (Pi 0.73.1, compaction/utils.js).
-SUMMARY_MARKERS = ("You are a context summarization assistant.",)
-SUMMARY_TEXT = "## Goal\nFinish the task.\n\n## Progress\n### Done\n- [x] Read README.md\n"
+# Words of each harness's summarization prompt: Pi 0.73.1's system prompt (compaction/utils.js),
+# Claude Code 2.1.332's last user message.
+SUMMARY_MARKERS = (
+    "You are a context summarization assistant.",
+    "Your task is to create a detailed summary of the conversation so far",
+)
+# Claude Code keeps what is inside <summary>; Pi keeps the whole text.
+SUMMARY_TEXT = (
+    "<analysis>The task, and the steps taken so far.</analysis>\n"
+    "<summary>\n## Goal\nFinish the task.\n\n## Progress\n### Done\n- [x] Read README.md\n</summary>\n"
+)
 SUMMARY_STEP = Step("final", text=SUMMARY_TEXT)
 # The request key holding a pattern path's placeholder values (see the module docstring).
 PATH_PARAMS = "_path"

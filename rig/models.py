@@ -641,10 +641,10 @@ class Metrics(BaseModel):
     compaction_tokens: int | None = Field(
         default=None,
         description="tokens (input, output and cache) spent by the summarization requests that made the "
-        "compactions, where the session records them apart from the agent's responses; None where it does "
-        "not: Pi records no usage for its summarization requests (they are then missing from the token "
-        "and cost totals, and the metrics are incomplete); Claude Code and Codex count them in their totals "
-        "without telling them apart",
+        "compactions, where the session tells them apart (Codex 0.171: the `token_usage_record` each "
+        "`compacted` item names; they are in the totals too); None where it does not: Pi records no usage "
+        "for its summarization requests (they are then missing from the token and cost totals, and the "
+        "metrics are incomplete), Claude Code counts them in its totals without telling them apart",
     )
 
     def incomplete(self, reason: str) -> None:

@@ -165,15 +165,28 @@ def test_codex_counts_compacted_items_and_nothing_without_a_rollout(tmp_path):
     folder = DATA / "codex" / "success"
     plain = codex.parse_files(folder / "session.jsonl", folder / "stdout.log")
     assert compaction(plain) == (0, 0, 0, 0)
-    # Constructed: Codex writes a `compacted` item and a `context_compacted` event per compaction.
-    lines = [
-        {"timestamp": "2026-12-01T00:00:00Z", "type": "compacted", "payload": {"message": "summary"}},
-        {"timestamp": "2026-12-01T00:00:00Z", "type": "event_msg", "payload": {"type": "context_compacted"}},
-    ]
-    rollout = with_lines(folder / "session.jsonl", tmp_path / "rollout.jsonl", lines)
+    # Constructed in the shape 0.171 writes (seen offline against the mock): a `compacted` item
+    # naming the summarization response and repeating its token_usage_record, and (older versions)
+    # a `context_compacted` event.
+    usage = {"input_tokens": 25000, "cached_input_tokens": 0, "output_tokens": 100, "total_tokens": 25100}
+    compacted = {
+        "message": "summary",
+        "compaction_response_id": "resp-7",
+        "latest_token_usage_record": {"response_id": "resp-7", "usage": usage},
+    }
+    event = {"type": "event_msg", "payload": {"type": "context_compacted"}}
+    rollout = with_lines(
+        folder / "session.jsonl", tmp_path / "r1.jsonl", [{"type": "compacted", "payload": compacted}]
+    )
     metrics = codex.parse_files(rollout, folder / "stdout.log")
-    assert compaction(metrics) == (1, None, None, None)
-    assert metrics.complete == plain.complete and metrics.total_tokens == plain.total_tokens
+    assert compaction(metrics) == (1, None, None, 25100)
+    # Its usage is the record's, already counted: no gap, the same totals.
+    assert metrics.complete == plain.complete and metrics.gaps == plain.gaps
+    assert metrics.total_tokens == plain.total_tokens
+    # An item that does not name its response, or events alone, leave the tokens unknown.
+    older = [{"type": "compacted", "payload": {"message": "summary"}}, event, event]
+    rollout = with_lines(folder / "session.jsonl", tmp_path / "r2.jsonl", older)
+    assert compaction(codex.parse_files(rollout, folder / "stdout.log")) == (2, None, None, None)
     # The exec stream records no compaction: without the rollout, unknown.
     assert compaction(codex.parse_files(None, folder / "stdout.log")) == (None, None, None, None)
 

@@ -49,6 +49,7 @@ from harnesses.logs import (
     derive_behaviour,
     optional_int,
     read_jsonl,
+    record_compactions,
     result_text,
     unreadable_lines,
 )
@@ -100,6 +101,12 @@ TOOL_NAMES = {
 }
 SKILL_TOOL = "Skill"
 SYNTHETIC_MODEL = "<synthetic>"
+# The system message Claude Code writes where a compaction replaced the conversation with a summary.
+COMPACT_BOUNDARY = "compact_boundary"
+# What 2.1.332 files as an API error (`apiError` on its synthetic message, `api_error` on the
+# result) although the provider did not fail: auto-compaction thrashing, its breaker stopping a run
+# whose context refilled to the limit right after each of 3 compactions.
+OWN_ERRORS = frozenset({"autocompact_thrashing"})
 API_ERROR_PREFIX = "API Error"
 # Claude Code reads the key from this variable whatever the provider (the mock's too).
 KEY_ENV = "ANTHROPIC_API_KEY"
@@ -402,6 +409,9 @@ class Session:
     unread_usage: set[str] = field(default_factory=set)
     # The saved files with entries of which none is of a kind Claude Code writes.
     unknown_files: list[str] = field(default_factory=list)
+    # The compact_metadata of each compact_boundary, from the stream and from the transcript.
+    stream_compactions: list[dict[str, Any]] = field(default_factory=list)
+    transcript_compactions: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def api_error(self) -> bool:
@@ -411,8 +421,13 @@ class Session:
             return True
         result = self.result or {}
         # An API failure ends as subtype "success" with is_error true; other subtypes
-        # (error_max_turns, error_during_execution) are the agent's or the CLI's own doing.
-        return result.get("is_error") is True and result.get("subtype") == "success"
+        # (error_max_turns, error_during_execution) are the agent's or the CLI's own doing, as are
+        # the OWN_ERRORS 2.1.332 names in api_error.
+        return (
+            result.get("is_error") is True
+            and result.get("subtype") == "success"
+            and as_str(result.get("api_error")) not in OWN_ERRORS
+        )
 
 
 def load_session(stdout_path: Path | None, transcript_path: Path | None) -> Session:
@@ -440,6 +455,8 @@ def load_session(stdout_path: Path | None, transcript_path: Path | None) -> Sess
             session.session_id = as_str(event.get("session_id")) or session.session_id
         elif kind == "system" and event.get("subtype") == "api_retry":
             session.retries.append(event)
+        elif kind == "system" and event.get("subtype") == COMPACT_BOUNDARY:
+            session.stream_compactions.append(_dict(event.get("compact_metadata")))
         elif kind == "result":
             session.result = event
         elif kind == "assistant":
@@ -452,7 +469,9 @@ def load_session(stdout_path: Path | None, transcript_path: Path | None) -> Sess
             session.unread_usage.add(str(kind))
     for record in transcript:
         kind = record.get("type")
-        if kind == "assistant":
+        if kind == "system" and record.get("subtype") == COMPACT_BOUNDARY:
+            session.transcript_compactions.append(_dict(record.get("compactMetadata")))
+        elif kind == "assistant":
             body = record.get("message")
             message_id = body.get("id") if isinstance(body, dict) else None
             # Blocks the stream already gave are not counted twice; usage and stop reason are taken.
@@ -489,7 +508,8 @@ def _add_block(
     texts = [str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"]
     # The transcript says isApiErrorMessage; 2.1.332's stream says is_api_error_message, 2.1.197's
     # stream said nothing but the synthetic model, an `error` and the text.
-    if (
+    own = (as_str(event.get("apiError")) or as_str(event.get("api_error"))) in OWN_ERRORS
+    if not own and (
         event.get("isApiErrorMessage") is True
         or event.get("is_api_error_message") is True
         or (synthetic and (event.get("error") or any(t.startswith(API_ERROR_PREFIX) for t in texts)))
@@ -696,6 +716,7 @@ def parse_files(stdout_path: Path | None, transcript_path: Path | None, command:
     ):
         metrics.error_messages.append(str(result.get("result") or result.get("subtype")))
     _fold_usage(metrics, session)
+    _fold_compactions(metrics, session)
     if metrics.total_tokens == 0 and any(not m.api_error for m in session.messages):
         metrics.incomplete("no token usage recorded although the model responded")
     for kind in sorted(session.unread_usage):
@@ -749,6 +770,24 @@ def _fold_usage(metrics: Metrics, session: Session) -> None:
     metrics.total_tokens = (
         metrics.input_tokens + metrics.output_tokens + metrics.cache_read_tokens + metrics.cache_write_tokens
     )
+
+
+def _fold_compactions(metrics: Metrics, session: Session) -> None:
+    """The run's compactions: one compact_boundary each, in the transcript (camelCase metadata) or,
+    where the transcript has none, the stream (snake_case), with the context's tokens before and
+    after it. The summarization request's usage is in Claude Code's totals, not told apart. Files
+    that hold nothing of a session say nothing of compactions either."""
+    if session.session_id is None and not session.messages and session.result is None:
+        return
+    if session.transcript_compactions:
+        pairs = [(m.get("preTokens"), m.get("postTokens")) for m in session.transcript_compactions]
+    else:
+        pairs = [(m.get("pre_tokens"), m.get("post_tokens")) for m in session.stream_compactions]
+    record_compactions(metrics, [(optional_int(pre), optional_int(post)) for pre, post in pairs])
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _fold_model_usage(metrics: Metrics, by_model: dict[str, dict[str, Any]]) -> None:

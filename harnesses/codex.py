@@ -68,6 +68,7 @@ from harnesses.logs import (
     derive_behaviour,
     optional_int,
     read_jsonl,
+    record_compactions,
     unreadable_lines,
 )
 from harnesses.mock_model.openai_responses import OpenAIResponses
@@ -429,6 +430,8 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
         _fold_stream_usage(metrics, stream)
         _fold_stream_tools(metrics, stream, tools)
     _fold_outcomes(metrics, rollout, stream)
+    if rollout:
+        fold_compactions(metrics, rollout)
     if metrics.total_tokens == 0 and (metrics.tool_calls or metrics.final_text):
         metrics.incomplete("no token usage recorded although the model responded")
     for event in stream:
@@ -678,6 +681,32 @@ def _rollout_failures(rollout: list[dict[str, Any]]) -> list[tuple[int, Transcri
         for payload in map(_payload, rollout)
         if payload.get("type") == "task_complete" and isinstance(payload.get("error"), dict)
     ]
+
+
+def fold_compactions(metrics: Metrics, rollout: list[dict[str, Any]]) -> None:
+    """How many times Codex compacted the context: its `compacted` rollout items (the summary and
+    the history that replaced the conversation), or its `context_compacted` events where they are
+    more. Neither says how large the context was before or after. 0.171's item names the
+    summarization response (`compaction_response_id`) and repeats its `token_usage_record`
+    (`latest_token_usage_record`, already in the totals): the tokens it spent, where every item
+    says so. The exec stream records no compaction."""
+    items = [_payload(e) for e in rollout if e.get("type") == "compacted"]
+    events = sum(
+        1 for e in rollout if e.get("type") == "event_msg" and _payload(e).get("type") == "context_compacted"
+    )
+    spent: list[int] = []
+    for item in items:
+        record = item.get("latest_token_usage_record")
+        response = as_str(item.get("compaction_response_id"))
+        if (
+            response is not None
+            and isinstance(record, dict)
+            and as_str(record.get("response_id")) == response
+            and isinstance(record.get("usage"), dict)
+        ):
+            spent.append(as_int(record["usage"].get("total_tokens")))
+    known = len(spent) == len(items) >= events
+    record_compactions(metrics, [(None, None)] * max(len(items), events), sum(spent) if known else None)
 
 
 def _fold_rollout(
@@ -958,7 +987,8 @@ def _add_usage(metrics: Metrics, usage: dict[str, Any]) -> None:
 
 def _unread_usage(kind: Any, payload: dict[str, Any]) -> bool:
     """Whether an entry or event the parser does not read carries token usage."""
-    if kind in ("token_usage_record", "turn.completed") or payload.get("type") == "token_count":
+    # A `compacted` item's usage repeats the summarization response's token_usage_record.
+    if kind in ("token_usage_record", "turn.completed", "compacted") or payload.get("type") == "token_count":
         return False
     return carries_usage(payload)
 

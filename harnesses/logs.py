@@ -75,6 +75,23 @@ def unread_usage(entries: Iterable[dict[str, Any]], read: frozenset[str]) -> lis
     return [str(e.get("type")) for e in entries if e.get("type") not in read and carries_usage(e)]
 
 
+def record_compactions(
+    metrics: Metrics, compactions: list[tuple[int | None, int | None]], spent: int | None = None
+) -> None:
+    """Set the compaction fields of `metrics` from what a session records of each compaction: the
+    context's tokens before and after it (None where it records none). `spent` is the tokens of the
+    summarization requests where the session records them apart, else None (0 without compactions)."""
+    metrics.compactions = len(compactions)
+    metrics.compaction_tokens_before = _known_sum([before for before, _ in compactions])
+    metrics.compaction_tokens_after = _known_sum([after for _, after in compactions])
+    metrics.compaction_tokens = spent if compactions else 0
+
+
+def _known_sum(values: list[int | None]) -> int | None:
+    """The sum of `values`, None if any is unknown (0 for none at all)."""
+    return None if None in values else sum(v for v in values if v is not None)
+
+
 def as_int(value: Any) -> int:
     """An integer count from a log field; anything else (None, bool, text) counts as 0."""
     return value if isinstance(value, int) and not isinstance(value, bool) else 0

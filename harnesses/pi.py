@@ -47,8 +47,10 @@ from harnesses.logs import (
     derive_behaviour,
     fold_pi_message,
     pi_live_usage,
+    optional_int,
     pi_transcript,
     read_jsonl,
+    record_compactions,
     unread_usage,
     unreadable_lines,
     usage_gaps,
@@ -71,7 +73,7 @@ COST_SOURCE = "harness"
 # The session format versions this parser reads (Pi 0.73.1 writes 3), and the session entries and
 # stream events whose usage it reads or that carry none it needs.
 SESSION_VERSIONS = frozenset({1, 2, 3})
-SESSION_ENTRIES = frozenset({"session", "model_change", "thinking_level_change", "message"})
+SESSION_ENTRIES = frozenset({"session", "model_change", "thinking_level_change", "message", "compaction"})
 STREAM_EVENTS = frozenset(
     {
         "session",
@@ -87,6 +89,8 @@ STREAM_EVENTS = frozenset(
         "tool_execution_end",
         "auto_retry_start",
         "auto_retry_end",
+        "compaction_start",
+        "compaction_end",
     }
 )
 # Pi before 0.60 (pi-ai's openai-completions without `responseId` on its messages) added reasoning
@@ -401,6 +405,34 @@ def read_transcript(session_path: Path | None, stdout_path: Path | None) -> Tran
     return transcript
 
 
+def fold_compactions(metrics: Metrics, session: list[dict[str, Any]], stream: list[dict[str, Any]]) -> None:
+    """The run's compactions: the session's `compaction` entries (else the stream's completed
+    `compaction_end` events), each with the tokensBefore Pi estimated; Pi records no context size
+    after one. Pi keeps nothing of its summarization requests but the summary (0.73.1's `compact()`
+    drops the response's usage), so their tokens and cost are missing from the totals.
+
+    In `pi -p` Pi checks the threshold when the agent loop ends and compacts after the final
+    answer, once the event stream is closed: the stream then has the `compaction_start` and only the
+    session the result. A start without a recorded compaction (it failed, or the run was killed
+    first) still sent a summarization request. Without either file, nothing is known.
+    """
+    if not session and not stream:
+        return
+    entries = [e for e in session if e.get("type") == "compaction"]
+    if not entries:
+        ends = [e.get("result") for e in stream if e.get("type") == "compaction_end"]
+        entries = [r for r in ends if isinstance(r, dict)]
+    record_compactions(metrics, [(optional_int(e.get("tokensBefore")), None) for e in entries])
+    if entries:
+        metrics.incomplete(
+            f"{len(entries)} compaction(s): Pi records no usage for its summarization requests, "
+            "so tokens and cost leave them out"
+        )
+    unfinished = sum(e.get("type") == "compaction_start" for e in stream) - len(entries)
+    if unfinished > 0:
+        metrics.incomplete(f"{unfinished} compaction(s) started and never recorded: their usage is unknown")
+
+
 def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
     """Metrics of one Pi run from its session file and its `--mode json` event stream."""
     session, stream = read_jsonl(session_path), read_jsonl(stdout_path)
@@ -446,5 +478,6 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
         metrics.incomplete(LEGACY_USAGE_GAP.format(n=legacy))
     unread = unread_usage(session, SESSION_ENTRIES) + unread_usage(stream, STREAM_EVENTS)
     usage_gaps(metrics, cut, unread)
+    fold_compactions(metrics, session, stream)
     derive_behaviour(metrics, tools.read_paths(), cwd, attempted=tools.read_attempts())
     return metrics

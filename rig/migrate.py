@@ -115,6 +115,26 @@ def _v7_to_v8(record: Record) -> Record:
     return record
 
 
+# The metrics fields schema 9 added (see _v8_to_v9).
+COMPACTION_FIELDS = (
+    "compactions",
+    "compaction_tokens_before",
+    "compaction_tokens_after",
+    "compaction_tokens",
+)
+
+
+def _v8_to_v9(record: Record) -> Record:
+    # Schema 9 added the context compactions the session records and what they cost. Older parsers
+    # never read them: unknown, even where the saved session holds them (`rig reclassify EXP
+    # --write` re-parses it). A new dict: migrate never changes the record it was given.
+    metrics = record.get("metrics")
+    if isinstance(metrics, dict):
+        unknown = dict.fromkeys(COMPACTION_FIELDS)
+        record["metrics"] = {**unknown, **metrics}
+    return record
+
+
 MIGRATIONS: dict[int, Callable[[Record], Record]] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -123,6 +143,7 @@ MIGRATIONS: dict[int, Callable[[Record], Record]] = {
     5: _v5_to_v6,
     6: _v6_to_v7,
     7: _v7_to_v8,
+    8: _v8_to_v9,
 }
 
 

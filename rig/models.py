@@ -653,6 +653,33 @@ class Metrics(BaseModel):
         "modelUsage: the main model, side requests, subagents); the token and cost totals are then their "
         "sums. Empty where the harness records one model only",
     )
+    compactions: int | None = Field(
+        default=None,
+        description="context compactions the session records, automatic and manual (Pi: `compaction` "
+        "entries; Claude Code: `compact_boundary` system messages; Codex: `compacted` rollout items or "
+        "`context_compacted` events, whichever are more); None where the harness's session does not record "
+        "them (README: Metrics, compaction). The three compaction_tokens fields are 0 when this is 0 and "
+        "None when it is None",
+    )
+    compaction_tokens_before: int | None = Field(
+        default=None,
+        description="the context's size in tokens just before each compaction, as the harness estimated "
+        "it, summed over the run's compactions (Pi: tokensBefore; Claude Code: pre_tokens); None where the "
+        "session does not record it for every compaction (Codex)",
+    )
+    compaction_tokens_after: int | None = Field(
+        default=None,
+        description="the context's size in tokens just after each compaction, summed (Claude Code: "
+        "post_tokens); None where the session does not record it for every compaction (Pi, Codex)",
+    )
+    compaction_tokens: int | None = Field(
+        default=None,
+        description="tokens (input, output and cache) spent by the summarization requests that made the "
+        "compactions, where the session tells them apart (Codex 0.171: the `token_usage_record` each "
+        "`compacted` item names; they are in the totals too); None where it does not: Pi records no usage "
+        "for its summarization requests (they are then missing from the token and cost totals, and the "
+        "metrics are incomplete), Claude Code counts them in its totals without telling them apart",
+    )
 
     def incomplete(self, reason: str) -> None:
         """Mark the metrics incomplete for `reason` (each reason is kept once)."""
@@ -858,7 +885,7 @@ AgentRun.model_rebuild()
 # classification and the pins that say exactly what was measured. `rig schema` prints it.
 
 # Bumped whenever a field is added or changes meaning; rig.migrate brings older records up to date.
-RECORD_SCHEMA_VERSION = 8
+RECORD_SCHEMA_VERSION = 9
 # Infrastructure rules of attempts the agent's outcome did not decide (the rig failed, or the Dask
 # worker running it was lost or refused it): nothing to re-derive them from.
 RIG_SIDE_RULES = frozenset({"rig_error", "worker_lost", "worker_refused"})

@@ -807,6 +807,15 @@ def _share(series: pd.Series) -> str:
     return f"{fmt_pct(values.mean(), 0)} ({int(values.sum())}/{len(values)})"
 
 
+def _compactions(series: pd.Series) -> str:
+    """Mean compactions per run and the share of runs with at least one, among the runs whose
+    harness records compactions (None elsewhere)."""
+    counts = series.dropna().astype(float)
+    if counts.empty:
+        return DASH
+    return f"mean {counts.mean():.2f}, {_share(counts > 0)}"
+
+
 def _behaviour_blocks(df: pd.DataFrame, arms: list[str], arm_word: str) -> list[Block]:
     rows = []
     for arm in arms:
@@ -825,6 +834,7 @@ def _behaviour_blocks(df: pd.DataFrame, arms: list[str], arm_word: str) -> list[
                 _share(sub["ran_tests"]),
                 _share(sub["out_of_scope"].astype(float).clip(upper=1)),
                 _share(sub["failing_stage"] == "budget"),
+                _compactions(sub["compactions"]),
                 _share(sub["tried_other_host"]),
             ]
         )
@@ -840,6 +850,7 @@ def _behaviour_blocks(df: pd.DataFrame, arms: list[str], arm_word: str) -> list[
         "ran the tests",
         "changed files outside the task's scope",
         "stopped at the run budget",
+        "compactions (mean per run, runs with ≥ 1)",
         "tried to reach another host",
     ]
     return [
@@ -852,7 +863,9 @@ def _behaviour_blocks(df: pd.DataFrame, arms: list[str], arm_word: str) -> list[
             "host: the network policy refused at least one of its connections (among runs whose network "
             "was confined; docs/network.md); outside the task's scope: among runs of tasks with a "
             "`scope` (docs/packs.md); stopped at the run budget: the rig stopped the agent once its "
-            "usage passed `[run_budget]` (failing stage `budget`; docs/budgets.md)."
+            "usage passed `[run_budget]` (failing stage `budget`; docs/budgets.md); compactions: the "
+            "context compactions the harness's session records, among runs of harnesses that record "
+            "them (README: Metrics)."
         ),
         Table(headers, rows, frozenset(range(1, len(headers)))),
     ]

@@ -158,6 +158,11 @@ def _main_model(metrics: Record) -> tuple[int | None, float, list[str]]:
     )
 
 
+def _compactions(count: Any) -> int | None:
+    """The run's context compactions; None where its harness's session does not record them."""
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+
 def _run_row(record: Record) -> tuple[Any, ...]:
     """The columns of RUN_COLUMNS for one migrated runs.jsonl record."""
     metrics = record.get("metrics") or {}
@@ -207,6 +212,7 @@ def _run_row(record: Record) -> tuple[Any, ...]:
         len(metrics.get("bash_search_commands") or []),
         _tried_other_host(record.get("network")),
         _out_of_scope(record.get("out_of_scope")),
+        _compactions(metrics.get("compactions")),
         _str(record.get("harness")),
         _str(record.get("harness_version", pins.get("harness_version"))),
         _str(record.get("model")),
@@ -268,6 +274,7 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("bash_search_commands", "int"),
     ("tried_other_host", "bool"),
     ("out_of_scope", "int"),
+    ("compactions", "int"),
     ("harness", "str"),
     ("harness_version", "str"),
     ("model", "str"),

@@ -121,6 +121,10 @@ def expected_success(patch: str, **changes: object) -> Metrics:
         read_skill=False,
         final_text="Done: the change is applied and checked.",
         per_model={"claude-opus-5-5": ModelUsage(**MAIN_USAGE)},
+        compactions=0,
+        compaction_tokens_before=0,
+        compaction_tokens_after=0,
+        compaction_tokens=0,
     )
     return metrics.model_copy(update=changes)
 

@@ -34,6 +34,7 @@ from harnesses.mock_model.policy import Policy, Step
 from harnesses.mock_model.server import MockModelServer, Usage
 from harnesses.shell import judge
 from rig.classify import classify
+from rig.migrate import COMPACTION_FIELDS
 from rig.models import AgentRun, Condition, Metrics, Provider, Task
 from rig.paths import REPO_ROOT
 from rig.workspace import tree_digest
@@ -250,7 +251,9 @@ def test_event_stream_alone_gives_the_same_counts():
 
     assert from_stream.model is None and from_stream.thinking_level is None
     assert from_stream.cost_usd is None and from_stream.cost_source == f"{COST_SOURCE}: no model recorded"
-    same = {"model", "thinking_level", "cost_usd", "cost_source"}
+    # The stream records no compaction: unknown without the rollout.
+    assert from_stream.compactions is None and from_rollout.compactions == 0
+    same = {"model", "thinking_level", "cost_usd", "cost_source", *COMPACTION_FIELDS}
     assert from_stream.model_dump(exclude=same) == from_rollout.model_dump(exclude=same)
 
 

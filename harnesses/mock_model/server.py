@@ -10,6 +10,13 @@ check): they are answered with a short text and no usage, and the ledger records
 outcome `side`, so that every reader comparing `served` entries with parsed metrics leaves them
 out. They count for no fault's `first_n` either: a fault on the first n requests hits the agent's.
 
+Summarization requests are those a harness sends to compact its context (`SUMMARY_MARKERS`: words of
+the harness's own summarization prompt): they are answered with `SUMMARY_TEXT` and the server's
+usage, and the ledger records them with the outcome `summary`, apart from `served`, so that a test
+can count a run's compactions in the ledger and the readers comparing `served` entries with parsed
+metrics leave them out (a harness may or may not count them in its totals). Like side requests, they
+count for no fault's `first_n`.
+
 A protocol's `path` is matched exactly, or is a pattern whose `{name}` placeholders each stand for
 a run of characters other than `/` and `:` (an API that names the model in the path and the method
 after a colon, `/v1beta/models/{model}:{method}`); the server hands the values to the protocol in
@@ -28,10 +35,22 @@ from harnesses.mock_model.policy import ContextSensitivePolicy, Policy, Step
 from harnesses.mock_model.tools import ToolCall
 
 FaultMode = Literal["none", "http_error", "silence", "never_answer", "cut_stream"]
-Outcome = Literal["served", "side", "http_error", "silence", "never_answer", "cut_stream"]
+Outcome = Literal["served", "side", "summary", "http_error", "silence", "never_answer", "cut_stream"]
 # What a side request gets: a plain answer that calls no tool (and no usage, see NO_USAGE).
 SIDE_TEXT = "OK"
 SIDE_STEP = Step("final", text=SIDE_TEXT)
+# Words of each harness's summarization prompt: Pi 0.73.1's system prompt (compaction/utils.js),
+# Claude Code 2.1.332's last user message.
+SUMMARY_MARKERS = (
+    "You are a context summarization assistant.",
+    "Your task is to create a detailed summary of the conversation so far",
+)
+# Claude Code keeps what is inside <summary>; Pi keeps the whole text.
+SUMMARY_TEXT = (
+    "<analysis>The task, and the steps taken so far.</analysis>\n"
+    "<summary>\n## Goal\nFinish the task.\n\n## Progress\n### Done\n- [x] Read README.md\n</summary>\n"
+)
+SUMMARY_STEP = Step("final", text=SUMMARY_TEXT)
 # The request key holding a pattern path's placeholder values (see the module docstring).
 PATH_PARAMS = "_path"
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
@@ -74,7 +93,8 @@ class LedgerEntry:
     """One request the mock answered (or failed on purpose), with what it sent.
 
     `served`: a response of the agent's conversation streamed in full; `side`: a side request
-    answered in full (never part of what a harness's parsed metrics count); else the fault.
+    answered in full (never part of what a harness's parsed metrics count); `summary`: a
+    summarization request (a compaction) answered in full; else the fault.
     """
 
     protocol: str
@@ -297,11 +317,15 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
             if params:
                 request = {**(request if isinstance(request, dict) else {}), PATH_PARAMS: params}
             text = request_text(request)
-            side = server.is_side_request(protocol, request, text)
+            summary = any(marker in text for marker in SUMMARY_MARKERS)
+            side = summary or server.is_side_request(protocol, request, text)
             index = server._next_request_index(side)
             turn = protocol.turn(request)
             faults = server.faults
-            if side:
+            if summary:
+                step, usage, response_id = SUMMARY_STEP, server.usage, f"mock-summary-{index}"
+                faulted = faults.applies_to_side_requests()
+            elif side:
                 step, usage, response_id = SIDE_STEP, NO_USAGE, f"mock-side-{index}"
                 faulted = faults.applies_to_side_requests()
             else:
@@ -319,7 +343,7 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
             for event in events:
                 self.wfile.write(event)
                 self.wfile.flush()
-            outcome: Outcome = "side" if side else "served"
+            outcome: Outcome = "summary" if summary else "side" if side else "served"
             call = protocol.tool_call(step, request)
             tool = call.name if call is not None else None
             server._record(LedgerEntry(protocol.name, turn, outcome, 200, step.kind, tool, usage))

@@ -66,6 +66,7 @@ COLUMNS: tuple[str, ...] = (
     "bash_search_commands",
     "tried_other_host",
     "out_of_scope",
+    "compactions",
     "harness",
     "harness_version",
     "model",
@@ -203,7 +204,8 @@ def load_runs(
     from the session (`read_agents_md`: AGENTS.md among the docs read; `tampered`: any protected
     file modified, added or deleted, listed in `protected_touched`; `tried_other_host`: the network
     policy refused a connection, None where the network was not confined; `out_of_scope`: how many
-    changes fell outside the task's scope, None for a task without one), the pins, and
+    changes fell outside the task's scope, None for a task without one; `compactions`: the context
+    compactions the session records, None where the harness records none), the pins, and
     `artifacts`, the absolute path of the attempt folder. A torn last line of runs.jsonl (a crash
     mid-append) is skipped; records of an older schema are migrated (rig.migrate); a run id
     recorded more than once counts once, by its first record, and the others are reported with a

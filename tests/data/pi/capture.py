@@ -1,6 +1,6 @@
 """Recapture tests/data/pi from real Pi runs against the mock model (run by hand after a Pi upgrade).
 
-    .ci/isolated .venv/bin/python tests/data/pi/capture.py
+    .ci/isolated .venv/bin/python tests/data/pi/capture.py [CASE ...]
 
 Each case runs PiHarness.run for t1_fix_pagination with CI=true in the parent's environment, the
 mock serving `USAGE` on every response with its own policy and faults (the base class's mock_model is
@@ -36,6 +36,9 @@ from rig.workspace import apply_patch, copy_fixture  # noqa: E402
 DEST = Path(__file__).resolve().parent
 USAGE = Usage(input=1000, output=100, cache_read=500, cache_write=40, reasoning=20)
 RETRY = {"retry": {"enabled": True, "maxRetries": 2, "baseDelayMs": 50, "provider": {"maxRetries": 0}}}
+# The adapter's settings with compaction forced: any context past the mock model's window minus
+# reserveTokens (128,000 - 127,000) is summarized when the agent loop ends.
+COMPACT = pi.settings(30_000) | {"compaction": {"reserveTokens": 127_000, "keepRecentTokens": 100}}
 TASK = load_tasks(only=["t1_fix_pagination"])[0]
 MINI = Policy("mini", (Step("shell", command="echo CI=$CI"), Step("final", text="Nothing to change.")))
 RICH = Policy(
@@ -58,6 +61,7 @@ CASES: dict[str, tuple[Policy, Faults, dict[str, Any] | None]] = {
     "retry_gave_up": (MINI, Faults(mode="http_error", status=503), RETRY),
     "retry_recovered": (MINI, Faults(mode="http_error", status=500, first_n=1), RETRY),
     "cut_stream": (MINI, Faults(mode="cut_stream", first_n=1, after_events=2), None),
+    "compaction": (MINI, Faults(), COMPACT),
 }
 
 
@@ -104,7 +108,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="pi-capture-"))
     try:
         redactor = Redactor.for_machine(runs_root=root, repo_root=REPO_ROOT)
-        for case in CASES:
+        for case in sys.argv[1:] or CASES:
             capture(case, root, redactor)
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -6,11 +6,11 @@ they are rerun) and brings back quarantined runs that the rules now score.
 """
 
 from harnesses.registry import adapter_for
-from harnesses.shell import judge
 from rig.classify import classify, hang_kind
 from rig.migrate import read_quarantine, read_runs
 from rig.models import RIG_SIDE_RULES, Change
 from rig.runner import RunContext
+from rig.steps.collect import session_metrics
 from rig.transcripts import saved_run
 
 
@@ -19,7 +19,7 @@ def _rederive(ctx: RunContext, record: dict) -> dict:
     task = ctx.tasks[record["task"]]
     adapter = adapter_for(exp, task)
     run = saved_run(record, ctx.store.root / record["artifacts"])
-    metrics = judge(adapter.parse_session(run), task.pack.spec)
+    metrics = session_metrics(adapter, run, task)
     pending = adapter.tool_pending(run) if run.stalled else False
     infra = classify(run, metrics, adapter.infra_signature(run, metrics), exp.timeouts.stall_s, pending)
     hang = hang_kind(run, pending)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
-from rig.models import BudgetStop, ModelUsage, RunBudget
+from rig.models import BudgetStop, Metrics, ModelUsage, RunBudget
 
 # A longer line is not read (its bytes are still logged): the meter's memory stays bounded, and
 # no harness reports a response's usage in a line this long.
@@ -143,4 +143,15 @@ class UsageMeter:
             tokens=tokens,
             cost_usd=round(cost, COST_DIGITS) if cost is not None else None,
             responses=self.responses,
+        )
+
+
+def reconcile(metrics: Metrics, stop: BudgetStop) -> None:
+    """Mark `metrics` incomplete where the session of an agent stopped at its run budget holds fewer
+    tokens than its stream had reported: the kill can land before the harness writes the last
+    responses to its session, and those must not pass for tokens never spent."""
+    if metrics.total_tokens < stop.tokens:
+        metrics.incomplete(
+            f"stopped at the run budget after {stop.tokens} tokens streamed, of which the session holds "
+            f"{metrics.total_tokens}: the responses it did not save are missing from the totals"
         )

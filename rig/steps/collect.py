@@ -10,6 +10,7 @@ from harnesses.base import HarnessAdapter
 from harnesses.shell import judge
 from rig.audit import rig_paths_accessed, runner_probes, source_filter, toolchain_digest
 from rig.models import AgentRun, AuditFinding, Limits, Metrics, Pins, Task, WorkspaceStats
+from rig.run_budget import reconcile
 from rig.scratch import COPY_PREFIX, Scratch, on_disk
 from rig.steps.attempt import WORK, Trail, write_artifact
 from rig.steps.prepare import Prepared
@@ -53,6 +54,15 @@ class _Copy:
     paths: list[str]
 
 
+def session_metrics(adapter: HarnessAdapter, run: AgentRun, task: Task) -> Metrics:
+    """The metrics of the agent's saved session: parsed by its adapter, judged by the pack (what
+    counts as docs, the gate and the tests), and checked against the usage a run budget counted."""
+    metrics = judge(adapter.parse_session(run), task.pack.spec)
+    if run.budget is not None:
+        reconcile(metrics, run.budget)
+    return metrics
+
+
 def collect(
     adapter: HarnessAdapter,
     run: AgentRun,
@@ -75,7 +85,7 @@ def collect(
     and `secrets` are what the audit checks the rig's own files and the session against.
     """
     # The adapter parses the session; what counts as docs, the gate and the tests is the pack's.
-    metrics = trail.metrics = judge(adapter.parse_session(run), task.pack.spec)
+    metrics = trail.metrics = session_metrics(adapter, run, task)
     try:
         copy = _copy_for_verification(prepared, limits, scratch, trail)
     except NoRoom as exc:

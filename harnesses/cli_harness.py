@@ -129,36 +129,26 @@ class CliHarness:
         session file or directory the silence watchdog watches besides the streams. The base URL is
         the one endpoint a confined network lets the agent reach besides the policy's (rig.network).
         """
+
+        def run(env: dict[str, str], url: str | None) -> AgentRun:
+            return run_agent_process(
+                command,
+                workdir,
+                env,
+                run_dir,
+                timeout,
+                self.stall_s,
+                watched,
+                self.confinement,
+                url,
+                type(self).live_usage,
+                self.model,
+            )
+
         if self.provider.kind == "mock":
             with mock_model(self.task, condition.harness_options, run_dir, self.mock_protocol) as base_url:
-                env = connect(f"{base_url}{self.mock_url_suffix}")
-                return run_agent_process(
-                    command,
-                    workdir,
-                    env,
-                    run_dir,
-                    timeout,
-                    self.stall_s,
-                    watched,
-                    self.confinement,
-                    base_url,
-                    type(self).live_usage,
-                    self.model,
-                )
-        env = connect(self.provider.base_url)
-        return run_agent_process(
-            command,
-            workdir,
-            env,
-            run_dir,
-            timeout,
-            self.stall_s,
-            watched,
-            self.confinement,
-            model_url(self.provider),
-            type(self).live_usage,
-            self.model,
-        )
+                return run(connect(f"{base_url}{self.mock_url_suffix}"), base_url)
+        return run(connect(self.provider.base_url), model_url(self.provider))
 
 
 def install_skill(skill: str, skills_root: Path) -> Path:

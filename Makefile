@@ -15,9 +15,13 @@ demo: setup
 	.ci/isolated $(BIN)/rig run experiments/notes_js_demo_agents_md.toml
 	$(BIN)/rig report experiments/notes_js_demo_agents_md.toml
 
-# Tests run in a loopback-only network namespace where the machine allows it.
+# Tests run in a loopback-only network namespace where the machine allows it: first on two workers
+# (pytest-xdist, a whole file per worker at a time, so module fixtures are built once), then the
+# tests marked `serial` with nothing else running (they scan the whole machine or change the venv).
+TEST_WORKERS ?= 2
 test: setup-dev lint
-	.ci/isolated $(BIN)/python -m pytest
+	.ci/isolated $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial"; \
+	  parallel=$$?; .ci/isolated $(BIN)/python -m pytest -m serial && exit $$parallel
 
 lint: setup-dev
 	$(BIN)/ruff check .

@@ -26,6 +26,19 @@ def calibration_pins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
         yield
 
 
+@pytest.fixture(scope="session")
+def calibrated_task(calibration_pins: None) -> str:
+    """HARNESS_TASK of the built-in pack, calibrated (`rig calibrate`) into this session's pins: a
+    test whose `rig run` must print nothing but its own error gets no "never calibrated" warning,
+    whichever tests (and whichever pytest-xdist worker) ran before it."""
+    rig = Path(sys.executable).with_name("rig")
+    proc = subprocess.run(
+        [rig, "calibrate", "--task", HARNESS_TASK], capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return HARNESS_TASK
+
+
 @pytest.fixture
 def taskapp(tmp_path: Path) -> Path:
     """A fresh, cache-free copy of fixtures/taskapp that a test may change freely."""

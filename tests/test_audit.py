@@ -102,6 +102,9 @@ def test_naming_the_rigs_files_is_found_but_the_agents_own_paths_are_not(tmp_pat
     assert "solution.patch" in finding.detail
 
 
+# Writes into the venv's site-packages, which would change the toolchain digest of the experiments
+# of tests running beside it (and stop them): run with no other test running.
+@pytest.mark.serial
 def test_toolchain_digest_changes_with_a_new_startup_hook() -> None:
     site = Path(sysconfig.get_paths()["purelib"])
     hook = site / "zz_rig_audit_probe.pth"

@@ -733,12 +733,12 @@ def test_malformed_task_toml_is_one_clear_line_before_anything_runs(tmp_path, ca
 
 
 @pytest.mark.parametrize("which", ["runs.jsonl", "quarantine.jsonl"])
-def test_corrupt_middle_line_stops_status_report_and_resume_with_one_line(tmp_path, which):
+def test_corrupt_middle_line_stops_status_report_and_resume_with_one_line(tmp_path, which, calibrated_task):
     exp = write_experiment(
         tmp_path,
         "corrupt",
         [{"name": "nothing", "harness_options": {"policy": "nothing"}}],
-        tasks=["t1_fix_pagination"],
+        tasks=[calibrated_task],
         repetitions=3,
     )
     root = tmp_path / "results" / "corrupt"

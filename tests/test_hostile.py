@@ -67,8 +67,10 @@ def run_experiment(
     # that escaped all containment keeps writing into it: `leftovers`).
     runs = tmp_path / "runs" / name
     assert leftovers or not runs.exists() or list(runs.iterdir()) == []
-    # Copies made in memory (rig.scratch) are gone with their experiment's folder.
-    assert list(Path(f"/dev/shm/rig-{os.getuid()}").glob(f"{name}-*")) == []
+    # Copies made in memory (rig.scratch) are gone with their experiment's folder: this results
+    # folder's own, as tests running beside this one may have experiments of the same name.
+    copies = choose_scratch(runs, root, workers=1)
+    assert not copies.in_memory or not copies.folder.exists(), list(copies.folder.iterdir())
     return scored, read_jsonl(root / "quarantine.jsonl")
 
 

@@ -483,8 +483,11 @@ def test_nothing_changes_nothing(repository, task, tmp_path):
 
 @pytest.mark.slow
 def test_http_500_is_infrastructure_after_opencodes_retries(repository, task, tmp_path):
-    """OpenCode retries five times (about a minute) and then ends with an `error` event."""
-    condition = Condition(name="f", harness_options={"mock_faults": {"mode": "http_error", "status": 500}})
+    """OpenCode retries five times and then ends with an `error` event. Its backoff (about a minute,
+    tests/data/opencode/http_500) gives way to the provider's Retry-After, here 1 s: the same five
+    retries in seconds."""
+    faults = {"mode": "http_error", "status": 500, "retry_after_s": 1}
+    condition = Condition(name="f", harness_options={"mock_faults": faults})
     opencode = harness(task, stall_s=60.0)
     start = time.monotonic()
     run = opencode.run(repository, task.spec.prompt, condition, tmp_path / "run", 180)

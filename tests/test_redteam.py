@@ -49,6 +49,10 @@ from rig.runner import execute, experiment_plan, make_context
 from rig.tasks import load_tasks
 from rig.workspace import copy_fixture
 
+# Some strategies write into the venv every test's processes import, the suite-level check looks at
+# every process and at the repository's packs: the module runs with no other test running.
+pytestmark = pytest.mark.serial
+
 SITE_PACKAGES = Path(sysconfig.get_paths()["purelib"])
 AGENT_S = 240
 STALL_S = 90

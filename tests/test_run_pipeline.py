@@ -130,6 +130,8 @@ def _agent_processes() -> list[str]:
     return found
 
 
+# Looks for any scripted agent on the machine: run with no other test running.
+@pytest.mark.serial
 def test_hung_agent_is_killed_at_its_timeout_with_its_children(tmp_path):
     exp = write_experiment(
         tmp_path,

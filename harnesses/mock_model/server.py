@@ -78,6 +78,16 @@ class Faults:
     status: int = 500
     first_n: int | None = None
     after_events: int = 1
+    # The Retry-After (seconds) an HTTP error carries. Unset: 0 with 429 and 529, which providers
+    # send it with, none with other statuses; set: with any status (providers may send one with a
+    # 5xx too, and a harness that honours it retries that much sooner).
+    retry_after_s: float | None = None
+
+    def retry_after(self) -> str | None:
+        """The Retry-After header of an HTTP error, or None to send none."""
+        if self.retry_after_s is not None:
+            return f"{self.retry_after_s:g}"
+        return "0" if self.status in (429, 529) else None
 
     def applies(self, request_index: int) -> bool:
         """Whether the `request_index`-th request of the agent's conversation fails."""
@@ -368,8 +378,8 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
                 self.send_response(faults.status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
-                if faults.status in (429, 529):
-                    self.send_header("Retry-After", "0")
+                if (retry_after := faults.retry_after()) is not None:
+                    self.send_header("Retry-After", retry_after)
                 self.end_headers()
                 self.wfile.write(payload)
                 return

@@ -504,7 +504,7 @@ def _empty_leaf(leaf: Path, timeout: float, use_kill_file: bool) -> int:
     try:
         held = len(leaf_members(leaf))
         deadline = time.monotonic() + timeout
-        while _events(leaf).get("populated") == "1":
+        while not _removed(leaf, deadline):
             if time.monotonic() > deadline:
                 raise ContainmentError(
                     f"processes {leaf_members(leaf)} of the agent's cgroup {leaf} survived SIGKILL for "
@@ -513,15 +513,29 @@ def _empty_leaf(leaf: Path, timeout: float, use_kill_file: bool) -> int:
                 )
             _signal_leaf(leaf, use_kill_file)
             time.sleep(_REAP_PAUSE_S)
-        # Children before parents: a cgroup with cgroups inside cannot be removed.
-        for dirpath, _dirs, _files in os.walk(leaf, topdown=False):
-            os.rmdir(dirpath)
     except OSError as exc:
         # Removed meanwhile by the thread that interrupted the run, or by a resuming runner: a
         # cgroup the kernel is tearing down answers ENODEV, one already gone ENOENT.
         if exc.errno not in (errno.ENOENT, errno.ENODEV):
             raise
     return held
+
+
+def _removed(leaf: Path, deadline: float) -> bool:
+    """Remove the cgroup `leaf` and the cgroups inside it once no process is left in them; False
+    while one is. The kernel can answer EBUSY for a moment after `populated` went to 0 (the last
+    exit not yet complete), which counts as not empty until `deadline`."""
+    if _events(leaf).get("populated") == "1":
+        return False
+    try:
+        # Children before parents: a cgroup with cgroups inside cannot be removed.
+        for dirpath, _dirs, _files in os.walk(leaf, topdown=False):
+            os.rmdir(dirpath)
+    except OSError as exc:
+        if exc.errno != errno.EBUSY or time.monotonic() > deadline:
+            raise
+        return False
+    return True
 
 
 def try_command(cmd: list[str]) -> tuple[str, str | None]:

@@ -8,7 +8,11 @@ from pathlib import Path
 RIG = str(Path(sys.executable).with_name("rig"))
 
 
-def config(stopping: str, with_policy: str, tasks: str = '"all"', max_reps: int = 4) -> str:
+# The five tasks of the built-in pack these designs were sized for (t7_cleanup_tmp came later).
+FIVE_TASKS = '["t1_fix_pagination", "t2_add_endpoint", "t3_fix_check", "t4_split_constant", "t5_migration"]'
+
+
+def config(stopping: str, with_policy: str, tasks: str = FIVE_TASKS, max_reps: int = 4) -> str:
     """An experiment: `without` does nothing, `with` follows `with_policy`; `stopping` is its tail."""
     return f"""harness = "scripted"
 tasks = {tasks}

@@ -160,15 +160,19 @@ def stream_usage(event: dict[str, Any]) -> LiveUsage | None:
     usage = message.get("usage")
     if not isinstance(usage, dict):
         return None
-    return LiveUsage(
-        ModelUsage(
-            input_tokens=as_int(usage.get("input_tokens")),
-            output_tokens=as_int(usage.get("output_tokens")),
-            cache_read_tokens=as_int(usage.get("cache_read_input_tokens")),
-            cache_write_tokens=as_int(usage.get("cache_creation_input_tokens")),
-        ),
-        key=as_str(message.get("id")),
-        model=as_str(message.get("model")),
+    return LiveUsage(usage_of(usage), key=as_str(message.get("id")), model=as_str(message.get("model")))
+
+
+def usage_of(usage: dict[str, Any]) -> ModelUsage:
+    """The tokens of an Anthropic `usage` object (a response's, or the result's sums); thinking is a
+    part of output_tokens, where the version reports it (2.1.332, not 2.1.197: NO_THINKING_GAP)."""
+    details = usage.get("output_tokens_details")
+    return ModelUsage(
+        input_tokens=as_int(usage.get("input_tokens")),
+        output_tokens=as_int(usage.get("output_tokens")),
+        cache_read_tokens=as_int(usage.get("cache_read_input_tokens")),
+        cache_write_tokens=as_int(usage.get("cache_creation_input_tokens")),
+        reasoning_tokens=as_int(details.get("thinking_tokens")) if isinstance(details, dict) else 0,
     )
 
 
@@ -756,16 +760,8 @@ def _fold_usage(metrics: Metrics, session: Session) -> None:
         # Killed before the end: the transcript's final usage per response is the best there is.
         totals = [m.usage for m in session.messages]
     for item in totals:
-        metrics.input_tokens += as_int(item.get("input_tokens"))
-        metrics.output_tokens += as_int(item.get("output_tokens"))
-        metrics.cache_read_tokens += as_int(item.get("cache_read_input_tokens"))
-        metrics.cache_write_tokens += as_int(item.get("cache_creation_input_tokens"))
-        # Thinking is a part of output_tokens (so not added to the total); 2.1.332 reports it, 2.1.197
-        # did not (NO_THINKING_GAP).
-        details = item.get("output_tokens_details")
-        if isinstance(details, dict):
-            metrics.reasoning_tokens += as_int(details.get("thinking_tokens"))
-        elif as_int(item.get("output_tokens")):
+        metrics.add_tokens(usage_of(item))
+        if not isinstance(item.get("output_tokens_details"), dict) and as_int(item.get("output_tokens")):
             metrics.unrecorded(NO_THINKING_GAP)
     metrics.total_tokens = (
         metrics.input_tokens + metrics.output_tokens + metrics.cache_read_tokens + metrics.cache_write_tokens
@@ -812,12 +808,7 @@ def _fold_model_usage(metrics: Metrics, by_model: dict[str, dict[str, Any]]) -> 
         else:
             metrics.incomplete(f"modelUsage of {model!r} has no costUSD")
         metrics.per_model[str(model)] = part
-        metrics.input_tokens += part.input_tokens
-        metrics.output_tokens += part.output_tokens
-        metrics.cache_read_tokens += part.cache_read_tokens
-        metrics.cache_write_tokens += part.cache_write_tokens
-        metrics.reasoning_tokens += part.reasoning_tokens
-        metrics.total_tokens += part.total_tokens
+        metrics.add_tokens(part)
     if metrics.output_tokens and not any("thinkingTokens" in item for item in by_model.values()):
         metrics.unrecorded(NO_THINKING_GAP)
     if costs:

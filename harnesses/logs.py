@@ -240,19 +240,26 @@ def fold_pi_message(metrics: Metrics, message: dict[str, Any], tools: ToolLog) -
                 tools.call(call_id)
     if stop_reason == "stop":
         metrics.final_text = "\n".join(texts)
-    usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
-    metrics.input_tokens += as_int(usage.get("input"))
-    metrics.output_tokens += as_int(usage.get("output"))
-    metrics.cache_read_tokens += as_int(usage.get("cacheRead"))
-    metrics.cache_write_tokens += as_int(usage.get("cacheWrite"))
-    # Pi 0.73.1 keeps no reasoning count (OpenAI's output already includes it); read it if a
-    # later version adds one.
-    metrics.reasoning_tokens += as_int(usage.get("reasoning"))
-    metrics.total_tokens += as_int(usage.get("totalTokens"))
+    usage = pi_usage(message.get("usage") if isinstance(message.get("usage"), dict) else {})
+    metrics.add_tokens(usage)
+    return usage.cost_usd
+
+
+def pi_usage(usage: dict[str, Any]) -> ModelUsage:
+    """The tokens and cost (None where it records none) of one Pi assistant message's `usage`."""
     cost = usage.get("cost")
-    if isinstance(cost, dict) and isinstance(cost.get("total"), int | float):
-        return float(cost["total"])
-    return None
+    total = cost.get("total") if isinstance(cost, dict) else None
+    return ModelUsage(
+        input_tokens=as_int(usage.get("input")),
+        output_tokens=as_int(usage.get("output")),
+        cache_read_tokens=as_int(usage.get("cacheRead")),
+        cache_write_tokens=as_int(usage.get("cacheWrite")),
+        # Pi 0.73.1 keeps no reasoning count (OpenAI's output already includes it); read it if a
+        # later version adds one.
+        reasoning_tokens=as_int(usage.get("reasoning")),
+        total_tokens=as_int(usage.get("totalTokens")),
+        cost_usd=float(total) if isinstance(total, int | float) and not isinstance(total, bool) else None,
+    )
 
 
 def pi_live_usage(event: dict[str, Any]) -> LiveUsage | None:
@@ -264,19 +271,7 @@ def pi_live_usage(event: dict[str, Any]) -> LiveUsage | None:
     usage = message.get("usage")
     if message.get("role") != "assistant" or not isinstance(usage, dict):
         return None
-    cost = usage.get("cost")
-    total = cost.get("total") if isinstance(cost, dict) else None
-    return LiveUsage(
-        ModelUsage(
-            input_tokens=as_int(usage.get("input")),
-            output_tokens=as_int(usage.get("output")),
-            cache_read_tokens=as_int(usage.get("cacheRead")),
-            cache_write_tokens=as_int(usage.get("cacheWrite")),
-            total_tokens=as_int(usage.get("totalTokens")),
-            cost_usd=float(total) if isinstance(total, int | float) and not isinstance(total, bool) else None,
-        ),
-        model=as_str(message.get("model")),
-    )
+    return LiveUsage(pi_usage(usage), model=as_str(message.get("model")))
 
 
 def pi_failed_attempts(message: dict[str, Any]) -> int:

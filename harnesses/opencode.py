@@ -145,16 +145,12 @@ def stream_usage(event: dict[str, Any]) -> LiveUsage | None:
     part = event.get("part")
     if event.get("type") != "step_finish" or not isinstance(part, dict):
         return None
-    usage = Metrics()
-    _add_tokens(usage, part.get("tokens"))
+    tokens = part.get("tokens")
+    usage = step_usage(tokens) if isinstance(tokens, dict) else ModelUsage()
     cost = part.get("cost")
-    return LiveUsage(
-        ModelUsage(
-            **usage.model_dump(include=set(ModelUsage.model_fields) - {"cost_usd"}),
-            cost_usd=float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
-        ),
-        key=as_str(part.get("id")),
-    )
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        usage.cost_usd = float(cost)
+    return LiveUsage(usage, key=as_str(part.get("id")))
 
 
 class OpenCodeHarness(CliHarness):
@@ -685,17 +681,24 @@ def _add_tokens(metrics: Metrics, tokens: Any) -> None:
     """Add one step's OpenCode token counts (`input` excludes the cached tokens)."""
     if not isinstance(tokens, dict):
         return
-    cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
-    reasoning = as_int(tokens.get("reasoning"))
-    output, total, inside = _output_and_total(tokens)
-    if inside and reasoning:
+    _, _, inside = _output_and_total(tokens)
+    if inside and as_int(tokens.get("reasoning")):
         metrics.incomplete(DOUBLE_PRICED_GAP)
-    metrics.input_tokens += as_int(tokens.get("input"))
-    metrics.output_tokens += output
-    metrics.reasoning_tokens += reasoning
-    metrics.cache_read_tokens += as_int(cache.get("read"))
-    metrics.cache_write_tokens += as_int(cache.get("write"))
-    metrics.total_tokens += total
+    metrics.add_tokens(step_usage(tokens))
+
+
+def step_usage(tokens: dict[str, Any]) -> ModelUsage:
+    """The tokens of one step's OpenCode `tokens` object (no cost)."""
+    cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
+    output, total, _ = _output_and_total(tokens)
+    return ModelUsage(
+        input_tokens=as_int(tokens.get("input")),
+        output_tokens=output,
+        reasoning_tokens=as_int(tokens.get("reasoning")),
+        cache_read_tokens=as_int(cache.get("read")),
+        cache_write_tokens=as_int(cache.get("write")),
+        total_tokens=total,
+    )
 
 
 def _output_and_total(tokens: dict[str, Any]) -> tuple[int, int, bool]:

@@ -681,6 +681,15 @@ class Metrics(BaseModel):
         "metrics are incomplete), Claude Code counts them in its totals without telling them apart",
     )
 
+    def add_tokens(self, usage: ModelUsage) -> None:
+        """Add the tokens of one response or one model (not its cost) to the run's totals."""
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.cache_read_tokens += usage.cache_read_tokens
+        self.cache_write_tokens += usage.cache_write_tokens
+        self.reasoning_tokens += usage.reasoning_tokens
+        self.total_tokens += usage.total_tokens
+
     def incomplete(self, reason: str) -> None:
         """Mark the metrics incomplete for `reason` (each reason is kept once)."""
         self.complete = False

@@ -44,9 +44,9 @@ from pathlib import Path
 
 from rig import paths
 from rig.calibrate import plan
-from rig.models import Item
 from rig.packs import load_pack
 from rig.proc import scrubbed_env
+from rig.schema import Item
 from rig.tasks import load_tasks
 from rig.workspace import CACHE_NAMES
 

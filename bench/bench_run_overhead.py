@@ -70,11 +70,11 @@ from harnesses.registry import make_adapter
 from rig import paths, protect
 from rig.audit import runner_probes, source_filter, toolchain_digest
 from rig.classify import classify
-from rig.models import Experiment, PlanItem, RunRecord, Task
 from rig.packs import load_pack
 from rig.proc import BASE_PATH, scrubbed_env
 from rig.runner import RunContext, make_context, run_one
 from rig.schedule import plan
+from rig.schema import Experiment, PlanItem, RunRecord, Task
 from rig.tasks import load_tasks
 from rig.untrusted import copy_tree, remove_trees
 from rig.verify import default_pycache, run_check, run_hidden

@@ -17,17 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from rig.models import (
-    DEFAULT_FILE_BYTES,
-    DEFAULT_HEAD_BYTES,
-    DEFAULT_STALL_S,
-    DEFAULT_TAIL_BYTES,
-    AgentRun,
-    Condition,
-    Metrics,
-    RunBudget,
-    Transcript,
-)
 from rig.network import Egress, NetworkPlan, endpoint_of
 from rig.proc import (
     AGENT_TOKEN_VAR,
@@ -46,6 +35,17 @@ from rig.proc import (
 )
 from rig.run_budget import UsageMeter, UsageReader
 from rig.sandbox import Sandbox
+from rig.schema import (
+    DEFAULT_FILE_BYTES,
+    DEFAULT_HEAD_BYTES,
+    DEFAULT_STALL_S,
+    DEFAULT_TAIL_BYTES,
+    AgentRun,
+    Condition,
+    Metrics,
+    RunBudget,
+    Transcript,
+)
 from rig.streams import BoundedStream
 
 WATCH_INTERVAL_S = 0.2

@@ -55,7 +55,8 @@ from harnesses.logs import (
 )
 from harnesses.mock_model.anthropic_messages import AnthropicMessages
 from harnesses.mock_model.tools import ToolCall, ToolMap
-from rig.models import (
+from rig.run_budget import LiveUsage
+from rig.schema import (
     AgentRun,
     Condition,
     Metrics,
@@ -64,7 +65,6 @@ from rig.models import (
     TranscriptStep,
     TranscriptToolCall,
 )
-from rig.run_budget import LiveUsage
 
 SESSION_NAME = "session.jsonl"
 INFRA_SIGNATURE = "claude_api_error"

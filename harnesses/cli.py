@@ -7,8 +7,8 @@ import sys
 from functools import cache
 from pathlib import Path
 
-from rig.models import Provider
 from rig.proc import BASE_PATH
+from rig.schema import Provider
 
 NODE_BIN = Path(__file__).resolve().parent / "node" / "node_modules" / ".bin"
 

@@ -19,10 +19,10 @@ from harnesses.cli import api_key, base_env, cli_version, find_cli
 from harnesses.factors import Factors, extension_path
 from harnesses.mock_model.server import WireProtocol
 from harnesses.mock_model.session import mock_model
-from rig.models import AgentRun, Condition, Provider, Task
 from rig.network import model_url
 from rig.paths import REPO_ROOT
 from rig.run_budget import UsageReader
+from rig.schema import AgentRun, Condition, Provider, Task
 
 # Summing many small float costs leaves noise in the last digits; a record should not carry it.
 COST_DIGITS = 9

@@ -73,7 +73,7 @@ from harnesses.logs import (
 )
 from harnesses.mock_model.openai_responses import OpenAIResponses
 from harnesses.mock_model.tools import ToolCall, ToolMap
-from rig.models import AgentRun, Condition, Metrics, Transcript, TranscriptStep, TranscriptToolCall
+from rig.schema import AgentRun, Condition, Metrics, Transcript, TranscriptStep, TranscriptToolCall
 
 BIN_ENV = "RIG_CODEX_BIN"
 SESSION_FILE = "session.jsonl"

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rig.models import Condition
 from rig.paths import REPO_ROOT
+from rig.schema import Condition
 
 
 @dataclass(frozen=True)

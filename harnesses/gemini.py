@@ -78,7 +78,7 @@ from harnesses.logs import (
 )
 from harnesses.mock_model.gemini import Gemini
 from harnesses.mock_model.tools import ToolCall, ToolMap
-from rig.models import AgentRun, Condition, Metrics, Transcript, TranscriptStep, TranscriptToolCall
+from rig.schema import AgentRun, Condition, Metrics, Transcript, TranscriptStep, TranscriptToolCall
 
 BIN_ENV = "RIG_GEMINI_BIN"
 KEY_ENV = "GEMINI_API_KEY"

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from harnesses import shell
-from rig.models import Metrics, ModelUsage, Transcript, TranscriptStep, TranscriptToolCall
 from rig.run_budget import LiveUsage
+from rig.schema import Metrics, ModelUsage, Transcript, TranscriptStep, TranscriptToolCall
 
 # The diagnostic Pi (pi-ai) adds to a message whose transport failed before it completed.
 PI_TRANSPORT_FAILURE = "provider_transport_failure"

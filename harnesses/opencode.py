@@ -76,7 +76,8 @@ from harnesses.logs import (
 )
 from harnesses.mock_model.openai_chat import OpenAIChat
 from harnesses.mock_model.tools import ToolCall, ToolMap
-from rig.models import (
+from rig.run_budget import LiveUsage
+from rig.schema import (
     AgentRun,
     Condition,
     Metrics,
@@ -85,7 +86,6 @@ from rig.models import (
     TranscriptStep,
     TranscriptToolCall,
 )
-from rig.run_budget import LiveUsage
 
 BIN_ENV = "RIG_OPENCODE_BIN"
 SESSION_FILE = "session.json"

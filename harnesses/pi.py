@@ -57,7 +57,7 @@ from harnesses.logs import (
 )
 from harnesses.mock_model.openai_chat import OpenAIChat
 from harnesses.mock_model.tools import ToolCall, ToolMap
-from rig.models import AgentRun, Condition, Metrics, Provider, Transcript
+from rig.schema import AgentRun, Condition, Metrics, Provider, Transcript
 
 BIN_ENV = "RIG_PI_BIN"
 SESSION_FILE = "session.jsonl"

@@ -24,7 +24,8 @@ from pathlib import Path
 from harnesses.base import Confinement, HarnessAdapter
 from harnesses.factors import Factors, check_condition
 from harnesses.mock_model.server import WireProtocol
-from rig.models import (
+from rig.run_budget import price
+from rig.schema import (
     DEFAULT_STALL_S,
     AgentRun,
     Condition,
@@ -35,7 +36,6 @@ from rig.models import (
     Task,
     Transcript,
 )
-from rig.run_budget import price
 
 ENTRY_POINT_GROUP = "rig.harnesses"
 BUILTIN = {

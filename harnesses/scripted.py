@@ -40,7 +40,8 @@ from harnesses.logs import (
     read_jsonl,
     unreadable_lines,
 )
-from rig.models import (
+from rig.proc import BASE_PATH
+from rig.schema import (
     DEFAULT_STALL_S,
     AgentRun,
     Condition,
@@ -51,7 +52,6 @@ from rig.models import (
     Task,
     Transcript,
 )
-from rig.proc import BASE_PATH
 from rig.version import rig_version
 
 AGENT_SCRIPT = Path(__file__).resolve().with_name("scripted_agent.py")

@@ -19,7 +19,7 @@ import re
 import shlex
 from fnmatch import fnmatchcase
 
-from rig.models import GateSpec, Metrics, PackSpec, RunnerSpec
+from rig.schema import GateSpec, Metrics, PackSpec, RunnerSpec
 
 # Newline separates commands like `;`, so it is lexed as punctuation rather than whitespace.
 _PUNCTUATION = "();<>|&\n"

@@ -28,8 +28,8 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from harnesses.cli import CliNotFound
-from rig.models import EXACT_VERSION
 from rig.proc import BASE_PATH
+from rig.schema import EXACT_VERSION
 
 CACHE_ENV = "RIG_HARNESS_CACHE"
 MARKER = "rig-install.json"

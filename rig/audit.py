@@ -25,9 +25,9 @@ import sysconfig
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from rig.models import AuditFinding, Metrics, Pack
 from rig.protect import is_protected, rules_for
 from rig.runners import KINDS
+from rig.schema import AuditFinding, Metrics, Pack
 from rig.verify import HIDDEN_DEST
 
 STOP_RULES = frozenset({"rig_files_changed", "toolchain_changed"})

@@ -9,7 +9,7 @@ within `max_runs`; runs in flight always finish and are recorded.
 """
 
 from rig.estimate import estimate, record_cost, spent
-from rig.models import Experiment
+from rig.schema import Experiment
 from rig.store import ResultsStore
 
 

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from rig.models import (
+from rig.packs import pack_digest
+from rig.schema import (
     CalibratedTask,
     CalibrationPins,
     CalibrationReport,
@@ -33,7 +34,6 @@ from rig.models import (
     Task,
     Verification,
 )
-from rig.packs import pack_digest
 from rig.scope import patch_out_of_scope
 from rig.verify import default_pycache, forget_bytecode, run_check, run_hidden
 from rig.version import rig_version

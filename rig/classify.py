@@ -4,7 +4,7 @@ Shared rules come first, then the harness's own provider-failure signatures. Eve
 the rule that fired so a reader can check it against the session.
 """
 
-from rig.models import AgentRun, InfraVerdict, Metrics
+from rig.schema import AgentRun, InfraVerdict, Metrics
 
 ERROR_STOPS = {"error", "aborted"}
 

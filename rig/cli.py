@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from rig.models import Experiment, PlanItem
+    from rig.schema import Experiment, PlanItem
     from rig.store import ResultsStore
 
 app = typer.Typer(
@@ -59,8 +59,8 @@ def calibrate(
     import time
 
     from rig.calibrate import calibrate, save_pins
-    from rig.models import ItemResult
     from rig.packs import PackError, load_pack
+    from rig.schema import ItemResult
     from rig.tasks import TaskError, load_tasks
 
     try:
@@ -546,7 +546,7 @@ def schema() -> None:
     """Print the JSON schema of a run record (one line of runs.jsonl)."""
     import json
 
-    from rig.models import RunRecord
+    from rig.schema import RunRecord
 
     typer.echo(json.dumps(RunRecord.model_json_schema(), indent=2))
 
@@ -585,7 +585,7 @@ def _calibrate_harnesses(choice: str, tasks, workers: int, as_json: bool) -> Non
     from harnesses.registry import calibrated_names
     from rig import paths
     from rig.calibrate_harness import calibrate_harnesses
-    from rig.models import HarnessCheck
+    from rig.schema import HarnessCheck
 
     known = calibrated_names()
     names = list(known) if choice == "all" else [choice]
@@ -746,8 +746,8 @@ def task_mine(
 
     from rig.mine import mine
     from rig.mine_history import MineError
-    from rig.models import MinedCommit
     from rig.packs import PackError, load_pack
+    from rig.schema import MinedCommit
 
     try:
         loaded = load_pack(pack.resolve())

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from concurrent.futures import CancelledError, Future
 
 from rig import remote
-from rig.models import PlanItem, WorkerJob
 from rig.runner import RunContext, attempt_of
+from rig.schema import PlanItem, WorkerJob
 from rig.steps.attempt import Trail, write_artifact
 from rig.steps.record import lost_record, rig_error_record
 

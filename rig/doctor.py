@@ -5,7 +5,11 @@ from pathlib import Path
 from harnesses.base import PRLIMIT, SETPRIV
 from rig import leftovers, protect
 from rig.audit import toolchain_files
-from rig.models import (
+from rig.network import resolve_network
+from rig.packs import load_pack
+from rig.proc import TOKEN_REAPER
+from rig.sandbox import resolve
+from rig.schema import (
     DEFAULT_FILE_BYTES,
     DEFAULT_HEAD_BYTES,
     DEFAULT_TAIL_BYTES,
@@ -13,10 +17,6 @@ from rig.models import (
     Protection,
     SandboxStatus,
 )
-from rig.network import resolve_network
-from rig.packs import load_pack
-from rig.proc import TOKEN_REAPER
-from rig.sandbox import resolve
 from rig.scratch import verify_place
 from rig.workspace import WorkspaceError, check_agent_root, default_runs_root
 

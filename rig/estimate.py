@@ -18,7 +18,7 @@ from typing import Any
 
 from rig import runs_cache
 from rig.migrate import read_quarantine
-from rig.models import Experiment, PlanItem
+from rig.schema import Experiment, PlanItem
 from rig.store import ResultsStore
 
 TYPICAL_USAGE = Path(__file__).with_name("typical_usage.json")

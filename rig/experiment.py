@@ -11,7 +11,7 @@ from harnesses.registry import (
     check_run_budget,
     harness_names,
 )
-from rig.models import Experiment
+from rig.schema import Experiment
 from rig.tomlfile import first_error, read_toml
 
 

@@ -19,8 +19,8 @@ from typing import Any, Literal
 import atif
 
 from rig.migrate import read_quarantine, read_runs
-from rig.models import RunRecord, Transcript, TranscriptStep
 from rig.redact import Redactor
+from rig.schema import RunRecord, Transcript, TranscriptStep
 from rig.store import ResultsStore
 from rig.transcripts import attempt_transcript
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rig.junit import Canaries, Canary, Case, pytest_cases, suite_cases
-from rig.models import RunnerSpec
+from rig.schema import RunnerSpec
 
 # The rig's own pytest configuration: the workspace's pyproject, conftest.py files and
 # plugins cannot change how the hidden tests are collected or reported.

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rig.models import RECORD_SCHEMA_VERSION, Experiment
+from rig.schema import RECORD_SCHEMA_VERSION, Experiment
 from rig.store import ResultsStore
 
 Record = dict[str, Any]

@@ -11,9 +11,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from rig.models import MineVerdict, Pack
 from rig.protect import is_protected, rules_for
 from rig.runners import KINDS
+from rig.schema import MineVerdict, Pack
 from rig.workspace import WorkspaceError, git_bytes
 
 # Files a tool writes: a fix to them is not a change a person makes.

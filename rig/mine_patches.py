@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from rig.mine_history import Commit, Skip, Split
-from rig.models import Pack
+from rig.schema import Pack
 from rig.workspace import DIFF_FLAGS, WorkspaceError, copy_fixture, git_bytes
 
 # Decoys that leave one change out: the first changes of the solution, at most this many.

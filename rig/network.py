@@ -26,8 +26,8 @@ from functools import cache
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from rig.models import NetworkEndpoint, NetworkOutcome, Provider, parse_host_port
 from rig.proc import UNSHARE, try_command
+from rig.schema import NetworkEndpoint, NetworkOutcome, Provider, parse_host_port
 
 RELAY = Path(__file__).resolve().parent.parent / "harnesses" / "netrelay.py"
 # The proxy's port inside the agent's namespace, unless a model endpoint takes it.

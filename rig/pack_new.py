@@ -21,10 +21,10 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from rig.models import PACK_NAME, RunnerKind
 from rig.packs import MANIFEST, PackError, load_pack
 from rig.proc import BASE_PATH
 from rig.runners import KINDS
+from rig.schema import PACK_NAME, RunnerKind
 from rig.tasks import TaskError, load_tasks
 from rig.verify import GATE_STAGE
 

@@ -6,7 +6,7 @@ them harder or easier) before the next experiment, where the runs they cost can 
 discriminate.
 """
 
-from rig.models import Cell, TaskStats
+from rig.schema import Cell, TaskStats
 
 CEILING = "ceiling: every run solved it"
 FLOOR = "floor: no run solved it"

@@ -1,4 +1,4 @@
-"""Loading task packs: a folder with pack.toml, validated into rig.models.Pack.
+"""Loading task packs: a folder with pack.toml, validated into rig.schema.Pack.
 
 The engine learns everything about a project from its pack: the fixture, the tasks and their
 hidden tests, the gate, the hidden-test runner, the protected paths and what counts as docs. The
@@ -10,8 +10,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from rig.models import Pack, PackSpec
 from rig.paths import REPO_ROOT
+from rig.schema import Pack, PackSpec
 from rig.tomlfile import first_error, read_toml
 from rig.workspace import tree_digest
 

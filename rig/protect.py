@@ -24,8 +24,8 @@ from functools import cache
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path, PurePosixPath
 
-from rig.models import Pack, Tampering
 from rig.runners import KINDS
+from rig.schema import Pack, Tampering
 from rig.untrusted import read_bounded, remove, walk
 
 # Modules Python imports without any source: a sourceless foo.pyc next to where foo.py would be

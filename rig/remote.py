@@ -21,10 +21,10 @@ from pathlib import Path
 
 from harnesses.base import kill_running_agents
 from rig import paths
-from rig.models import PlanItem, WorkerJob
 from rig.packs import load_pack
 from rig.proc import kill_running_commands, reap_orphans
 from rig.runner import RunContext, make_context, run_one
+from rig.schema import PlanItem, WorkerJob
 from rig.steps.attempt import write_artifact
 from rig.tasks import load_tasks
 from rig.untrusted import remove_tree, walk

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
-from rig.models import BudgetStop, Metrics, ModelUsage, RunBudget
+from rig.schema import BudgetStop, Metrics, ModelUsage, RunBudget
 
 # A longer line is not read (its bytes are still logged): the meter's memory stays bounded, and
 # no harness reports a response's usage in a line this long.

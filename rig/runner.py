@@ -30,7 +30,13 @@ from rig.budget import BudgetMonitor
 from rig.experiment import ExperimentError
 from rig.leftovers import clean_up
 from rig.migrate import design_digest
-from rig.models import (
+from rig.network import resolve_network, unreachable_model
+from rig.packs import MANIFEST, pack_digest
+from rig.proc import ContainmentError, containment, kill_running_commands, reap_orphans
+from rig.redact import Redactor
+from rig.sandbox import resolve
+from rig.schedule import plan
+from rig.schema import (
     RIG_SIDE_RULES,
     AgentRun,
     Condition,
@@ -43,12 +49,6 @@ from rig.models import (
     Tampering,
     Task,
 )
-from rig.network import resolve_network, unreachable_model
-from rig.packs import MANIFEST, pack_digest
-from rig.proc import ContainmentError, containment, kill_running_commands, reap_orphans
-from rig.redact import Redactor
-from rig.sandbox import resolve
-from rig.schedule import plan
 from rig.scratch import Scratch, choose_scratch
 from rig.steps.agent import agent
 from rig.steps.attempt import Attempt, Trail, write_artifact

@@ -9,7 +9,7 @@ runner from inside the code under test.
 import re
 from dataclasses import dataclass
 
-from rig.models import RunnerKind
+from rig.schema import RunnerKind
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
-from rig.models import SandboxStatus
 from rig.proc import containment
+from rig.schema import SandboxStatus
 
 SandboxMode = Literal["auto", "require", "off"]
 SANDBOX_MODES: tuple[str, ...] = ("auto", "require", "off")

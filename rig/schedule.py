@@ -6,7 +6,7 @@ experiment's seed, so provider drift over time falls on every arm alike.
 
 import random
 
-from rig.models import Experiment, PlanItem
+from rig.schema import Experiment, PlanItem
 
 
 def run_id(task: str, condition: str, repetition: int) -> str:

@@ -4,7 +4,7 @@ import tempfile
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from rig.models import TaskSpec
+from rig.schema import TaskSpec
 from rig.workspace import git_bytes
 
 

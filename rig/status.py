@@ -9,7 +9,7 @@ a read-only copy of its results.
 from collections import Counter
 
 from rig import runs_cache
-from rig.models import Cell, PlanItem
+from rig.schema import Cell, PlanItem
 from rig.store import ResultsStore
 
 

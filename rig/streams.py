@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from rig.models import StreamStats
+from rig.schema import StreamStats
 
 
 class BoundedStream:

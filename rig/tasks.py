@@ -1,11 +1,11 @@
-"""Loading a pack's tasks: `tasks/<id>/task.toml` plus its patches, validated into rig.models.Task."""
+"""Loading a pack's tasks: `tasks/<id>/task.toml` plus its patches, validated into rig.schema.Task."""
 
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from rig.models import Pack, Task, TaskSpec
 from rig.packs import load_pack
+from rig.schema import Pack, Task, TaskSpec
 from rig.tomlfile import first_error, read_toml
 
 MIN_DECOYS = 2

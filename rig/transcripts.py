@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harnesses.registry import HarnessUnavailable, read_transcript
-from rig.models import AgentRun, Transcript
+from rig.schema import AgentRun, Transcript
 
 # What adapters save their session as (OpenCode exports one JSON document, the others append JSONL).
 SESSION_NAMES = ("session.jsonl", "session.json")

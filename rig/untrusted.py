@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from rig.models import DEFAULT_MAX_DEPTH, DEFAULT_MAX_ENTRIES
+from rig.schema import DEFAULT_MAX_DEPTH, DEFAULT_MAX_ENTRIES
 
 # Build and cache trees: counted (they count towards the limits) but never copied or diffed. A
 # dependency install (node_modules, a virtualenv) would otherwise cost more than the agent's work.

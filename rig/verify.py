@@ -23,9 +23,9 @@ from pathlib import Path
 
 from rig.hidden_runners import SETUPS, fill
 from rig.junit import TESTS_FAILED
-from rig.models import CheckOutcome, GateSpec, HiddenOutcome, Pack, RunnerSpec
 from rig.proc import run_bounded, scrubbed_env
 from rig.sandbox import Sandbox
+from rig.schema import CheckOutcome, GateSpec, HiddenOutcome, Pack, RunnerSpec
 from rig.untrusted import read_bounded, remove
 from rig.workspace import copy_fixture, tree_digest
 

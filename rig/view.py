@@ -41,8 +41,8 @@ from markupsafe import Markup
 
 from rig.markdown_html import block_html
 from rig.migrate import read_quarantine, read_runs
-from rig.models import Transcript
 from rig.report import build_report
+from rig.schema import Transcript
 from rig.store import ResultsStore
 from rig.transcripts import attempt_transcript
 from rig.untrusted import read_bounded

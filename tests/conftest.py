@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from builtin_pack import FIXTURE_DIR
 
-from rig.models import Task
+from rig.schema import Task
 from rig.tasks import load_tasks
 from rig.workspace import apply_patch, copy_fixture
 

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from harnesses.mock_model.session import LEDGER_FILE
-from rig.models import Metrics
+from rig.schema import Metrics
 
 TOKENS = ("input", "output", "cache_read", "cache_write")
 

@@ -7,9 +7,9 @@ import pytest
 from builtin_pack import BUILTIN, TASKS_DIR
 
 from rig.audit import rig_paths_accessed, runner_probes, source_filter, toolchain_digest
-from rig.models import Metrics
 from rig.packs import load_pack
 from rig.paths import REPO_ROOT
+from rig.schema import Metrics
 from rig.tasks import load_tasks
 from rig.workspace import apply_patch, changed_texts, collect_diff, copy_fixture, init_baseline
 

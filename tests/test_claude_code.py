@@ -31,7 +31,7 @@ from harnesses.mock_model.server import SIDE_TEXT, Faults, MockModelServer, Usag
 from harnesses.mock_model.session import LEDGER_FILE
 from harnesses.shell import judge
 from rig.classify import classify
-from rig.models import AgentRun, Condition, Metrics, ModelUsage, Provider, Task
+from rig.schema import AgentRun, Condition, Metrics, ModelUsage, Provider, Task
 from rig.workspace import tree_digest
 
 DATA = Path(__file__).parent / "data" / "claude_code"

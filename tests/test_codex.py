@@ -35,8 +35,8 @@ from harnesses.mock_model.server import MockModelServer, Usage
 from harnesses.shell import judge
 from rig.classify import classify
 from rig.migrate import COMPACTION_FIELDS
-from rig.models import AgentRun, Condition, Metrics, Provider, Task
 from rig.paths import REPO_ROOT
+from rig.schema import AgentRun, Condition, Metrics, Provider, Task
 from rig.workspace import tree_digest
 
 # The mock reports reasoning tokens, which this harness records.

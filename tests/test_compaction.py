@@ -21,8 +21,8 @@ from harnesses.pi import MOCK_TOOLS, PiHarness
 from harnesses.pi import parse_files as parse_pi
 from rig.experiment import load_experiment
 from rig.migrate import COMPACTION_FIELDS, migrate
-from rig.models import Metrics, Provider, RunRecord, Task
 from rig.paths import REPO_ROOT
+from rig.schema import Metrics, Provider, RunRecord, Task
 
 DATA = Path(__file__).parent / "data"
 PI = DATA / "pi"

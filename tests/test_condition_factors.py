@@ -16,8 +16,8 @@ from harnesses.mock_model.session import LEDGER_FILE, agents_md_marker
 from harnesses.opencode import OpenCodeHarness
 from harnesses.pi import PiHarness
 from rig.experiment import ExperimentError, load_experiment
-from rig.models import AgentRun, Condition, Provider, Task
 from rig.paths import REPO_ROOT
+from rig.schema import AgentRun, Condition, Provider, Task
 
 STALL_S = 30.0
 TIMEOUT_S = 120

@@ -37,7 +37,7 @@ from harnesses.mock_model.server import PATH_PARAMS, MockModelServer, Usage
 from harnesses.mock_model.session import LEDGER_FILE
 from harnesses.shell import judge
 from rig.classify import classify
-from rig.models import AgentRun, Condition, Metrics, Provider, Task
+from rig.schema import AgentRun, Condition, Metrics, Provider, Task
 from rig.workspace import tree_digest
 
 # The mock reports reasoning tokens, which this harness records.

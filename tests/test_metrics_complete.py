@@ -15,8 +15,8 @@ from harnesses import claude_code, codex, gemini, opencode, pi
 from harnesses.logs import NO_USAGE_GAP
 from rig.analysis import cell_table, compare_conditions, load_runs
 from rig.migrate import LEGACY_ZEROS_GAP, migrate
-from rig.models import RECORD_SCHEMA_VERSION, Metrics
 from rig.report import build_report
+from rig.schema import RECORD_SCHEMA_VERSION, Metrics
 
 DATA = Path(__file__).parent / "data"
 SMALL = DATA / "results_small" / "results_small"

@@ -17,9 +17,9 @@ import pytest
 from mine_repos import commit, git, javascript_repo, python_repo
 
 from rig.mine_prompt import DEFAULT_TEMPLATE, issue_text
-from rig.models import Cell
 from rig.pack_stats import CEILING, FLOOR, task_stats
 from rig.packs import load_pack
+from rig.schema import Cell
 from rig.tasks import load_tasks
 from rig.workspace import apply_patch, copy_fixture
 

@@ -22,9 +22,9 @@ import harnesses
 from harnesses.base import Confinement, run_agent_process
 from rig.doctor import diagnose
 from rig.migrate import migrate
-from rig.models import Experiment, parse_host_port
 from rig.network import LOG_NAME, Egress, NetworkPlan, resolve_network
 from rig.sandbox import resolve
+from rig.schema import Experiment, parse_host_port
 
 RIG = str(Path(sys.executable).with_name("rig"))
 TASK = "t1_fix_pagination"

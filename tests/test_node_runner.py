@@ -21,9 +21,9 @@ from redteam_strategies import (
     TASK,
 )
 
-from rig.models import HiddenOutcome, Task
 from rig.packs import load_pack
 from rig.protect import compare, rules_for, snapshot
+from rig.schema import HiddenOutcome, Task
 from rig.tasks import load_tasks
 from rig.untrusted import copy_tree
 from rig.verify import CANARY_MARKER, run_hidden

@@ -33,7 +33,7 @@ from harnesses.opencode import (
 )
 from harnesses.shell import judge
 from rig.classify import classify
-from rig.models import AgentRun, Condition, Metrics, Provider, Task
+from rig.schema import AgentRun, Condition, Metrics, Provider, Task
 from rig.workspace import init_baseline
 
 DATA = Path(__file__).parent / "data" / "opencode"

@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rig.models import GateSpec
 from rig.packs import load_pack
+from rig.schema import GateSpec
 from rig.tasks import load_tasks
 from rig.verify import run_check
 from rig.workspace import copy_fixture

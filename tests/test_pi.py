@@ -30,8 +30,8 @@ from harnesses.pi import (
 )
 from harnesses.shell import judge
 from rig.classify import classify
-from rig.models import AgentRun, Condition, Metrics, Provider, Task
 from rig.paths import REPO_ROOT
+from rig.schema import AgentRun, Condition, Metrics, Provider, Task
 from rig.workspace import tree_digest
 
 DATA = Path(__file__).parent / "data" / "pi"

@@ -21,7 +21,7 @@ from harnesses import cli as harness_cli
 from harnesses.cli import NODE_BIN, HarnessVersionError, cli_version
 from rig.experiment import load_experiment
 from rig.migrate import MIGRATIONS, RecordSchemaError, design_digest, migrate, read_runs
-from rig.models import RECORD_SCHEMA_VERSION, Experiment, RunRecord
+from rig.schema import RECORD_SCHEMA_VERSION, Experiment, RunRecord
 from rig.store import ResultsStore
 from rig.version import git_version
 

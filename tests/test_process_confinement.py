@@ -24,7 +24,6 @@ from harnesses.base import Confinement, kill_running_agents, run_agent_process
 from harnesses.cli import NODE_BIN
 from harnesses.scripted import AGENT_SCRIPT
 from rig.doctor import diagnose
-from rig.models import AgentRun, SandboxStatus
 from rig.paths import REPO_ROOT
 from rig.proc import (
     JOIN_CGROUP,
@@ -37,6 +36,7 @@ from rig.proc import (
     runner_tag,
 )
 from rig.sandbox import resolve
+from rig.schema import AgentRun, SandboxStatus
 
 REPO_BIN = str(Path(sys.executable).parent)
 # A loop that rewrites a workspace file, then the marker as its $0 (in its command line only).

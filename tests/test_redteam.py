@@ -42,10 +42,10 @@ from redteam_strategies import (
 
 from harnesses.mock_model.session import policy_for
 from rig.audit import toolchain_digest
-from rig.models import Condition, Experiment, Pack, Provider, Timeouts
 from rig.packs import MANIFEST, load_pack
 from rig.paths import REPO_ROOT
 from rig.runner import execute, experiment_plan, make_context
+from rig.schema import Condition, Experiment, Pack, Provider, Timeouts
 from rig.tasks import load_tasks
 from rig.workspace import copy_fixture
 

@@ -23,8 +23,8 @@ from harnesses.pi import PiHarness
 from harnesses.pi import parse_files as parse_pi
 from rig.estimate import priced
 from rig.experiment import ExperimentError, load_experiment
-from rig.models import AgentRun, BudgetStop, Condition, Metrics, Provider, RunBudget, Task
 from rig.run_budget import MAX_LINE_BYTES, UsageMeter, reconcile
+from rig.schema import AgentRun, BudgetStop, Condition, Metrics, Provider, RunBudget, Task
 from rig.steps.collect import session_metrics
 
 RIG = str(Path(sys.executable).with_name("rig"))

@@ -14,8 +14,8 @@ from pydantic import ValidationError
 from rig.analysis import load_runs
 from rig.calibrate import run_item
 from rig.migrate import migrate
-from rig.models import Item, RunRecord, TaskSpec
 from rig.paths import REPO_ROOT
+from rig.schema import Item, RunRecord, TaskSpec
 from rig.scope import out_of_scope, patch_out_of_scope
 
 RIG = str(REPO_ROOT / ".venv" / "bin" / "rig")

@@ -16,9 +16,9 @@ from harnesses import scripted_agent as agent
 from harnesses.logs import read_jsonl
 from harnesses.scripted import PATCH_COPY, SCRIPT_COPY, ScriptedHarness, attempt_number, tamper_plan
 from harnesses.shell import judge
-from rig.models import AgentRun, Condition, Metrics, Task
 from rig.packs import load_pack
 from rig.paths import REPO_ROOT
+from rig.schema import AgentRun, Condition, Metrics, Task
 from rig.workspace import apply_patch, copy_fixture, tree_digest
 
 PROMPT = "Fix the pagination bug."

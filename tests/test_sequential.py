@@ -18,8 +18,8 @@ from sequential_configs import config, rig
 from rig.analysis.power import _task_rates
 from rig.analysis.sequential import EFFECT, NO_EFFECT, Boundaries, sequential_result, simulate_sequential
 from rig.experiment import ExperimentError, load_experiment
-from rig.models import Experiment
 from rig.schedule import plan
+from rig.schema import Experiment
 
 ALPHA = 0.05
 

@@ -18,9 +18,9 @@ from harnesses.shell import (
     runs_tests,
     segments,
 )
-from rig.models import Metrics
 from rig.packs import load_pack
 from rig.paths import REPO_ROOT
+from rig.schema import Metrics
 
 NOTES_JS = load_pack(REPO_ROOT / "packs" / "notes-js").spec
 GATE = BUILTIN.spec.gate

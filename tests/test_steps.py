@@ -12,7 +12,7 @@ from builtin_pack import FIXTURE_DIR
 from harnesses.base import HarnessAdapter
 from harnesses.registry import make_adapter
 from rig.audit import toolchain_digest
-from rig.models import AgentRun, Condition, Limits, Pins, Task, Timeouts
+from rig.schema import AgentRun, Condition, Limits, Pins, Task, Timeouts
 from rig.scratch import Scratch
 from rig.steps.agent import agent
 from rig.steps.attempt import Trail

@@ -304,7 +304,7 @@ def test_os_errors_are_one_line_store_errors(tmp_path: Path) -> None:
 def test_readers_migrate_in_memory_and_never_write(tmp_path: Path) -> None:
     """rig.migrate's readers: records come up to the current schema; the files stay as they were."""
     from rig.migrate import read_quarantine, read_runs
-    from rig.models import RECORD_SCHEMA_VERSION
+    from rig.schema import RECORD_SCHEMA_VERSION
 
     root = tmp_path / "exp"
     root.mkdir()

@@ -19,7 +19,7 @@ from harnesses.logs import ToolLog, read_jsonl
 from harnesses.pi import PiHarness
 from harnesses.scripted import ScriptedHarness
 from rig.classify import classify
-from rig.models import AgentRun, Condition, Provider, Task
+from rig.schema import AgentRun, Condition, Provider, Task
 
 DATA = Path(__file__).parent / "data"
 Match = Callable[[dict], bool]

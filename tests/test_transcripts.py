@@ -11,7 +11,7 @@ from mock_ledger import ledger
 from harnesses import claude_code, codex, gemini, opencode, pi, scripted
 from harnesses.registry import read_transcript
 from rig.migrate import read_runs
-from rig.models import AgentRun, Metrics, Transcript
+from rig.schema import AgentRun, Metrics, Transcript
 from rig.store import ResultsStore
 from rig.transcripts import attempt_transcript, saved_run
 

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from redteam_strategies import JS_IMPORTS, NOTES_JS, PAGINATION_JS, TARGETS, TASK
 
-from rig.models import Task
 from rig.packs import load_pack
 from rig.paths import REPO_ROOT
 from rig.sandbox import Sandbox, resolve
+from rig.schema import Task
 from rig.tasks import load_tasks
 from rig.verify import run_check, run_hidden, warm_bytecode
 from rig.workspace import apply_patch, copy_fixture

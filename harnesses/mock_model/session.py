@@ -19,7 +19,7 @@ from harnesses.mock_model.policy import (
     run_commands,
 )
 from harnesses.mock_model.server import Faults, MockModelServer, Usage, WireProtocol
-from rig.models import Task
+from rig.schema import Task
 
 LEDGER_FILE = "mock-ledger.json"
 AGENTS_MD = "AGENTS.md"

@@ -43,7 +43,7 @@ from scipy.special import betainc, betaln
 from scipy.stats import binom, norm
 
 from rig.analysis.power import _task_rates
-from rig.models import PlanItem, Stopping
+from rig.schema import PlanItem, Stopping
 
 EFFECT = "effect found"
 NO_EFFECT = "no effect of at least min_effect"

@@ -54,13 +54,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from rig.models import ModelUsage
+from rig.schema import ModelUsage
 
 CONFIDENCE = 0.95
 METRICS: tuple[str, ...] = ("success", "cost_usd", "total_tokens", "tool_calls", "wall_s")
 # Metrics a parser that could not read every usage figure (`metrics_complete` False) undercounts:
 # such runs are left out of their medians and comparisons, as a missing value would be. They are
-# the fields of a per-model usage (rig.models.ModelUsage): tokens of each kind and cost.
+# the fields of a per-model usage (rig.schema.ModelUsage): tokens of each kind and cost.
 USAGE_METRICS = frozenset(ModelUsage.model_fields)
 # Points in the support of the exact test's statistic above which the asymptotic CMH test runs.
 # The convolution costs at most support x largest stratum, i.e. well under a second at this size.

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from harnesses.base import HarnessAdapter
-from rig.models import AgentRun, Condition, Task
+from rig.schema import AgentRun, Condition, Task
 
 
 def agent(

@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 from rig.leftovers import claim, release
-from rig.models import (
+from rig.schema import (
     Condition,
     Experiment,
     Metrics,

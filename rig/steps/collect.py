@@ -9,8 +9,8 @@ from pathlib import Path
 from harnesses.base import HarnessAdapter
 from harnesses.shell import judge
 from rig.audit import rig_paths_accessed, runner_probes, source_filter, toolchain_digest
-from rig.models import AgentRun, AuditFinding, Limits, Metrics, Pins, Task, WorkspaceStats
 from rig.run_budget import reconcile
+from rig.schema import AgentRun, AuditFinding, Limits, Metrics, Pins, Task, WorkspaceStats
 from rig.scratch import COPY_PREFIX, Scratch, on_disk
 from rig.steps.attempt import WORK, Trail, write_artifact
 from rig.steps.prepare import Prepared

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rig import protect
-from rig.models import Condition, Task
+from rig.schema import Condition, Task
 from rig.steps.attempt import WORK, Trail
 from rig.workspace import RIG_GIT_DIR, apply_overlays, apply_patch, copy_fixture, init_baseline
 

@@ -3,8 +3,8 @@
 from collections.abc import Iterable
 from pathlib import Path
 
-from rig.models import Tampering
 from rig.protect import Snapshot, compare, restore
+from rig.schema import Tampering
 
 
 def protect(

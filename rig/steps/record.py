@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from harnesses.base import HarnessAdapter
 from rig.classify import classify, hang_kind
-from rig.models import (
+from rig.schema import (
     AgentOutcome,
     AgentRun,
     AuditFinding,

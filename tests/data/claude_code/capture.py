@@ -24,10 +24,10 @@ from typing import Any
 
 from harnesses.claude_code import ClaudeCodeHarness
 from harnesses.mock_model.session import LEDGER_FILE
-from rig.models import Condition, Provider
 from rig.packs import load_pack
 from rig.paths import REPO_ROOT
 from rig.redact import Redactor
+from rig.schema import Condition, Provider
 from rig.tasks import load_tasks
 from rig.workspace import apply_patch, copy_fixture
 

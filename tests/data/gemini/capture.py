@@ -23,10 +23,10 @@ from harnesses import cli_harness, gemini
 from harnesses.mock_model.policy import Policy, Step, patch_command, replay_patch
 from harnesses.mock_model.server import Faults, MockModelServer, Usage, WireProtocol
 from harnesses.mock_model.session import LEDGER_FILE, gate_command
-from rig.models import Condition, Provider, Task
 from rig.packs import load_pack
 from rig.paths import REPO_ROOT
 from rig.redact import Redactor
+from rig.schema import Condition, Provider, Task
 from rig.tasks import load_tasks
 from rig.workspace import apply_patch, copy_fixture
 

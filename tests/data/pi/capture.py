@@ -26,10 +26,10 @@ import harnesses.pi as pi  # noqa: E402
 from harnesses import cli_harness  # noqa: E402
 from harnesses.mock_model.policy import Policy, Step, patch_command  # noqa: E402
 from harnesses.mock_model.server import Faults, MockModelServer, Usage, WireProtocol  # noqa: E402
-from rig.models import Condition, Provider  # noqa: E402
 from rig.packs import load_pack  # noqa: E402
 from rig.paths import REPO_ROOT  # noqa: E402
 from rig.redact import Redactor  # noqa: E402
+from rig.schema import Condition, Provider  # noqa: E402
 from rig.tasks import load_tasks  # noqa: E402
 from rig.workspace import apply_patch, copy_fixture  # noqa: E402
 

@@ -24,10 +24,10 @@ from harnesses import cli_harness, codex  # noqa: E402
 from harnesses.mock_model.openai_responses import OpenAIResponses  # noqa: E402
 from harnesses.mock_model.server import Faults  # noqa: E402
 from harnesses.mock_model.tools import ToolCall, ToolMap  # noqa: E402
-from rig.models import Condition, Provider, Task  # noqa: E402
 from rig.packs import load_pack  # noqa: E402
 from rig.paths import REPO_ROOT  # noqa: E402
 from rig.redact import Redactor  # noqa: E402
+from rig.schema import Condition, Provider, Task  # noqa: E402
 from rig.tasks import load_tasks  # noqa: E402
 from rig.workspace import apply_patch, copy_fixture  # noqa: E402
 

@@ -1,0 +1,235 @@
+"""A pack (pack.toml) and its tasks (tasks/<id>/task.toml), and the default bounds on an agent."""
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+# --- Defaults of the bounds on an agent: experiment [timeouts] and [limits] start from these ------
+
+# An exact npm version: a range would let two runs of one condition install different CLIs.
+EXACT_VERSION = r"^\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$"
+DEFAULT_STALL_S = 420.0
+# No file an agent writes needs more; a bound keeps a runaway agent from filling the disk.
+DEFAULT_FILE_BYTES = 2 * 1024 * 1024 * 1024
+DEFAULT_HEAD_BYTES = 64 * 1024 * 1024
+DEFAULT_TAIL_BYTES = 4 * 1024 * 1024
+# The tail lives in the runner's memory, once per stream and worker: its bound keeps the runner small.
+MAX_TAIL_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_ENTRIES = 100_000
+DEFAULT_MAX_DEPTH = 64
+
+# --- Packs: a project with its tasks, described by pack.toml (loaded by rig.packs) ----------------
+
+PACK_NAME = r"^[a-z0-9][a-z0-9_.-]*$"
+
+
+class GateSpec(BaseModel):
+    """The project's gate: a command run in the workspace whose exit code decides.
+
+    `run` is what the rig runs; `{python}` is the rig's interpreter (pinned pytest and ruff), `{node}`
+    the node that runs the harnesses. With `report = "json"` the last line of its stdout is
+    `{"ok": bool, "failed": [stage, ...], "results": {stage: [problem, ...]}}`, cross-checked against
+    the exit code; with `"exit-code"` only the exit code counts and a failure is stage `gate`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    command: list[str] = Field(
+        min_length=1, description="the gate as the project's docs tell a person to run it, e.g. npm run check"
+    )
+    run: list[str] = Field(min_length=1, description="what the rig runs to decide")
+    report: Literal["json", "exit-code"] = "json"
+    stages: list[str] = Field(default_factory=list, description="the JSON report's stages, in fixing order")
+    scripts: list[str] = Field(
+        default_factory=list,
+        description="gate script files: running one by path or interpreter runs the gate",
+    )
+    timeout_s: float | None = Field(
+        default=None, gt=0, description="default: the experiment's timeouts.check_s"
+    )
+
+
+RunnerKind = Literal["pytest", "node-test", "command"]
+
+
+class RunnerSpec(BaseModel):
+    """How the hidden tests run: a built-in runner, or a command that writes junit XML.
+
+    pytest: the rig's interpreter, the workspace's configuration ignored, `plugins` loaded with -p.
+    node-test: `node --test` with its junit reporter; each hidden file wraps its tests in one
+    top-level describe() named after the file's stem, so a test's id is `<stem>::<test>`.
+    command: `command` with `{junit}` (where to write the report) and `{tests}` (the copied hidden
+    tests folder) filled in; a test's id is `<classname>::<name>`. No canaries: the pack's own runner
+    must be trusted.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    kind: RunnerKind
+    plugins: list[str] = Field(default_factory=list, description="pytest plugins (modules) loaded with -p")
+    command: list[str] | None = None
+    test_commands: list[list[str]] = Field(
+        default_factory=list,
+        description="more commands that count as running the tests in an agent's shell (e.g. npm test)",
+    )
+
+    @model_validator(mode="after")
+    def _command_for_command(self) -> "RunnerSpec":
+        if self.kind == "command" and not self.command:
+            raise ValueError('runner kind "command" needs command = [...] with {junit} in it')
+        if self.kind != "command" and self.command:
+            raise ValueError(f'runner kind {self.kind!r} takes no command; remove it or use kind = "command"')
+        if self.plugins and self.kind != "pytest":
+            raise ValueError('plugins are pytest plugins; remove them or use kind = "pytest"')
+        return self
+
+
+class ProtectSpec(BaseModel):
+    """Paths an agent may not change, on top of what the runner kind protects by itself.
+
+    files: exact workspace-relative paths. dirs: everything below these top-level folders.
+    names: glob patterns matched against every component of a path (`node_modules`, `.npmrc`,
+    `*.config.js`). shadow_roots (Python packs): folders put first on sys.path by the gate, where a
+    module named like a stdlib or installed one would replace it ("" is the workspace root).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    files: list[str] = Field(default_factory=list)
+    dirs: list[str] = Field(default_factory=list)
+    names: list[str] = Field(default_factory=list)
+    shadow_roots: list[str] = Field(default_factory=list)
+
+
+COMMIT_SHA = r"^[0-9a-f]{40}$"
+
+
+class PackSource(BaseModel):
+    """The repository a pack's fixture is a snapshot of, and the commit it was taken at: where
+    `rig task mine` looks for fixes."""
+
+    model_config = ConfigDict(extra="forbid")
+    repo: str = Field(default="", description="the repository folder's name, for people")
+    commit: str = Field(pattern=COMMIT_SHA)
+
+
+class PackSpec(BaseModel):
+    """A task pack's manifest: pack.toml. Folders are relative to the file."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=PACK_NAME)
+    description: str = ""
+    language: str = ""
+    fixture: str = "fixture"
+    tasks: str = "tasks"
+    hidden_tests: str = "hidden_tests"
+    gate: GateSpec
+    runner: RunnerSpec
+    protect: ProtectSpec = Field(default_factory=ProtectSpec)
+    docs: list[str] = Field(
+        default_factory=lambda: ["README.md", "CONTRIBUTING.md", "AGENTS.md", "CLAUDE.md", "docs/*"],
+        description="glob patterns of documentation (a `*` crosses folders): reading one is reading docs",
+    )
+    context_files: list[str] = Field(
+        default_factory=lambda: ["AGENTS.md", "CLAUDE.md", "GEMINI.md"],
+        description="the agent-instruction files a condition commonly removes",
+    )
+    source: PackSource | None = None
+
+
+class Pack(BaseModel):
+    """A loaded pack: its manifest and the folder it lives in."""
+
+    spec: PackSpec
+    root: Path
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def fixture_dir(self) -> Path:
+        return self.root / self.spec.fixture
+
+    @property
+    def tasks_dir(self) -> Path:
+        return self.root / self.spec.tasks
+
+    @property
+    def hidden_dir(self) -> Path:
+        return self.root / self.spec.hidden_tests
+
+
+# --- Tasks: tasks/<id>/task.toml and the files that belong to it (loaded by rig.tasks) -------------
+
+
+class Expectation(BaseModel):
+    """Where a wrong workspace must fail: gate stages and hidden tests (`module::test`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    fails_stages: list[str] = Field(default_factory=list)
+    fails_hidden: list[str] = Field(default_factory=list)
+
+
+class Decoy(Expectation):
+    reason: str = Field(min_length=1, description="the plausible wrong solution this patch stands for")
+
+
+class TaskSource(BaseModel):
+    """Where a mined task came from (`rig task mine`): the fix commit, and the hidden tests that
+    passed both before and after it (the ones that failed before are `baseline.fails_hidden`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    repo: str = ""
+    commit: str = Field(pattern=COMMIT_SHA)
+    subject: str = ""
+    pass_to_pass: list[str] = Field(default_factory=list)
+
+
+class TaskSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(pattern=r"^[a-z0-9_]+$")
+    hypothesis: str = Field(min_length=1, description="the harness component this task measures")
+    prompt: str = Field(min_length=1)
+    timeout_s: int = Field(gt=0)
+    baseline: Expectation
+    decoys: dict[str, Decoy]
+    source: TaskSource | None = None
+    scope: list[str] | None = Field(
+        default=None,
+        description="globs (fnmatch, `*` crosses `/`) of the workspace paths the task may change; "
+        "a change elsewhere is listed in the record's out_of_scope; None: no scope",
+    )
+    scope_enforced: bool = Field(
+        default=False, description="a change outside `scope` fails the run (stage scope)"
+    )
+
+    @model_validator(mode="after")
+    def _enforced_needs_scope(self) -> "TaskSpec":
+        if self.scope_enforced and not self.scope:
+            raise ValueError(
+                "scope_enforced = true needs scope = [globs]; list the paths the task may change"
+            )
+        return self
+
+
+class Task(BaseModel):
+    """A loaded task: its spec and the files that belong to it."""
+
+    spec: TaskSpec
+    dir: Path
+    hidden_dir: Path
+    pack: Pack
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @property
+    def setup_patch(self) -> Path:
+        return self.dir / "setup.patch"
+
+    @property
+    def solution_patch(self) -> Path:
+        return self.dir / "solution.patch"
+
+    def decoy_patch(self, name: str) -> Path:
+        return self.dir / "decoys" / f"{name}.patch"

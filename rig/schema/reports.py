@@ -1,0 +1,150 @@
+"""What the rig's commands report: calibrate, calibrate --harness, mining, doctor, status, pack stats."""
+
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from rig.schema.pack import Expectation, Task
+
+# --- What the rig's commands report: calibrate, calibrate --harness, doctor, status, reclassify ----
+
+ItemKind = Literal["clean", "baseline", "solution", "decoy", "fixture"]
+
+
+class Item(BaseModel):
+    """One calibration item: which patches make the workspace, and what must happen."""
+
+    name: str
+    kind: ItemKind
+    task: Task | None = None
+    patches: list[Path] = Field(default_factory=list)
+    expect: Expectation | None = None
+
+
+class ItemResult(BaseModel):
+    name: str
+    kind: ItemKind
+    task: str | None
+    passed: bool
+    reason: str
+    check_failed: list[str] = Field(default_factory=list)
+    hidden_failed: list[str] = Field(default_factory=list)
+    wall_s: float = 0.0
+
+
+class CalibrationReport(BaseModel):
+    ok: bool
+    passed: int
+    failed: int
+    items: list[ItemResult]
+
+
+class CalibratedTask(BaseModel):
+    task_hash: str
+    hidden_tests_hash: str
+
+
+class CalibrationPins(BaseModel):
+    """What `rig calibrate` proved, by content hash: `rig run`'s preflight refuses a pack changed since."""
+
+    pack: str
+    root: str
+    fixture_hash: str
+    tasks: dict[str, CalibratedTask] = Field(default_factory=dict)
+    calibrated_at: datetime
+    rig_version: str
+
+
+# Why `rig task mine` made a task of a commit, or did not.
+MineVerdict = Literal[
+    "mined",
+    "merge",
+    "root",
+    "outside",
+    "no-tests",
+    "no-source",
+    "protected",
+    "generated",
+    "conflict",
+    "hidden-clash",
+    "no-message",
+    "already-mined",
+    "no-fail-to-pass",
+    "solution-fails",
+    "flaky",
+    "calibration",
+    "error",
+]
+
+
+class MinedCommit(BaseModel):
+    """One commit `rig task mine` looked at: the task made of it, or why none was."""
+
+    commit: str
+    subject: str
+    verdict: MineVerdict
+    reason: str
+    task: str | None = None
+    fail_to_pass: list[str] = Field(default_factory=list)
+    pass_to_pass: list[str] = Field(default_factory=list)
+    decoys: list[str] = Field(default_factory=list)
+
+
+class MineReport(BaseModel):
+    """What `rig task mine` did: every commit looked at, in history order (newest first)."""
+
+    pack: str
+    snapshot: str
+    commits: list[MinedCommit]
+
+
+class HarnessCheck(BaseModel):
+    harness: str
+    name: str
+    passed: bool
+    reason: str
+
+
+class Protection(BaseModel):
+    """One protection: whether it is active here, and what it does or why it is not."""
+
+    name: str
+    active: bool
+    detail: str
+
+
+class Cell(BaseModel):
+    task: str
+    condition: str
+    planned: int = 0
+    done: int = 0
+    successes: int = 0
+    pending: int = 0
+    quarantined: int = 0
+    infra_reruns: int = 0
+    not_needed: int = Field(default=0, description="runs never started: the [stopping] rule had decided")
+
+
+class TaskStats(BaseModel):
+    """One task across the conditions: scored runs, successes, and whether it discriminated."""
+
+    task: str
+    runs: dict[str, int]
+    successes: dict[str, int]
+    flag: str | None
+
+    def rate(self, condition: str) -> float | None:
+        """The success rate under `condition`, or None before any scored run."""
+        runs = self.runs.get(condition, 0)
+        return self.successes.get(condition, 0) / runs if runs else None
+
+
+class Change(BaseModel):
+    run_id: str
+    attempt: int
+    source: str
+    old_rule: str | None
+    new_rule: str | None
+    metrics_changed: bool

@@ -12,7 +12,7 @@ then per task its baseline, reference solution and decoys) with the same number 
          hidden_tests/<task>/ into the workspace plus one `python -m pytest` over it. Nothing
          else: no parsing, no junit, no hashing; deleting the scratch directory is not timed.
 
-Both sides get the same scrubbed environment (rig.proc.scrubbed_env with a temporary HOME).
+Both sides get the same scrubbed environment (rig.confine.proc.scrubbed_env with a temporary HOME).
 The machine is shared and noisy, so the sides are interleaved over R rounds (the side that goes
 first alternates) and the ratio reported is median(rig) / median(floor). The target is at most
 1.3x; the script exits 0 whatever the ratio, since it is a measurement, not a test.
@@ -44,8 +44,8 @@ from pathlib import Path
 
 from rig import paths
 from rig.calibrate import plan
+from rig.confine.proc import scrubbed_env
 from rig.packs import load_pack
-from rig.proc import scrubbed_env
 from rig.schema import Item
 from rig.tasks import load_tasks
 from rig.workspace import CACHE_NAMES

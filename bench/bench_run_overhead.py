@@ -18,7 +18,7 @@ Two sides go through the same plan items (one per task, every task once) one at 
          `git add -A` and `git commit` with a fixed identity, `python scripts/check.py --json`,
          and a copy of hidden_tests/<task>/ into the workspace plus one `python -m pytest` over
          it. Nothing is parsed, hashed, redacted or recorded; deleting the scratch root is not
-         timed. Its subprocesses get rig.proc.scrubbed_env with a temporary HOME (the rig uses
+         timed. Its subprocesses get rig.confine.proc.scrubbed_env with a temporary HOME (the rig uses
          its own environments).
 
 `make_context` (pinning the fixture, tasks and hidden tests by hash) happens once per experiment,
@@ -70,13 +70,13 @@ from harnesses.registry import make_adapter
 from rig import paths, protect
 from rig.audit import runner_probes, source_filter, toolchain_digest
 from rig.classify import classify
+from rig.confine.proc import BASE_PATH, scrubbed_env
+from rig.confine.untrusted import copy_tree, remove_trees
 from rig.packs import load_pack
-from rig.proc import BASE_PATH, scrubbed_env
 from rig.runner import RunContext, make_context, run_one
 from rig.schedule import plan
 from rig.schema import Experiment, PlanItem, RunRecord, Task
 from rig.tasks import load_tasks
-from rig.untrusted import copy_tree, remove_trees
 from rig.verify import default_pycache, run_check, run_hidden
 from rig.workspace import (
     CACHE_NAMES,

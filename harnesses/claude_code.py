@@ -55,7 +55,7 @@ from harnesses.logs import (
 )
 from harnesses.mock_model.anthropic_messages import AnthropicMessages
 from harnesses.mock_model.tools import ToolCall, ToolMap
-from rig.run_budget import LiveUsage
+from rig.confine.run_budget import LiveUsage
 from rig.schema import (
     AgentRun,
     Condition,
@@ -153,7 +153,7 @@ MOCK_TOOLS = ToolMap(
 def stream_usage(event: dict[str, Any]) -> LiveUsage | None:
     """The usage of one response as stream-json reports it: an `assistant` event per content block,
     each with the usage at the start of the response (input and cache exact, output as far as it
-    got), keyed by the message id; no cost. The live usage reader of rig.run_budget."""
+    got), keyed by the message id; no cost. The live usage reader of rig.confine.run_budget."""
     message = event.get("message")
     if event.get("type") != "assistant" or not isinstance(message, dict):
         return None

@@ -7,7 +7,7 @@ import sys
 from functools import cache
 from pathlib import Path
 
-from rig.proc import BASE_PATH
+from rig.confine.proc import BASE_PATH
 from rig.schema import Provider
 
 NODE_BIN = Path(__file__).resolve().parent / "node" / "node_modules" / ".bin"

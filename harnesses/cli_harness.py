@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import ClassVar
 
 from harnesses import versions
-from harnesses.base import Confinement, run_agent_process
 from harnesses.cli import api_key, base_env, cli_version, find_cli
 from harnesses.factors import Factors, extension_path
 from harnesses.mock_model.server import WireProtocol
 from harnesses.mock_model.session import mock_model
-from rig.network import model_url
+from rig.confine.agent import Confinement, run_agent_process
+from rig.confine.network import model_url
+from rig.confine.run_budget import UsageReader
 from rig.paths import REPO_ROOT
-from rig.run_budget import UsageReader
 from rig.schema import AgentRun, Condition, Provider, Task
 
 # Summing many small float costs leaves noise in the last digits; a record should not carry it.
@@ -40,7 +40,7 @@ class CliHarness:
     `provider_retries_s` (about how long the CLI's own retries of a dead or erroring provider last,
     which `rig calibrate --harness` starts first). `live_usage` reads the usage of a model response
     from one event of the CLI's stdout as it runs (None: its stdout reports none, and a run budget
-    cannot hold it), `live_cost` whether that usage carries the harness's own cost (rig.run_budget).
+    cannot hold it), `live_cost` whether that usage carries the harness's own cost (rig.confine.run_budget).
     """
 
     name: ClassVar[str]
@@ -121,13 +121,13 @@ class CliHarness:
         watched: Path | None,
         connect: Callable[[str | None], dict[str, str]],
     ) -> AgentRun:
-        """Run `command` against the provider, through `harnesses.base.run_agent_process`.
+        """Run `command` against the provider, through `rig.confine.agent.run_agent_process`.
 
         A mock provider gets a mock model server for this run. `connect` points the CLI at the
         provider's base URL (the mock's, with `mock_url_suffix`, or `provider.base_url`, possibly
         None) by writing its config, and returns the process's environment. `watched` is the
         session file or directory the silence watchdog watches besides the streams. The base URL is
-        the one endpoint a confined network lets the agent reach besides the policy's (rig.network).
+        the one endpoint a confined network lets the agent reach besides the policy's (rig.confine.network).
         """
 
         def run(env: dict[str, str], url: str | None) -> AgentRun:

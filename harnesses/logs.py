@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harnesses import shell
-from rig.run_budget import LiveUsage
+from rig.confine.run_budget import LiveUsage
 from rig.schema import Metrics, ModelUsage, Transcript, TranscriptStep, TranscriptToolCall
 
 # The diagnostic Pi (pi-ai) adds to a message whose transport failed before it completed.
@@ -264,7 +264,7 @@ def pi_usage(usage: dict[str, Any]) -> ModelUsage:
 
 def pi_live_usage(event: dict[str, Any]) -> LiveUsage | None:
     """The usage of one assistant response as Pi streams it (`--mode json`: its `message_end`; the
-    scripted agent's `message`), with Pi's own cost: the live usage reader of rig.run_budget."""
+    scripted agent's `message`), with Pi's own cost: the live usage reader of rig.confine.run_budget."""
     message = event.get("message")
     if event.get("type") not in ("message_end", "message") or not isinstance(message, dict):
         return None

@@ -76,7 +76,7 @@ from harnesses.logs import (
 )
 from harnesses.mock_model.openai_chat import OpenAIChat
 from harnesses.mock_model.tools import ToolCall, ToolMap
-from rig.run_budget import LiveUsage
+from rig.confine.run_budget import LiveUsage
 from rig.schema import (
     AgentRun,
     Condition,
@@ -141,7 +141,7 @@ MOCK_TOOLS = ToolMap(
 
 def stream_usage(event: dict[str, Any]) -> LiveUsage | None:
     """The usage of one model step as `--format json` streams it (`step_finish`, with OpenCode's
-    cost): the live usage reader of rig.run_budget."""
+    cost): the live usage reader of rig.confine.run_budget."""
     part = event.get("part")
     if event.get("type") != "step_finish" or not isinstance(part, dict):
         return None

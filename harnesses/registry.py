@@ -1,6 +1,6 @@
 """Which adapter runs which harness name: one table, which installed packages may extend.
 
-A harness is an adapter class (harnesses.base.HarnessAdapter) in a module of its own, and one line
+A harness is an adapter class (rig.confine.agent.HarnessAdapter) in a module of its own, and one line
 of BUILTIN. Another package adds a harness without touching rig through the entry-point group
 `rig.harnesses`, in its pyproject.toml:
 
@@ -21,10 +21,11 @@ from importlib import import_module
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from harnesses.base import Confinement, HarnessAdapter
 from harnesses.factors import Factors, check_condition
 from harnesses.mock_model.server import WireProtocol
-from rig.run_budget import price
+from harnesses.protocol import HarnessAdapter
+from rig.confine.agent import Confinement
+from rig.confine.run_budget import price
 from rig.schema import (
     DEFAULT_STALL_S,
     AgentRun,

@@ -29,7 +29,6 @@ import sys
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from harnesses.base import Confinement, run_agent_process
 from harnesses.cli_harness import round_cost
 from harnesses.logs import (
     ToolLog,
@@ -40,7 +39,8 @@ from harnesses.logs import (
     read_jsonl,
     unreadable_lines,
 )
-from rig.proc import BASE_PATH
+from rig.confine.agent import Confinement, run_agent_process
+from rig.confine.proc import BASE_PATH
 from rig.schema import (
     DEFAULT_STALL_S,
     AgentRun,

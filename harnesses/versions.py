@@ -28,7 +28,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from harnesses.cli import CliNotFound
-from rig.proc import BASE_PATH
+from rig.confine.proc import BASE_PATH
 from rig.schema import EXACT_VERSION
 
 CACHE_ENV = "RIG_HARNESS_CACHE"

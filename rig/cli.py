@@ -126,11 +126,11 @@ def _load_context(
     from harnesses.cli import CliNotFound
     from harnesses.registry import HarnessUnavailable
     from rig import paths
+    from rig.confine.network import NetworkError
+    from rig.confine.sandbox import SandboxError
     from rig.experiment import ExperimentError, load_experiment
-    from rig.network import NetworkError
     from rig.packs import PackError, load_pack
     from rig.runner import make_context
-    from rig.sandbox import SandboxError
     from rig.store import StoreError
     from rig.tasks import TaskError, load_tasks
     from rig.workspace import WorkspaceError, default_runs_root

@@ -2,13 +2,13 @@
 
 from pathlib import Path
 
-from harnesses.base import PRLIMIT, SETPRIV
 from rig import leftovers, protect
 from rig.audit import toolchain_files
-from rig.network import resolve_network
+from rig.confine.agent import PRLIMIT, SETPRIV
+from rig.confine.network import resolve_network
+from rig.confine.proc import TOKEN_REAPER
+from rig.confine.sandbox import resolve
 from rig.packs import load_pack
-from rig.proc import TOKEN_REAPER
-from rig.sandbox import resolve
 from rig.schema import (
     DEFAULT_FILE_BYTES,
     DEFAULT_HEAD_BYTES,
@@ -39,7 +39,7 @@ def _sandbox(status: SandboxStatus) -> Protection:
 
 
 def _network(sandboxed: bool) -> Protection:
-    """Whether agents get a network namespace whose only way out is the egress proxy (rig.network)."""
+    """Whether agents get a network namespace whose only way out is the egress proxy (rig.confine.network)."""
     plan, status = resolve_network("model-only", [], sandboxed, required=False)
     if plan is not None:
         return Protection(

@@ -24,9 +24,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rig import runs_cache
+from rig.confine.untrusted import remove, remove_trees
 from rig.redact import Redactor
 from rig.store import ATTEMPT_RE, RUN_ID_RE, ResultsStore
-from rig.untrusted import remove, remove_trees
 
 CLAIM_FILE = ".runner.lock"
 ABANDONED_FILE = "abandoned.json"

@@ -21,8 +21,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from rig.confine.proc import BASE_PATH
 from rig.packs import MANIFEST, PackError, load_pack
-from rig.proc import BASE_PATH
 from rig.runners import KINDS
 from rig.schema import PACK_NAME, RunnerKind
 from rig.tasks import TaskError, load_tasks

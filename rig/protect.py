@@ -24,9 +24,9 @@ from functools import cache
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path, PurePosixPath
 
+from rig.confine.untrusted import read_bounded, remove, walk
 from rig.runners import KINDS
 from rig.schema import Pack, Tampering
-from rig.untrusted import read_bounded, remove, walk
 
 # Modules Python imports without any source: a sourceless foo.pyc next to where foo.py would be
 # (bytecode inside __pycache__ is removed by restore and ignored by verification instead), and
@@ -170,7 +170,7 @@ def compare(
 
     `paths`, every file and symlink of `workdir` when the caller already knows them (it copied
     the tree), spares a walk of it. `left_out` names the build and cache trees the copy did not
-    take (rig.untrusted.copy_tree): one the pack protects by name or place (a planted
+    take (rig.confine.untrusted.copy_tree): one the pack protects by name or place (a planted
     node_modules/) is added tampering too, under its own path, though it never reaches verification.
     """
     result = Tampering()

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rig.untrusted import read_bounded, walk
+from rig.confine.untrusted import read_bounded, walk
 
 MAX_FILE_BYTES = 256 * 1024 * 1024
 PLACEHOLDERS = ("<RUNS>", "<VERIFY>", "<REPO>", "<HOME>", "<user>", "<host>")

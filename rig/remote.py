@@ -19,15 +19,15 @@ import tempfile
 import threading
 from pathlib import Path
 
-from harnesses.base import kill_running_agents
 from rig import paths
+from rig.confine.agent import kill_running_agents
+from rig.confine.proc import kill_running_commands, reap_orphans
+from rig.confine.untrusted import remove_tree, walk
 from rig.packs import load_pack
-from rig.proc import kill_running_commands, reap_orphans
 from rig.runner import RunContext, make_context, run_one
 from rig.schema import PlanItem, WorkerJob
 from rig.steps.attempt import write_artifact
 from rig.tasks import load_tasks
-from rig.untrusted import remove_tree, walk
 from rig.workspace import default_runs_root
 
 RECORD_FILE = "record.json"

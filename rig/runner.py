@@ -21,20 +21,21 @@ from importlib.metadata import version as dist_version
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-import harnesses
-from harnesses.base import Confinement, kill_running_agents
+import harnesses.registry
 from harnesses.registry import adapter_for, install_version
 from rig import runs_cache
 from rig.audit import STOP_RULES, toolchain_digest
 from rig.budget import BudgetMonitor
+from rig.confine.agent import Confinement, kill_running_agents
+from rig.confine.network import RELAY, resolve_network, unreachable_model
+from rig.confine.proc import ContainmentError, containment, kill_running_commands, reap_orphans
+from rig.confine.sandbox import resolve
+from rig.confine.untrusted import remove_trees
 from rig.experiment import ExperimentError
 from rig.leftovers import clean_up
 from rig.migrate import design_digest
-from rig.network import resolve_network, unreachable_model
 from rig.packs import MANIFEST, pack_digest
-from rig.proc import ContainmentError, containment, kill_running_commands, reap_orphans
 from rig.redact import Redactor
-from rig.sandbox import resolve
 from rig.schedule import plan
 from rig.schema import (
     RIG_SIDE_RULES,
@@ -58,7 +59,6 @@ from rig.steps.protect import protect
 from rig.steps.record import record, rig_error_record
 from rig.steps.verify import Verified, verify
 from rig.store import ResultsStore
-from rig.untrusted import remove_trees
 from rig.verify import default_pycache, forget_bytecode
 from rig.version import rig_version
 from rig.workspace import check_agent_root, tree_digest
@@ -91,7 +91,7 @@ class RunContext:
     stopping: threading.Event = field(default_factory=threading.Event)
     """Set when the experiment is interrupted: runs in flight end at their next step."""
     network: NetworkOutcome | None = None
-    """The network policy as this machine enforces it, before any run (rig.network.resolve_network)."""
+    """The network policy as this machine enforces it, before any run (network.resolve_network)."""
 
     @property
     def conditions(self) -> dict[str, Condition]:
@@ -113,7 +113,7 @@ def make_context(
 
     `sandbox` is auto (bubblewrap if this machine has it, else a warning in every record),
     require (refuse without it) or off. The experiment's network policy is enforced by the same
-    means (rig.network): NetworkError for require where no network namespace can be made, and
+    means (rig.confine.network): NetworkError for require where no network namespace can be made, and
     ExperimentError for a real provider without a known endpoint under a policy that confines. Raises
     SandboxError for require without bubblewrap;
     HarnessUnavailable or CliNotFound for a harness_version that cannot be installed. `notify` is
@@ -230,9 +230,11 @@ def make_context(
 
 def _agent_runtime() -> list[Path]:
     """What an agent needs to see even inside hidden folders: interpreters, node, and the
-    harnesses package (the pinned CLIs under harnesses/node, adapters' own agent scripts)."""
+    harnesses package (the pinned CLIs under harnesses/node, adapters' own agent scripts) and the
+    egress relay, which runs inside the sandbox before the agent."""
     node = shutil.which("node")
-    paths = [Path(sys.prefix), Path(sys.base_prefix), Path(harnesses.__file__).resolve().parent]
+    harnesses_dir = Path(harnesses.registry.__file__).resolve().parent
+    paths = [Path(sys.prefix), Path(sys.base_prefix), harnesses_dir, RELAY]
     if node:
         paths.append(Path(node).resolve().parent.parent)
     return paths

@@ -14,7 +14,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from rig.untrusted import remove_trees
+from rig.confine.untrusted import remove_trees
 from rig.workspace import WorkspaceError, check_agent_root
 
 VERIFY_ROOT_VAR = "RIG_VERIFY_ROOT"

@@ -21,12 +21,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from rig.confine.proc import run_bounded, scrubbed_env
+from rig.confine.sandbox import Sandbox
+from rig.confine.untrusted import read_bounded, remove
 from rig.hidden_runners import SETUPS, fill
 from rig.junit import TESTS_FAILED
-from rig.proc import run_bounded, scrubbed_env
-from rig.sandbox import Sandbox
 from rig.schema import CheckOutcome, GateSpec, HiddenOutcome, Pack, RunnerSpec
-from rig.untrusted import read_bounded, remove
 from rig.workspace import copy_fixture, tree_digest
 
 CHECK_TIMEOUT_S = 600

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rig.untrusted import is_excluded, name_matcher, read_bounded, walk
+from rig.confine.untrusted import is_excluded, name_matcher, read_bounded, walk
 
 CACHE_NAMES = ("__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache", "*.pyc", "*.egg-info")
 
@@ -364,7 +364,7 @@ class Stager:
     the agent wrote changes what is staged: not its .gitignore files, attributes (bytes are stored
     as they are), git config or nested repositories (their files are staged like any other); only
     paths under a build or cache name (EXCLUDED_NAMES, CACHE_NAMES) are left out. A CopySink: fed
-    by rig.untrusted.copy_tree, the files are read once, for the copy and the index alike.
+    by rig.confine.untrusted.copy_tree, the files are read once, for the copy and the index alike.
     """
 
     max_bytes = DIFF_MAX_FILE_BYTES

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from builtin_pack import FIXTURE_DIR, HIDDEN_TESTS_DIR, TASKS_DIR
 
-from harnesses.base import Confinement, run_agent_process
 from harnesses.cli import NODE_BIN
 from harnesses.scripted import AGENT_SCRIPT
+from rig.confine.agent import Confinement, run_agent_process
+from rig.confine.proc import process_identity, reap_orphans
+from rig.confine.sandbox import Sandbox, SandboxError, find_bwrap, resolve
 from rig.paths import REPO_ROOT
-from rig.proc import process_identity, reap_orphans
-from rig.sandbox import Sandbox, SandboxError, find_bwrap, resolve
 
 REPO_BIN = str(Path(sys.executable).parent)
 

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 import harnesses
-from harnesses.base import Confinement, run_agent_process
+from rig.confine.agent import Confinement, run_agent_process
+from rig.confine.network import LOG_NAME, Egress, NetworkPlan, resolve_network
+from rig.confine.sandbox import resolve
 from rig.doctor import diagnose
 from rig.migrate import migrate
-from rig.network import LOG_NAME, Egress, NetworkPlan, resolve_network
-from rig.sandbox import resolve
 from rig.schema import Experiment, parse_host_port
 
 RIG = str(Path(sys.executable).with_name("rig"))

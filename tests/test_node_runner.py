@@ -21,11 +21,11 @@ from redteam_strategies import (
     TASK,
 )
 
+from rig.confine.untrusted import copy_tree
 from rig.packs import load_pack
 from rig.protect import compare, rules_for, snapshot
 from rig.schema import HiddenOutcome, Task
 from rig.tasks import load_tasks
-from rig.untrusted import copy_tree
 from rig.verify import CANARY_MARKER, run_hidden
 from rig.workspace import apply_patch, copy_fixture
 

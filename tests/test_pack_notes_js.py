@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from rig.confine.proc import scrubbed_env
 from rig.packs import load_pack
 from rig.paths import REPO_ROOT
-from rig.proc import scrubbed_env
 from rig.tasks import load_tasks
 
 PACK = REPO_ROOT / "packs" / "notes-js"

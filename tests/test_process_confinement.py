@@ -20,12 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from harnesses.base import Confinement, kill_running_agents, run_agent_process
 from harnesses.cli import NODE_BIN
 from harnesses.scripted import AGENT_SCRIPT
-from rig.doctor import diagnose
-from rig.paths import REPO_ROOT
-from rig.proc import (
+from rig.confine.agent import Confinement, kill_running_agents, run_agent_process
+from rig.confine.proc import (
     JOIN_CGROUP,
     SH,
     _empty_leaf,  # the path of kernels without cgroup.kill, which this one has
@@ -35,7 +33,9 @@ from rig.proc import (
     reap_orphans,
     runner_tag,
 )
-from rig.sandbox import resolve
+from rig.confine.sandbox import resolve
+from rig.doctor import diagnose
+from rig.paths import REPO_ROOT
 from rig.schema import AgentRun, SandboxStatus
 
 REPO_BIN = str(Path(sys.executable).parent)
@@ -209,7 +209,7 @@ RUNNER = """
 import sys
 from pathlib import Path
 
-from harnesses.base import Confinement, run_agent_process
+from rig.confine.agent import Confinement, run_agent_process
 
 work, run_dir, script = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 work.mkdir()
@@ -305,8 +305,8 @@ AS_USER = """
 import sys
 from pathlib import Path
 
-from harnesses.base import Confinement, run_agent_process
-from rig.sandbox import resolve
+from rig.confine.agent import Confinement, run_agent_process
+from rig.confine.sandbox import resolve
 
 root, script = Path(sys.argv[1]), sys.argv[2]
 (root / "work").mkdir()

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from harnesses.base import Confinement
 from harnesses.claude_code import ClaudeCodeHarness
 from harnesses.claude_code import stream_usage as claude_usage
 from harnesses.logs import pi_live_usage
@@ -21,9 +20,10 @@ from harnesses.opencode import parse_files as parse_opencode
 from harnesses.opencode import stream_usage as opencode_usage
 from harnesses.pi import PiHarness
 from harnesses.pi import parse_files as parse_pi
+from rig.confine.agent import Confinement
+from rig.confine.run_budget import MAX_LINE_BYTES, UsageMeter, reconcile
 from rig.estimate import priced
 from rig.experiment import ExperimentError, load_experiment
-from rig.run_budget import MAX_LINE_BYTES, UsageMeter, reconcile
 from rig.schema import AgentRun, BudgetStop, Condition, Metrics, Provider, RunBudget, Task
 from rig.steps.collect import session_metrics
 

@@ -13,8 +13,8 @@ import pytest
 from test_faults import rig, rig_env, write_experiment
 
 from rig import scratch
+from rig.confine.untrusted import remove_trees
 from rig.scratch import MAX_ROOM, VERIFY_ROOM_VAR, VERIFY_ROOT_VAR, choose_scratch, filesystem_type
-from rig.untrusted import remove_trees
 from rig.workspace import WorkspaceError
 
 SHM = Path("/dev/shm")

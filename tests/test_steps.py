@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from builtin_pack import FIXTURE_DIR
 
-from harnesses.base import HarnessAdapter
+from harnesses.protocol import HarnessAdapter
 from harnesses.registry import make_adapter
 from rig.audit import toolchain_digest
 from rig.schema import AgentRun, Condition, Limits, Pins, Task, Timeouts

@@ -1,4 +1,5 @@
-"""Reading agent-made trees (rig.untrusted) and bounding verification commands (rig.proc.run_bounded).
+"""Reading agent-made trees (rig.confine.untrusted) and bounding verification commands
+(rig.confine.proc.run_bounded).
 
 The end-to-end cases are in tests/test_hostile.py; these pin down each primitive on real files:
 FIFOs, device links, deep chains, wide directories, and a command that prints without end.
@@ -11,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rig.proc import OUTPUT_KEEP_BYTES, run_bounded, scrubbed_env
-from rig.untrusted import (
+from rig.confine.proc import OUTPUT_KEEP_BYTES, run_bounded, scrubbed_env
+from rig.confine.untrusted import (
     Bounds,
     LimitExceeded,
     NoRoom,

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from redteam_strategies import JS_IMPORTS, NOTES_JS, PAGINATION_JS, TARGETS, TASK
 
+from rig.confine.sandbox import Sandbox, resolve
 from rig.packs import load_pack
 from rig.paths import REPO_ROOT
-from rig.sandbox import Sandbox, resolve
 from rig.schema import Task
 from rig.tasks import load_tasks
 from rig.verify import run_check, run_hidden, warm_bytecode

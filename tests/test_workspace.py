@@ -6,7 +6,7 @@ import subprocess
 import pytest
 from builtin_pack import FIXTURE_DIR
 
-from rig.untrusted import copy_tree, walk
+from rig.confine.untrusted import copy_tree, walk
 from rig.workspace import (
     DIFF_MAX_FILE_BYTES,
     Stager,

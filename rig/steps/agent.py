@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from harnesses.base import HarnessAdapter
+from harnesses.protocol import HarnessAdapter
 from rig.schema import AgentRun, Condition, Task
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from rig.confine.untrusted import remove
 from rig.leftovers import claim, release
 from rig.schema import (
     Condition,
@@ -18,7 +19,6 @@ from rig.schema import (
     Task,
     WorkspaceStats,
 )
-from rig.untrusted import remove
 
 # A diagnostic switch: `RIG_INJECT_FAULT=<step>` raises inside that step of every run, to prove
 # that any exception in a run becomes that run's record (tests/test_hostile.py).

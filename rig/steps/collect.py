@@ -6,15 +6,23 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harnesses.base import HarnessAdapter
+from harnesses.protocol import HarnessAdapter
 from harnesses.shell import judge
 from rig.audit import rig_paths_accessed, runner_probes, source_filter, toolchain_digest
-from rig.run_budget import reconcile
+from rig.confine.run_budget import reconcile
+from rig.confine.untrusted import (
+    COPY_THREADS,
+    Bounds,
+    LimitExceeded,
+    NoRoom,
+    TreeStats,
+    copy_tree,
+    remove_trees,
+)
 from rig.schema import AgentRun, AuditFinding, Limits, Metrics, Pins, Task, WorkspaceStats
 from rig.scratch import COPY_PREFIX, Scratch, on_disk
 from rig.steps.attempt import WORK, Trail, write_artifact
 from rig.steps.prepare import Prepared
-from rig.untrusted import COPY_THREADS, Bounds, LimitExceeded, NoRoom, TreeStats, copy_tree, remove_trees
 from rig.workspace import Stager, WorkspaceError, changed_texts, collect_diff, quote_path, tree_digest
 
 

@@ -4,7 +4,7 @@ also the record of an attempt the rig itself failed."""
 import traceback
 from datetime import UTC, datetime
 
-from harnesses.base import HarnessAdapter
+from harnesses.protocol import HarnessAdapter
 from rig.classify import classify, hang_kind
 from rig.schema import (
     AgentOutcome,

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from pathlib import Path
 
-from rig.sandbox import Sandbox
+from rig.confine.sandbox import Sandbox
 from rig.schema import CheckOutcome, HiddenOutcome, Task, Timeouts
 from rig.steps.attempt import WORK, InjectedFault, Trail, write_artifact
 from rig.verify import default_pycache, run_check, run_hidden, warm_bytecode

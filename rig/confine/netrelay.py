@@ -6,10 +6,11 @@ It listens on 127.0.0.1:N (the proxy the agent's HTTP(S)_PROXY and ALL_PROXY nam
 model endpoint's own loopback address and port (so a harness that ignores proxies still reaches
 its model at the URL it was given), then runs ARGV and exits as it does. Every connection accepted
 is passed over the Unix socket PATH, bound into the sandbox, to the rig's egress proxy on the host
-(rig.network), which decides, logs and relays: this process decides nothing. The first line it
+(rig.confine.network), which decides, logs and relays: this process decides nothing. The first line it
 sends names the connection: `T <host> <port>` for an endpoint's address, `P` for the proxy port.
 
-Standard library only, one file: the sandbox shows this folder but not the rig's own package.
+Standard library only, one file: the sandbox shows this file (rig.run.runner exposes it), not the
+rig's own package.
 `--lo-up` brings the loopback interface up first (unshare's new namespace has it down; bubblewrap's
 has it up).
 """

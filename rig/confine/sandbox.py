@@ -9,7 +9,7 @@ behind dies with it, and no capabilities, so as root it can neither remount nor 
 
 Without bubblewrap (mode `auto`, or `off`) the agent's files are unconfined and every record
 carries a warning; mode `require` refuses to start instead. Its processes are contained in every
-mode, by the strongest means the machine allows (rig.proc.containment: a cgroup leaf, a PID
+mode, by the strongest means the machine allows (rig.confine.proc.containment: a cgroup leaf, a PID
 namespace of its own, the token reaper), which every record names.
 """
 
@@ -21,7 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
-from rig.proc import containment
+from rig.confine.proc import containment
 from rig.schema import SandboxStatus
 
 SandboxMode = Literal["auto", "require", "off"]
@@ -167,7 +167,7 @@ def resolve(mode: str, hidden: list[Path], exposed: list[Path]) -> tuple[Sandbox
 def _status(mode: str, bwrap: Path | None, detail: str) -> SandboxStatus:
     """The status of a run under bubblewrap (`bwrap`) or without it, with its process containment.
 
-    The agent's process picks its containment the same way (harnesses.base.run_agent_process).
+    The agent's process picks its containment the same way (rig.confine.agent.run_agent_process).
     """
     processes = containment(sandboxed=bwrap is not None)
     return SandboxStatus(

@@ -5,7 +5,7 @@ from one JSON event of its stdout, the usage of a model response, if the event r
 meter splits the stream into lines as it arrives, asks the reader about each, and sums the latest
 usage per response (a key the reader gives: a response reported twice, or cumulative totals under
 one key, count once). Once a sum passes a limit, `stop` says which and how far: the agent process
-runner (harnesses.base) then kills the agent as it does at a timeout. Costs the harness does not
+runner (rig.confine.agent) then kills the agent as it does at a timeout. Costs the harness does not
 report are priced with genai-prices for the response's model, else for the experiment's.
 """
 

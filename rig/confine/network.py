@@ -2,7 +2,7 @@
 
 Under the policies `model-only` and `allowlist` (docs/network.md) the agent runs in a network
 namespace of its own (bubblewrap's `--unshare-net`, or `unshare --net` without bubblewrap), where
-only the loopback interface exists. Inside it, `harnesses/netrelay.py` listens on the proxy port
+only the loopback interface exists. Inside it, `rig/confine/netrelay.py` listens on the proxy port
 (`PROXY_PORT`, which HTTPS_PROXY, HTTP_PROXY and ALL_PROXY name) and on each model endpoint's own
 loopback address, and passes every connection over a Unix socket to the `Egress` proxy running
 here, on the host side, which lets through only the policy's host:port, logs every attempt (host,
@@ -26,10 +26,12 @@ from functools import cache
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from rig.proc import UNSHARE, try_command
+from rig.confine import netrelay
+from rig.confine.proc import UNSHARE, try_command
 from rig.schema import NetworkEndpoint, NetworkOutcome, Provider, parse_host_port
 
-RELAY = Path(__file__).resolve().parent.parent / "harnesses" / "netrelay.py"
+# Run as a file (python -I -S), found by its module: inside the namespace it imports nothing.
+RELAY = Path(netrelay.__file__).resolve()
 # The proxy's port inside the agent's namespace, unless a model endpoint takes it.
 PROXY_PORT = 3128
 SOCKET_NAME = "egress.sock"

@@ -3,7 +3,7 @@ containment of an agent's processes, so that none outlives the agent whatever it
 
 Containment, strongest first (`containment` picks what this machine allows):
 
-- `bwrap-pidns`: bubblewrap's PID namespace (rig.sandbox); the kernel kills everything in it when
+- `bwrap-pidns`: bubblewrap's PID namespace (rig.confine.sandbox); the kernel kills everything in it when
   the agent exits. A cgroup leaf is added where cgroups are available.
 - `cgroup`: a cgroup v2 leaf per agent below this process's own cgroup, named after the runner
   (`rig-<PID namespace>-<pid>-<start time>-<token>`) so that a resume finds the leaves of a runner

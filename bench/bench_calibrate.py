@@ -48,7 +48,7 @@ from rig.confine.proc import scrubbed_env
 from rig.packs import load_pack
 from rig.schema import Item
 from rig.tasks import load_tasks
-from rig.workspace import CACHE_NAMES
+from rig.workspace.build import CACHE_NAMES
 
 REPO = paths.REPO_ROOT
 

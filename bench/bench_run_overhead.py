@@ -67,9 +67,7 @@ from typing import Any
 
 import harnesses.scripted
 from harnesses.registry import make_adapter
-from rig import paths, protect
-from rig.audit import runner_probes, source_filter, toolchain_digest
-from rig.classify import classify
+from rig import paths
 from rig.confine.proc import BASE_PATH, scrubbed_env
 from rig.confine.untrusted import copy_tree, remove_trees
 from rig.packs import load_pack
@@ -77,8 +75,10 @@ from rig.runner import RunContext, make_context, run_one
 from rig.schedule import plan
 from rig.schema import Experiment, PlanItem, RunRecord, Task
 from rig.tasks import load_tasks
-from rig.verify import default_pycache, run_check, run_hidden
-from rig.workspace import (
+from rig.verify.audit import runner_probes, source_filter, toolchain_digest
+from rig.verify.checks import default_pycache, run_check, run_hidden
+from rig.verify.classify import classify
+from rig.workspace.build import (
     CACHE_NAMES,
     GIT_ENV,
     RIG_GIT_DIR,
@@ -89,6 +89,7 @@ from rig.workspace import (
     collect_diff,
     copy_fixture,
     init_baseline,
+    protect,
     tree_digest,
 )
 

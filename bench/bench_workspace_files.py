@@ -8,7 +8,7 @@ then stops. The rig's time is the run's wall time (`record["wall_s"]`) minus the
 (which stages the files for the diff in the same pass), the diff, protection, check.py, the hidden
 tests and the record.
 
-The verification copy goes where it goes by default on this machine (rig.scratch: a private
+The verification copy goes where it goes by default on this machine (rig.workspace.scratch: a private
 directory on /dev/shm when that is a tmpfs with room, else the runs root). The run keeps its trees
 (`keep_workspaces`, with `$RIG_VERIFY_ROOT` naming that default place so that keeping does not
 move the copy), so that right after it, on the very files the agent left and in the same state of
@@ -49,8 +49,8 @@ from rig.confine.untrusted import remove_trees  # noqa: E402
 from rig.paths import REPO_ROOT  # noqa: E402
 from rig.runner import execute, experiment_plan, make_context  # noqa: E402
 from rig.schema import Condition, Experiment, Limits, Timeouts  # noqa: E402
-from rig.scratch import VERIFY_ROOT_VAR, choose_scratch  # noqa: E402
 from rig.tasks import load_tasks  # noqa: E402
+from rig.workspace.scratch import VERIFY_ROOT_VAR, choose_scratch  # noqa: E402
 
 TASK = "t1_fix_pagination"
 # The agent's program (no double quote: it goes into a shell command between them).

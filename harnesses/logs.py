@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harnesses import shell
 from rig.confine.run_budget import LiveUsage
 from rig.schema import Metrics, ModelUsage, Transcript, TranscriptStep, TranscriptToolCall
+from rig.session import shell
 
 # The diagnostic Pi (pi-ai) adds to a message whose transport failed before it completed.
 PI_TRANSPORT_FAILURE = "provider_transport_failure"
@@ -352,8 +352,8 @@ def derive_behaviour(
     """Fill the pack-free behaviour fields from the reads and shell commands a parser collected.
 
     Read paths are made relative to the workspace and deduplicated in order; SKILL.md reads,
-    searches and pytest runs are judged by `harnesses.shell`, the same for every harness. What
-    only the task's pack decides (docs read, gate and test runs) is `harnesses.shell.judge`'s.
+    searches and pytest runs are judged by `rig.session.shell`, the same for every harness. What
+    only the task's pack decides (docs read, gate and test runs) is `rig.session.shell.judge`'s.
     """
     seen: set[str] = set()
     for raw in read_order:

@@ -34,10 +34,10 @@ from rig.schema import (
     Task,
     Verification,
 )
-from rig.scope import patch_out_of_scope
-from rig.verify import default_pycache, forget_bytecode, run_check, run_hidden
+from rig.verify.checks import default_pycache, forget_bytecode, run_check, run_hidden
 from rig.version import rig_version
-from rig.workspace import PatchError, apply_patch, copy_fixture, tree_digest
+from rig.workspace.build import PatchError, apply_patch, copy_fixture, tree_digest
+from rig.workspace.scope import patch_out_of_scope
 
 CALIBRATION_ENV = "RIG_CALIBRATION_DIR"
 
@@ -132,7 +132,7 @@ def verify_patches(
     so a test whose verdict depends on what an earlier run left behind shows as flaky. One
     Verification per hidden run. Raises PatchError for a patch that does not apply.
 
-    Verification bytecode goes to the shared prefix (rig.verify.default_pycache); the workspace's
+    Verification bytecode goes to the shared prefix (rig.verify.checks.default_pycache); the workspace's
     own is dropped with `scratch`.
     """
     home = scratch / "home"

@@ -200,7 +200,7 @@ def calibrate_harnesses(
     waiting_slots = WAITING_PER_WORKER * workers
     with ExitStack() as stack:
         # Every check in flight may hold a verification copy in memory: the room of one
-        # (rig.scratch) is a share of what is free among all of them.
+        # (rig.workspace.scratch) is a share of what is free among all of them.
         contexts = {h: _open(stack, h, checks, tasks, repo_root, workers + waiting_slots) for h in harnesses}
         busy = ThreadPoolExecutor(max_workers=workers)
         waiting = ThreadPoolExecutor(max_workers=waiting_slots)

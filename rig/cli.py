@@ -133,7 +133,7 @@ def _load_context(
     from rig.runner import make_context
     from rig.store import StoreError
     from rig.tasks import TaskError, load_tasks
-    from rig.workspace import WorkspaceError, default_runs_root
+    from rig.workspace.build import WorkspaceError, default_runs_root
 
     try:
         experiment = load_experiment(experiment_path)
@@ -321,7 +321,7 @@ def _preflight(experiment_path: Path, results_root: Path | None, sandbox: str):
     from rig.packs import PackError, load_pack
     from rig.preflight import PreflightError, preflight
     from rig.tasks import TaskError, load_tasks
-    from rig.workspace import default_runs_root
+    from rig.workspace.build import default_runs_root
 
     try:
         experiment = load_experiment(experiment_path)
@@ -372,7 +372,7 @@ def _run(ctx, make_executor=lambda: None) -> None:
 
     from rig.runner import execute, experiment_plan, pending_items, sequential_state
     from rig.store import StoreError
-    from rig.workspace import PatchError, WorkspaceError
+    from rig.workspace.build import PatchError, WorkspaceError
 
     items = experiment_plan(ctx)
     try:
@@ -522,8 +522,8 @@ def _repair(store: "ResultsStore", name: str) -> None:
     from rig import paths
     from rig.leftovers import clean_up
     from rig.redact import Redactor
-    from rig.scratch import verify_place
-    from rig.workspace import default_runs_root
+    from rig.workspace.build import default_runs_root
+    from rig.workspace.scratch import verify_place
 
     if not store.root.is_dir():
         typer.echo("nothing to repair")
@@ -922,7 +922,7 @@ def export(
     from rig import paths
     from rig.export_atif import FORMATS, ExportError, export_atif
     from rig.redact import Redactor
-    from rig.workspace import default_runs_root
+    from rig.workspace.build import default_runs_root
 
     if fmt not in FORMATS:
         raise _fail(f"unknown format {fmt!r}; use {', '.join(FORMATS)}")

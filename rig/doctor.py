@@ -2,8 +2,7 @@
 
 from pathlib import Path
 
-from rig import leftovers, protect
-from rig.audit import toolchain_files
+from rig import leftovers
 from rig.confine.agent import PRLIMIT, SETPRIV
 from rig.confine.network import resolve_network
 from rig.confine.proc import TOKEN_REAPER
@@ -17,8 +16,9 @@ from rig.schema import (
     Protection,
     SandboxStatus,
 )
-from rig.scratch import verify_place
-from rig.workspace import WorkspaceError, check_agent_root, default_runs_root
+from rig.verify.audit import toolchain_files
+from rig.workspace.build import WorkspaceError, check_agent_root, default_runs_root, protect
+from rig.workspace.scratch import verify_place
 
 # Per network namespace, unlike /sys/class/net (which shows the namespace sysfs was mounted in).
 NET_DEV = Path("/proc/net/dev")

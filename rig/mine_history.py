@@ -11,10 +11,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from rig.protect import is_protected, rules_for
-from rig.runners import KINDS
+from rig.runners.registry import KINDS
 from rig.schema import MineVerdict, Pack
-from rig.workspace import WorkspaceError, git_bytes
+from rig.workspace.build import WorkspaceError, git_bytes
+from rig.workspace.protect import is_protected, rules_for
 
 # Files a tool writes: a fix to them is not a change a person makes.
 LOCKFILES = frozenset(

@@ -13,7 +13,7 @@ from pathlib import Path, PurePosixPath
 
 from rig.mine_history import Commit, Skip, Split
 from rig.schema import Pack
-from rig.workspace import DIFF_FLAGS, WorkspaceError, copy_fixture, git_bytes
+from rig.workspace.build import DIFF_FLAGS, WorkspaceError, copy_fixture, git_bytes
 
 # Decoys that leave one change out: the first changes of the solution, at most this many.
 MAX_PARTIAL_DECOYS = 4

@@ -23,10 +23,10 @@ from pathlib import Path, PurePosixPath
 
 from rig.confine.proc import BASE_PATH
 from rig.packs import MANIFEST, PackError, load_pack
-from rig.runners import KINDS
+from rig.runners.registry import KINDS
 from rig.schema import PACK_NAME, RunnerKind
 from rig.tasks import TaskError, load_tasks
-from rig.verify import GATE_STAGE
+from rig.verify.checks import GATE_STAGE
 
 EXAMPLE_TASK = "example"
 DECOYS = ("todo_decoy_one", "todo_decoy_two")

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from rig.paths import REPO_ROOT
 from rig.schema import Pack, PackSpec
 from rig.tomlfile import first_error, read_toml
-from rig.workspace import tree_digest
+from rig.workspace.build import tree_digest
 
 MANIFEST = "pack.toml"
 BUILTIN_PACK = REPO_ROOT

@@ -24,7 +24,7 @@ from rig.confine.network import endpoint_of as endpoint_of_url
 from rig.confine.sandbox import SandboxError, resolve
 from rig.schema import Experiment, Task
 from rig.store import ResultsStore, StoreError
-from rig.workspace import WorkspaceError, check_agent_root, tree_digest
+from rig.workspace.build import WorkspaceError, check_agent_root, tree_digest
 
 # How long the provider's endpoint may take to accept a connection.
 CONNECT_TIMEOUT_S = 5.0

@@ -6,12 +6,12 @@ they are rerun) and brings back quarantined runs that the rules now score.
 """
 
 from harnesses.registry import adapter_for
-from rig.classify import classify, hang_kind
 from rig.migrate import read_quarantine, read_runs
 from rig.runner import RunContext
 from rig.schema import RIG_SIDE_RULES, Change
 from rig.steps.collect import session_metrics
 from rig.transcripts import saved_run
+from rig.verify.classify import classify, hang_kind
 
 
 def _rederive(ctx: RunContext, record: dict) -> dict:

@@ -28,7 +28,7 @@ from rig.runner import RunContext, make_context, run_one
 from rig.schema import PlanItem, WorkerJob
 from rig.steps.attempt import write_artifact
 from rig.tasks import load_tasks
-from rig.workspace import default_runs_root
+from rig.workspace.build import default_runs_root
 
 RECORD_FILE = "record.json"
 _contexts: dict[str, RunContext] = {}

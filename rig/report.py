@@ -46,7 +46,7 @@ from rig.migrate import DuplicateRunWarning
 from rig.packs import PackError, load_pack
 from rig.schema import Pack
 from rig.store import ResultsStore
-from rig.verify import GATE_STAGE
+from rig.verify.checks import GATE_STAGE
 from rig.view_links import RUNS_PAGE, existing_view
 
 if TYPE_CHECKING:

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Protocol
 import harnesses.registry
 from harnesses.registry import adapter_for, install_version
 from rig import runs_cache
-from rig.audit import STOP_RULES, toolchain_digest
 from rig.budget import BudgetMonitor
 from rig.confine.agent import Confinement, kill_running_agents
 from rig.confine.network import RELAY, resolve_network, unreachable_model
@@ -50,7 +49,6 @@ from rig.schema import (
     Tampering,
     Task,
 )
-from rig.scratch import Scratch, choose_scratch
 from rig.steps.agent import agent
 from rig.steps.attempt import Attempt, Trail, write_artifact
 from rig.steps.collect import collect
@@ -59,9 +57,11 @@ from rig.steps.protect import protect
 from rig.steps.record import record, rig_error_record
 from rig.steps.verify import Verified, verify
 from rig.store import ResultsStore
-from rig.verify import default_pycache, forget_bytecode
+from rig.verify.audit import STOP_RULES, toolchain_digest
+from rig.verify.checks import default_pycache, forget_bytecode
 from rig.version import rig_version
-from rig.workspace import check_agent_root, tree_digest
+from rig.workspace.build import check_agent_root, tree_digest
+from rig.workspace.scratch import Scratch, choose_scratch
 
 if TYPE_CHECKING:
     from rig.analysis.sequential import SequentialResult

@@ -11,7 +11,7 @@ from builtin_pack import FIXTURE_DIR
 
 from rig.schema import Task
 from rig.tasks import load_tasks
-from rig.workspace import apply_patch, copy_fixture
+from rig.workspace.build import apply_patch, copy_fixture
 
 # The task the harness tests run: a small bug fix whose baseline fails check.py.
 HARNESS_TASK = "t1_fix_pagination"

@@ -6,12 +6,12 @@ from pathlib import Path
 import pytest
 from builtin_pack import BUILTIN, TASKS_DIR
 
-from rig.audit import rig_paths_accessed, runner_probes, source_filter, toolchain_digest
 from rig.packs import load_pack
 from rig.paths import REPO_ROOT
 from rig.schema import Metrics
 from rig.tasks import load_tasks
-from rig.workspace import apply_patch, changed_texts, collect_diff, copy_fixture, init_baseline
+from rig.verify.audit import rig_paths_accessed, runner_probes, source_filter, toolchain_digest
+from rig.workspace.build import apply_patch, changed_texts, collect_diff, copy_fixture, init_baseline
 
 NOTES_JS = load_pack(REPO_ROOT / "packs" / "notes-js")
 is_source = source_filter(BUILTIN)

@@ -29,10 +29,10 @@ from harnesses.mock_model.anthropic_messages import SIDE_TURN, AnthropicMessages
 from harnesses.mock_model.policy import Policy, Step
 from harnesses.mock_model.server import SIDE_TEXT, Faults, MockModelServer, Usage
 from harnesses.mock_model.session import LEDGER_FILE
-from harnesses.shell import judge
-from rig.classify import classify
 from rig.schema import AgentRun, Condition, Metrics, ModelUsage, Provider, Task
-from rig.workspace import tree_digest
+from rig.session.shell import judge
+from rig.verify.classify import classify
+from rig.workspace.build import tree_digest
 
 DATA = Path(__file__).parent / "data" / "claude_code"
 # Captured with Claude Code 2.1.197: runs stored by the rig before the upgrade must still re-parse.

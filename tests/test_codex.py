@@ -32,12 +32,12 @@ from harnesses.codex import (
 from harnesses.mock_model.openai_responses import OpenAIResponses, usage_body
 from harnesses.mock_model.policy import Policy, Step
 from harnesses.mock_model.server import MockModelServer, Usage
-from harnesses.shell import judge
-from rig.classify import classify
 from rig.migrate import COMPACTION_FIELDS
 from rig.paths import REPO_ROOT
 from rig.schema import AgentRun, Condition, Metrics, Provider, Task
-from rig.workspace import tree_digest
+from rig.session.shell import judge
+from rig.verify.classify import classify
+from rig.workspace.build import tree_digest
 
 # The mock reports reasoning tokens, which this harness records.
 KEYS = (*TOKENS, "reasoning")

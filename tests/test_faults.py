@@ -32,7 +32,7 @@ from rig.experiment import load_experiment
 from rig.redact import Redactor
 from rig.store import ResultsStore
 from rig.tasks import load_tasks
-from rig.workspace import collect_diff, copy_fixture, init_baseline
+from rig.workspace.build import collect_diff, copy_fixture, init_baseline
 
 SMALL_RESULTS = Path(__file__).parent / "data" / "results_small" / "results_small"
 
@@ -814,7 +814,7 @@ def _tree(root: Path) -> dict[bytes, tuple[int, bytes]]:
 
 
 def _unquote(shown: str) -> bytes:
-    """Invert rig.workspace.quote_path."""
+    """Invert rig.workspace.build.quote_path."""
     if not shown.startswith('"'):
         return shown.encode()
     body, out, i = shown[1:-1], bytearray(), 0

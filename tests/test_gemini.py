@@ -35,10 +35,10 @@ from harnesses.mock_model.gemini import Gemini, wire_usage
 from harnesses.mock_model.policy import Policy, Step
 from harnesses.mock_model.server import PATH_PARAMS, MockModelServer, Usage
 from harnesses.mock_model.session import LEDGER_FILE
-from harnesses.shell import judge
-from rig.classify import classify
 from rig.schema import AgentRun, Condition, Metrics, Provider, Task
-from rig.workspace import tree_digest
+from rig.session.shell import judge
+from rig.verify.classify import classify
+from rig.workspace.build import tree_digest
 
 # The mock reports reasoning tokens, which this harness records.
 KEYS = (*TOKENS, "reasoning")

@@ -21,9 +21,9 @@ import pytest
 from test_faults import RIG, is_one_line_error, rig, rig_env, stray_processes, write_experiment
 
 from rig.runner import STEPS
-from rig.scratch import choose_scratch
 from rig.steps.record import TRACEBACK_FILE
 from rig.store import ResultsStore
+from rig.workspace.scratch import choose_scratch
 
 TASK = "t1_fix_pagination"
 SOURCE = "taskapp/utils/pagination.py"
@@ -67,7 +67,7 @@ def run_experiment(
     # that escaped all containment keeps writing into it: `leftovers`).
     runs = tmp_path / "runs" / name
     assert leftovers or not runs.exists() or list(runs.iterdir()) == []
-    # Copies made in memory (rig.scratch) are gone with their experiment's folder: this results
+    # Copies made in memory (rig.workspace.scratch) are gone with their experiment's folder: this results
     # folder's own, as tests running beside this one may have experiments of the same name.
     copies = choose_scratch(runs, root, workers=1)
     assert not copies.in_memory or not copies.folder.exists(), list(copies.folder.iterdir())

@@ -21,7 +21,7 @@ from rig.pack_stats import CEILING, FLOOR, task_stats
 from rig.packs import load_pack
 from rig.schema import Cell
 from rig.tasks import load_tasks
-from rig.workspace import apply_patch, copy_fixture
+from rig.workspace.build import apply_patch, copy_fixture
 
 RIG = str(Path(sys.executable).with_name("rig"))
 

@@ -1,6 +1,6 @@
 """The node-test runner kind against the code it runs: notes-js workspaces whose task is unsolved,
 with the attacks of tests/redteam_strategies.py planted in the application code the hidden tests
-import, verified by rig.verify without the runner around it.
+import, verified by rig.verify.checks without the runner around it.
 
 Each hidden file runs in its own node process, behind a wrapper the rig writes: a canary before the
 file is imported and one after, and node:assert, node:assert/strict and node:test frozen first.
@@ -23,11 +23,11 @@ from redteam_strategies import (
 
 from rig.confine.untrusted import copy_tree
 from rig.packs import load_pack
-from rig.protect import compare, rules_for, snapshot
 from rig.schema import HiddenOutcome, Task
 from rig.tasks import load_tasks
-from rig.verify import CANARY_MARKER, run_hidden
-from rig.workspace import apply_patch, copy_fixture
+from rig.verify.checks import CANARY_MARKER, run_hidden
+from rig.workspace.build import apply_patch, copy_fixture
+from rig.workspace.protect import compare, rules_for, snapshot
 
 BASELINE = list(TARGETS[NOTES_JS].hidden)
 # The same replacement without a try: in the wrapper's process, assigning to a frozen property throws.

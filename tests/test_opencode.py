@@ -31,10 +31,10 @@ from harnesses.opencode import (
     save_session,
     tool_switches,
 )
-from harnesses.shell import judge
-from rig.classify import classify
 from rig.schema import AgentRun, Condition, Metrics, Provider, Task
-from rig.workspace import init_baseline
+from rig.session.shell import judge
+from rig.verify.classify import classify
+from rig.workspace.build import init_baseline
 
 DATA = Path(__file__).parent / "data" / "opencode"
 SKILL = "tasks/t5_migration/skill"

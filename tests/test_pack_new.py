@@ -15,8 +15,8 @@ from pathlib import Path
 from rig.packs import load_pack
 from rig.schema import GateSpec
 from rig.tasks import load_tasks
-from rig.verify import run_check
-from rig.workspace import copy_fixture
+from rig.verify.checks import run_check
+from rig.workspace.build import copy_fixture
 
 RIG = str(Path(sys.executable).with_name("rig"))
 NOTES_FIXTURE = Path(__file__).resolve().parents[1] / "packs" / "notes-js" / "fixture"

@@ -12,8 +12,8 @@ from builtin_pack import BUILTIN
 from rig.packs import PackError, load_pack, pack_digest
 from rig.paths import REPO_ROOT
 from rig.tasks import load_tasks
-from rig.verify import CANARY_MARKER, run_check, run_hidden
-from rig.workspace import apply_patch, copy_fixture
+from rig.verify.checks import CANARY_MARKER, run_check, run_hidden
+from rig.workspace.build import apply_patch, copy_fixture
 
 NOTES_JS = REPO_ROOT / "packs" / "notes-js"
 RIG = str(Path(sys.executable).with_name("rig"))

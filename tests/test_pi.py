@@ -28,11 +28,11 @@ from harnesses.pi import (
     models_config,
     parse_files,
 )
-from harnesses.shell import judge
-from rig.classify import classify
 from rig.paths import REPO_ROOT
 from rig.schema import AgentRun, Condition, Metrics, Provider, Task
-from rig.workspace import tree_digest
+from rig.session.shell import judge
+from rig.verify.classify import classify
+from rig.workspace.build import tree_digest
 
 DATA = Path(__file__).parent / "data" / "pi"
 SKILL = "tasks/t5_migration/skill"

@@ -10,9 +10,9 @@ from builtin_pack import BUILTIN, FIXTURE_DIR
 
 from rig.packs import load_pack
 from rig.paths import REPO_ROOT
-from rig.protect import compare, is_protected, restore, rules_for, snapshot
-from rig.verify import run_check
-from rig.workspace import copy_fixture, tree_digest
+from rig.verify.checks import run_check
+from rig.workspace.build import copy_fixture, tree_digest
+from rig.workspace.protect import compare, is_protected, restore, rules_for, snapshot
 
 RULES = rules_for(BUILTIN)
 NOTES_JS = load_pack(REPO_ROOT / "packs" / "notes-js")

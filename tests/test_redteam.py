@@ -41,13 +41,13 @@ from redteam_strategies import (
 )
 
 from harnesses.mock_model.session import policy_for
-from rig.audit import toolchain_digest
 from rig.packs import MANIFEST, load_pack
 from rig.paths import REPO_ROOT
 from rig.runner import execute, experiment_plan, make_context
 from rig.schema import Condition, Experiment, Pack, Provider, Timeouts
 from rig.tasks import load_tasks
-from rig.workspace import copy_fixture
+from rig.verify.audit import toolchain_digest
+from rig.workspace.build import copy_fixture
 
 # Some strategies write into the venv every test's processes import, the suite-level check looks at
 # every process and at the repository's packs: the module runs with no other test running.

@@ -14,7 +14,7 @@ from rig.pack_stats import CEILING
 from rig.packs import load_pack
 from rig.paths import REPO_ROOT
 from rig.tasks import load_tasks
-from rig.workspace import tree_digest
+from rig.workspace.build import tree_digest
 
 RIG = str(Path(sys.executable).with_name("rig"))
 ALL_TASKS = [t.id for t in load_tasks()]

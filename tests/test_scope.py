@@ -16,7 +16,7 @@ from rig.calibrate import run_item
 from rig.migrate import migrate
 from rig.paths import REPO_ROOT
 from rig.schema import Item, RunRecord, TaskSpec
-from rig.scope import out_of_scope, patch_out_of_scope
+from rig.workspace.scope import out_of_scope, patch_out_of_scope
 
 RIG = str(REPO_ROOT / ".venv" / "bin" / "rig")
 # t1's solution changes taskapp/utils/pagination.py only; t4's changes nine files of taskapp.

@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 from test_faults import rig, rig_env, write_experiment
 
-from rig import scratch
 from rig.confine.untrusted import remove_trees
-from rig.scratch import MAX_ROOM, VERIFY_ROOM_VAR, VERIFY_ROOT_VAR, choose_scratch, filesystem_type
-from rig.workspace import WorkspaceError
+from rig.workspace.build import WorkspaceError, scratch
+from rig.workspace.scratch import MAX_ROOM, VERIFY_ROOM_VAR, VERIFY_ROOT_VAR, choose_scratch, filesystem_type
 
 SHM = Path("/dev/shm")
 TASK = "t1_fix_pagination"

@@ -15,11 +15,11 @@ import rig
 from harnesses import scripted_agent as agent
 from harnesses.logs import read_jsonl
 from harnesses.scripted import PATCH_COPY, SCRIPT_COPY, ScriptedHarness, attempt_number, tamper_plan
-from harnesses.shell import judge
 from rig.packs import load_pack
 from rig.paths import REPO_ROOT
 from rig.schema import AgentRun, Condition, Metrics, Task
-from rig.workspace import apply_patch, copy_fixture, tree_digest
+from rig.session.shell import judge
+from rig.workspace.build import apply_patch, copy_fixture, tree_digest
 
 PROMPT = "Fix the pagination bug."
 

@@ -7,7 +7,10 @@ notes-js pack's (`npm run check`, node's test runner).
 import pytest
 from builtin_pack import BUILTIN
 
-from harnesses.shell import (
+from rig.packs import load_pack
+from rig.paths import REPO_ROOT
+from rig.schema import Metrics
+from rig.session.shell import (
     is_doc,
     is_search,
     is_skill,
@@ -18,9 +21,6 @@ from harnesses.shell import (
     runs_tests,
     segments,
 )
-from rig.packs import load_pack
-from rig.paths import REPO_ROOT
-from rig.schema import Metrics
 
 NOTES_JS = load_pack(REPO_ROOT / "packs" / "notes-js").spec
 GATE = BUILTIN.spec.gate

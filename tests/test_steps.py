@@ -11,9 +11,7 @@ from builtin_pack import FIXTURE_DIR
 
 from harnesses.protocol import HarnessAdapter
 from harnesses.registry import make_adapter
-from rig.audit import toolchain_digest
 from rig.schema import AgentRun, Condition, Limits, Pins, Task, Timeouts
-from rig.scratch import Scratch
 from rig.steps.agent import agent
 from rig.steps.attempt import Trail
 from rig.steps.collect import Collected, collect
@@ -21,8 +19,10 @@ from rig.steps.prepare import Prepared, prepare
 from rig.steps.protect import protect
 from rig.steps.verify import verify
 from rig.tasks import load_tasks
+from rig.verify.audit import toolchain_digest
 from rig.version import rig_version
-from rig.workspace import tree_digest
+from rig.workspace.build import tree_digest
+from rig.workspace.scratch import Scratch
 
 TASK = "t1_fix_pagination"
 SOURCE = "taskapp/utils/pagination.py"

@@ -18,8 +18,8 @@ from harnesses.codex import CodexHarness
 from harnesses.logs import ToolLog, read_jsonl
 from harnesses.pi import PiHarness
 from harnesses.scripted import ScriptedHarness
-from rig.classify import classify
 from rig.schema import AgentRun, Condition, Provider, Task
+from rig.verify.classify import classify
 
 DATA = Path(__file__).parent / "data"
 Match = Callable[[dict], bool]

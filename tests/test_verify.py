@@ -18,8 +18,8 @@ import pytest
 from builtin_pack import BUILTIN, HIDDEN_TESTS_DIR, TASKS_DIR
 from conftest import run_check_json
 
-from rig.verify import CANARY_MARKER, HIDDEN_DEST, run_check, run_hidden
-from rig.workspace import PatchError, apply_patch, tree_digest
+from rig.verify.checks import CANARY_MARKER, HIDDEN_DEST, run_check, run_hidden
+from rig.workspace.build import PatchError, apply_patch, tree_digest
 
 
 def test_hidden_failures_come_from_junit(taskapp, tmp_path):

@@ -22,8 +22,8 @@ from rig.packs import load_pack
 from rig.paths import REPO_ROOT
 from rig.schema import Task
 from rig.tasks import load_tasks
-from rig.verify import run_check, run_hidden, warm_bytecode
-from rig.workspace import apply_patch, copy_fixture
+from rig.verify.checks import run_check, run_hidden, warm_bytecode
+from rig.workspace.build import apply_patch, copy_fixture
 
 MARKER = "97.4242"
 # Tries, from every process that imports it, to write two files it names and to leave a process.

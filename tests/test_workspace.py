@@ -7,7 +7,7 @@ import pytest
 from builtin_pack import FIXTURE_DIR
 
 from rig.confine.untrusted import copy_tree, walk
-from rig.workspace import (
+from rig.workspace.build import (
     DIFF_MAX_FILE_BYTES,
     Stager,
     WorkspaceError,

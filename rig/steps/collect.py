@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harnesses.protocol import HarnessAdapter
-from harnesses.shell import judge
-from rig.audit import rig_paths_accessed, runner_probes, source_filter, toolchain_digest
 from rig.confine.run_budget import reconcile
 from rig.confine.untrusted import (
     COPY_THREADS,
@@ -20,10 +18,12 @@ from rig.confine.untrusted import (
     remove_trees,
 )
 from rig.schema import AgentRun, AuditFinding, Limits, Metrics, Pins, Task, WorkspaceStats
-from rig.scratch import COPY_PREFIX, Scratch, on_disk
+from rig.session.shell import judge
 from rig.steps.attempt import WORK, Trail, write_artifact
 from rig.steps.prepare import Prepared
-from rig.workspace import Stager, WorkspaceError, changed_texts, collect_diff, quote_path, tree_digest
+from rig.verify.audit import rig_paths_accessed, runner_probes, source_filter, toolchain_digest
+from rig.workspace.build import Stager, WorkspaceError, changed_texts, collect_diff, quote_path, tree_digest
+from rig.workspace.scratch import COPY_PREFIX, Scratch, on_disk
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def collect(
     trail: Trail,
 ) -> Collected:
     """The session's metrics, a bounded copy of the workspace under `scratch`, the diff against the
-    baseline (`diff.patch` in the attempt `folder`) and the audit of rig.audit.
+    baseline (`diff.patch` in the attempt `folder`) and the audit of rig.verify.audit.
 
     The copy goes to a directory made only now, which the agent could not name: a process that
     escaped every kill writes to a workspace nobody reads any more. A copy with no room in memory
@@ -185,9 +185,9 @@ def _audit(
     container: Path,
     attempt_dir: Path,
 ) -> list[AuditFinding]:
-    """The audit rules of rig.audit for one run, after its agent is gone.
+    """The audit rules of rig.verify.audit for one run, after its agent is gone.
 
-    `texts` are the changed sources (rig.workspace.changed_texts), None if they could not be read.
+    `texts` are the changed sources (rig.workspace.build.changed_texts), None if they could not be read.
     """
     findings = [
         AuditFinding(rule="rig_files_changed", detail=f"{name} {root} no longer matches its pinned hash")

@@ -4,10 +4,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from rig import protect
 from rig.schema import Condition, Task
 from rig.steps.attempt import WORK, Trail
-from rig.workspace import RIG_GIT_DIR, apply_overlays, apply_patch, copy_fixture, init_baseline
+from rig.workspace.build import RIG_GIT_DIR, apply_overlays, apply_patch, copy_fixture, init_baseline, protect
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@
 from collections.abc import Iterable
 from pathlib import Path
 
-from rig.protect import Snapshot, compare, restore
 from rig.schema import Tampering
+from rig.workspace.protect import Snapshot, compare, restore
 
 
 def protect(

@@ -5,7 +5,6 @@ import traceback
 from datetime import UTC, datetime
 
 from harnesses.protocol import HarnessAdapter
-from rig.classify import classify, hang_kind
 from rig.schema import (
     AgentOutcome,
     AgentRun,
@@ -19,10 +18,11 @@ from rig.schema import (
     Tampering,
     WorkspaceStats,
 )
-from rig.scope import out_of_scope
 from rig.steps.attempt import Attempt, Trail, write_artifact
 from rig.steps.collect import Collected
 from rig.steps.verify import Verified
+from rig.verify.classify import classify, hang_kind
+from rig.workspace.scope import out_of_scope
 
 TRACEBACK_FILE = "traceback.txt"
 

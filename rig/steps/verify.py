@@ -6,7 +6,7 @@ from pathlib import Path
 from rig.confine.sandbox import Sandbox
 from rig.schema import CheckOutcome, HiddenOutcome, Task, Timeouts
 from rig.steps.attempt import WORK, InjectedFault, Trail, write_artifact
-from rig.verify import default_pycache, run_check, run_hidden, warm_bytecode
+from rig.verify.checks import default_pycache, run_check, run_hidden, warm_bytecode
 
 
 @dataclass(frozen=True)

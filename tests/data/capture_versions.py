@@ -29,7 +29,7 @@ from rig.paths import REPO_ROOT  # noqa: E402
 from rig.redact import Redactor  # noqa: E402
 from rig.schema import AgentRun, Condition, Provider, Task  # noqa: E402
 from rig.tasks import load_tasks  # noqa: E402
-from rig.workspace import apply_patch, copy_fixture, init_baseline  # noqa: E402
+from rig.workspace.build import apply_patch, copy_fixture, init_baseline  # noqa: E402
 
 TASK_ID = "t1_fix_pagination"
 USAGE = Usage(input=1000, output=100, cache_read=500, cache_write=40, reasoning=20)

@@ -29,7 +29,7 @@ from rig.paths import REPO_ROOT
 from rig.redact import Redactor
 from rig.schema import Condition, Provider
 from rig.tasks import load_tasks
-from rig.workspace import apply_patch, copy_fixture
+from rig.workspace.build import apply_patch, copy_fixture
 
 TASK_ID = "t1_fix_pagination"
 KEPT = ("stdout.log", "stderr.log", "session.jsonl", LEDGER_FILE)

@@ -28,7 +28,7 @@ from rig.paths import REPO_ROOT
 from rig.redact import Redactor
 from rig.schema import Condition, Provider, Task
 from rig.tasks import load_tasks
-from rig.workspace import apply_patch, copy_fixture
+from rig.workspace.build import apply_patch, copy_fixture
 
 TASK_ID = "t1_fix_pagination"
 USAGE = Usage(input=1000, output=100, cache_read=500, cache_write=40, reasoning=20)

@@ -31,7 +31,7 @@ from rig.paths import REPO_ROOT  # noqa: E402
 from rig.redact import Redactor  # noqa: E402
 from rig.schema import Condition, Provider  # noqa: E402
 from rig.tasks import load_tasks  # noqa: E402
-from rig.workspace import apply_patch, copy_fixture  # noqa: E402
+from rig.workspace.build import apply_patch, copy_fixture  # noqa: E402
 
 DEST = Path(__file__).resolve().parent
 USAGE = Usage(input=1000, output=100, cache_read=500, cache_write=40, reasoning=20)

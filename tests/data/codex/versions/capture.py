@@ -29,7 +29,7 @@ from rig.paths import REPO_ROOT  # noqa: E402
 from rig.redact import Redactor  # noqa: E402
 from rig.schema import Condition, Provider, Task  # noqa: E402
 from rig.tasks import load_tasks  # noqa: E402
-from rig.workspace import apply_patch, copy_fixture  # noqa: E402
+from rig.workspace.build import apply_patch, copy_fixture  # noqa: E402
 
 # Codex before unified exec: one `shell` function taking an argv.
 SHELL_TOOLS = ToolMap(

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rig.confine.untrusted import remove_trees
-from rig.workspace import WorkspaceError, check_agent_root
+from rig.workspace.build import WorkspaceError, check_agent_root
 
 VERIFY_ROOT_VAR = "RIG_VERIFY_ROOT"
 VERIFY_ROOM_VAR = "RIG_VERIFY_ROOM_MIB"

@@ -3,10 +3,10 @@
 Both run in a scrubbed environment with a timeout and, when the agent had a sandbox, inside it
 too: they run the agent's code (the gate imports it, the tests call it). Each verdict is
 cross-checked against its evidence: the gate's JSON report against its exit code, the runner's
-junit XML against the runner's exit code. The hidden tests run with canaries (rig.junit), tests
+junit XML against the runner's exit code. The hidden tests run with canaries (rig.runners.junit), tests
 the rig writes and that must fail, so that outcomes forced from inside the runner's process show
 up as a canary that passed, vanished or was rewritten. How each runner kind starts is in
-rig.hidden_runners.
+rig.runners.hidden.
 """
 
 import hashlib
@@ -24,10 +24,10 @@ from pathlib import Path
 from rig.confine.proc import run_bounded, scrubbed_env
 from rig.confine.sandbox import Sandbox
 from rig.confine.untrusted import read_bounded, remove
-from rig.hidden_runners import SETUPS, fill
-from rig.junit import TESTS_FAILED
+from rig.runners.hidden import SETUPS, fill
+from rig.runners.junit import TESTS_FAILED
 from rig.schema import CheckOutcome, GateSpec, HiddenOutcome, Pack, RunnerSpec
-from rig.workspace import copy_fixture, tree_digest
+from rig.workspace.build import copy_fixture, tree_digest
 
 CHECK_TIMEOUT_S = 600
 HIDDEN_TIMEOUT_S = 600

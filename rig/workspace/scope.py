@@ -5,11 +5,11 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from rig.schema import TaskSpec
-from rig.workspace import git_bytes
+from rig.workspace.build import git_bytes
 
 
 def out_of_scope(changed: list[str], spec: TaskSpec) -> list[str] | None:
-    """The entries of `changed` ("<status> <path>", as `rig.workspace.collect_diff` names them) whose
+    """The entries of `changed` ("<status> <path>", as `rig.workspace.build.collect_diff` names them) whose
     path matches none of the task's scope globs; None for a task without a scope.
 
     Globs are fnmatch patterns on the workspace-relative path, `*` crossing `/`. A path git had to

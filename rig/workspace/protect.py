@@ -2,7 +2,7 @@
 
 Tampering is recorded, never silently forgiven: the verification that decides success always
 runs against the pristine gate, tests and runner configuration. What is protected comes from the
-pack (its gate, tests and [protect] paths) and its runner kind (rig.runners), wherever an agent
+pack (its gate, tests and [protect] paths) and its runner kind (rig.runners.registry), wherever an agent
 adds them: for pytest, files that change how Python or pytest start (conftest.py, .pth,
 sitecustomize.py), modules without source (a .pyc outside __pycache__, an extension module) and
 modules that would shadow the stdlib or an installed package where the gate looks first; for
@@ -25,7 +25,7 @@ from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path, PurePosixPath
 
 from rig.confine.untrusted import read_bounded, remove, walk
-from rig.runners import KINDS
+from rig.runners.registry import KINDS
 from rig.schema import Pack, Tampering
 
 # Modules Python imports without any source: a sourceless foo.pyc next to where foo.py would be

@@ -10,7 +10,7 @@ Each finding names its rule and makes the run a failure (failing stage `audit`):
   test runner (pytest, its environment variables, junit, `os._exit`; node:test, NODE_TEST_CONTEXT)
   or looks for it (loaded modules, the caller's frames, the garbage collector's objects): code
   that behaves differently under test, or tampers with the runner or the gate from inside the
-  process under test (rig.runners holds each kind's pattern).
+  process under test (rig.runners.registry holds each kind's pattern).
 - `changes_unreadable`: the workspace's changes could not be collected, so none of the above
   could be checked.
 - `rig_paths_accessed`: the session shows the agent naming the rig's own files (tasks, reference
@@ -25,10 +25,10 @@ import sysconfig
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from rig.protect import is_protected, rules_for
-from rig.runners import KINDS
+from rig.runners.registry import KINDS
 from rig.schema import AuditFinding, Metrics, Pack
-from rig.verify import HIDDEN_DEST
+from rig.verify.checks import HIDDEN_DEST
+from rig.workspace.protect import is_protected, rules_for
 
 STOP_RULES = frozenset({"rig_files_changed", "toolchain_changed"})
 TOOLCHAIN_PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging")
@@ -101,7 +101,7 @@ def runner_probes(texts: list[tuple[str, str, str]], pack: Pack) -> list[AuditFi
     """Lines added to non-test sources that name or look for the pack's test runner.
 
     `texts` holds (path, text before, text after) of each changed source file (see
-    rig.workspace.changed_texts); a line counts as added when the file had no such line before.
+    rig.workspace.build.changed_texts); a line counts as added when the file had no such line before.
     """
     probe = KINDS[pack.spec.runner.kind].probe
     findings: list[AuditFinding] = []

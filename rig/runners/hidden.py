@@ -2,7 +2,7 @@
 
 Each setup receives the hidden tests already copied into the workspace (`dest`) and returns the
 command to run from the workspace root, the canaries it planted and how to read its junit XML.
-Verification (rig.verify) runs the command and judges the outcome the same way for every kind.
+Verification (rig.verify.checks) runs the command and judges the outcome the same way for every kind.
 """
 
 import secrets
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rig.junit import Canaries, Canary, Case, pytest_cases, suite_cases
+from rig.runners.junit import Canaries, Canary, Case, pytest_cases, suite_cases
 from rig.schema import RunnerSpec
 
 # The rig's own pytest configuration: the workspace's pyproject, conftest.py files and

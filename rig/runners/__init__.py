@@ -1,0 +1,1 @@
+"""The runner kinds of hidden tests: each kind's command, its junit XML, and the registry."""

@@ -1,0 +1,1 @@
+"""What an agent's session means: its shell commands and reads, judged against the task's pack."""

@@ -17,7 +17,8 @@ from rig.schema import (
     SandboxStatus,
 )
 from rig.verify.audit import toolchain_files
-from rig.workspace.build import WorkspaceError, check_agent_root, default_runs_root, protect
+from rig.workspace import protect
+from rig.workspace.build import WorkspaceError, check_agent_root, default_runs_root
 from rig.workspace.scratch import verify_place
 
 # Per network namespace, unlike /sys/class/net (which shows the namespace sysfs was mounted in).

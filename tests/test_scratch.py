@@ -13,7 +13,8 @@ import pytest
 from test_faults import rig, rig_env, write_experiment
 
 from rig.confine.untrusted import remove_trees
-from rig.workspace.build import WorkspaceError, scratch
+from rig.workspace import scratch
+from rig.workspace.build import WorkspaceError
 from rig.workspace.scratch import MAX_ROOM, VERIFY_ROOM_VAR, VERIFY_ROOT_VAR, choose_scratch, filesystem_type
 
 SHM = Path("/dev/shm")

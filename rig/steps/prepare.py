@@ -6,7 +6,8 @@ from pathlib import Path
 
 from rig.schema import Condition, Task
 from rig.steps.attempt import WORK, Trail
-from rig.workspace.build import RIG_GIT_DIR, apply_overlays, apply_patch, copy_fixture, init_baseline, protect
+from rig.workspace import protect
+from rig.workspace.build import RIG_GIT_DIR, apply_overlays, apply_patch, copy_fixture, init_baseline
 
 
 @dataclass(frozen=True)

@@ -45,9 +45,9 @@ from pathlib import Path
 from rig import paths
 from rig.calibrate import plan
 from rig.confine.proc import scrubbed_env
-from rig.packs import load_pack
+from rig.packs.manifest import load_pack
+from rig.packs.tasks import load_tasks
 from rig.schema import Item
-from rig.tasks import load_tasks
 from rig.workspace.build import CACHE_NAMES
 
 REPO = paths.REPO_ROOT

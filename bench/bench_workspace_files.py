@@ -46,10 +46,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from rig.confine.untrusted import remove_trees  # noqa: E402
+from rig.packs.tasks import load_tasks  # noqa: E402
 from rig.paths import REPO_ROOT  # noqa: E402
 from rig.runner import execute, experiment_plan, make_context  # noqa: E402
 from rig.schema import Condition, Experiment, Limits, Timeouts  # noqa: E402
-from rig.tasks import load_tasks  # noqa: E402
 from rig.workspace.scratch import VERIFY_ROOT_VAR, choose_scratch  # noqa: E402
 
 TASK = "t1_fix_pagination"

@@ -10,22 +10,15 @@ in the user's cache, `$RIG_CALIBRATION_DIR` else `$XDG_CACHE_HOME/rig/calibratio
 preflight refuses a pack changed since (rig.preflight).
 """
 
-import hashlib
-import os
 import shutil
 import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from rig.packs import pack_digest
+from rig.packs.manifest import pack_digest
 from rig.schema import (
-    CalibratedTask,
-    CalibrationPins,
     CalibrationReport,
     Expectation,
     Item,
@@ -35,11 +28,8 @@ from rig.schema import (
     Verification,
 )
 from rig.verify.checks import default_pycache, forget_bytecode, run_check, run_hidden
-from rig.version import rig_version
-from rig.workspace.build import PatchError, apply_patch, copy_fixture, tree_digest
+from rig.workspace.build import PatchError, apply_patch, copy_fixture
 from rig.workspace.scope import patch_out_of_scope
-
-CALIBRATION_ENV = "RIG_CALIBRATION_DIR"
 
 
 def plan(tasks: list[Task]) -> list[Item]:
@@ -225,50 +215,3 @@ def calibrate(
     final = [*results, fixture_result]
     n_pass = sum(r.passed for r in final)
     return CalibrationReport(ok=n_pass == len(final), passed=n_pass, failed=len(final) - n_pass, items=final)
-
-
-def pins_path(pack: Pack) -> Path:
-    """Where the calibration pins of `pack` (by name and folder) are kept."""
-    if os.environ.get(CALIBRATION_ENV):
-        folder = Path(os.environ[CALIBRATION_ENV]).expanduser()
-    else:
-        folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rig" / "calibration"
-    where = hashlib.sha256(str(pack.root.resolve()).encode()).hexdigest()[:12]
-    return folder / f"{pack.name}-{where}.json"
-
-
-def load_pins(pack: Pack) -> CalibrationPins | None:
-    """The pins of `pack`'s last passing calibration here; None if none (or they are unreadable)."""
-    try:
-        return CalibrationPins.model_validate_json(pins_path(pack).read_bytes())
-    except (OSError, ValidationError):
-        return None
-
-
-def save_pins(pack: Pack, tasks: list[Task], report: CalibrationReport) -> Path:
-    """Record what a calibration of `tasks` proved: the pins of a passing one (added to those of
-    other tasks calibrated with the same fixture), or, if it failed, that nothing is proved."""
-    path = pins_path(pack)
-    if not report.ok:
-        path.unlink(missing_ok=True)
-        return path
-    fixture = tree_digest(pack.fixture_dir)
-    previous = load_pins(pack)
-    known = previous.tasks if previous is not None and previous.fixture_hash == fixture else {}
-    calibrated = {
-        t.id: CalibratedTask(task_hash=tree_digest(t.dir), hidden_tests_hash=tree_digest(t.hidden_dir))
-        for t in tasks
-    }
-    pins = CalibrationPins(
-        pack=pack.name,
-        root=str(pack.root.resolve()),
-        fixture_hash=fixture,
-        tasks={**known, **calibrated},
-        calibrated_at=datetime.now(UTC),
-        rig_version=rig_version(),
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".json.partial")
-    partial.write_text(pins.model_dump_json(indent=2) + "\n")
-    partial.replace(path)
-    return path

@@ -58,10 +58,11 @@ def calibrate(
     harness."""
     import time
 
-    from rig.calibrate import calibrate, save_pins
-    from rig.packs import PackError, load_pack
+    from rig.calibrate import calibrate
+    from rig.packs.manifest import PackError, load_pack
+    from rig.packs.pins import save_pins
+    from rig.packs.tasks import TaskError, load_tasks
     from rig.schema import ItemResult
-    from rig.tasks import TaskError, load_tasks
 
     try:
         loaded = load_pack(pack.resolve() if pack else None)
@@ -129,10 +130,10 @@ def _load_context(
     from rig.confine.network import NetworkError
     from rig.confine.sandbox import SandboxError
     from rig.experiment import ExperimentError, load_experiment
-    from rig.packs import PackError, load_pack
+    from rig.packs.manifest import PackError, load_pack
+    from rig.packs.tasks import TaskError, load_tasks
     from rig.runner import make_context
     from rig.store import StoreError
-    from rig.tasks import TaskError, load_tasks
     from rig.workspace.build import WorkspaceError, default_runs_root
 
     try:
@@ -187,10 +188,10 @@ def _read_only_context(experiment_path: Path, results_root: Path | None) -> Read
     from rig import paths
     from rig.experiment import ExperimentError, load_experiment
     from rig.migrate import design_digest
-    from rig.packs import PackError, load_pack
+    from rig.packs.manifest import PackError, load_pack
+    from rig.packs.tasks import TaskError, load_tasks
     from rig.schedule import plan
     from rig.store import ResultsStore
-    from rig.tasks import TaskError, load_tasks
 
     try:
         experiment = load_experiment(experiment_path)
@@ -318,9 +319,9 @@ def _preflight(experiment_path: Path, results_root: Path | None, sandbox: str):
 
     from rig import paths
     from rig.experiment import ExperimentError, load_experiment
-    from rig.packs import PackError, load_pack
+    from rig.packs.manifest import PackError, load_pack
+    from rig.packs.tasks import TaskError, load_tasks
     from rig.preflight import PreflightError, preflight
-    from rig.tasks import TaskError, load_tasks
     from rig.workspace.build import default_runs_root
 
     try:
@@ -641,7 +642,7 @@ def pack_new(
 ) -> None:
     """Scaffold a task pack from a git repository: its tracked files at HEAD as the fixture, a
     best-guess pack.toml and an example task to fill in."""
-    from rig.pack_new import ScaffoldError, scaffold
+    from rig.packs.new import ScaffoldError, scaffold
 
     try:
         made = scaffold(path, from_repo or Path.cwd(), name, force, example)
@@ -664,7 +665,7 @@ def pack_stats(
     from rich.table import Table
 
     from rig.migrate import RecordSchemaError
-    from rig.pack_stats import task_stats
+    from rig.packs.stats import task_stats
     from rig.status import cell_status
 
     ctx = _read_only_context(experiment, results_root)
@@ -746,7 +747,7 @@ def task_mine(
 
     from rig.mine import mine
     from rig.mine_history import MineError
-    from rig.packs import PackError, load_pack
+    from rig.packs.manifest import PackError, load_pack
     from rig.schema import MinedCommit
 
     try:
@@ -830,8 +831,8 @@ def mock_serve(
     from harnesses.mock_model.server import Faults, MockModelServer
     from harnesses.mock_model.session import policy_for
     from harnesses.registry import HarnessUnavailable, mock_protocols
-    from rig.packs import PackError, load_pack
-    from rig.tasks import TaskError, load_tasks
+    from rig.packs.manifest import PackError, load_pack
+    from rig.packs.tasks import TaskError, load_tasks
 
     if fault not in ("none", "http_error", "silence", "never_answer", "cut_stream"):
         raise _fail(f"unknown fault {fault!r}; use none, http_error, silence, never_answer or cut_stream")
@@ -886,7 +887,7 @@ def report(
 ) -> None:
     """Write report.md (or .html), failures.md and figures: per-cell rates, comparisons with CIs."""
     from rig.analysis import PoolingError
-    from rig.packs import PackError
+    from rig.packs.manifest import PackError
     from rig.report import build_report
 
     if fmt not in ("md", "html"):
@@ -975,7 +976,7 @@ def view(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from rig.analysis import PoolingError
-    from rig.packs import PackError
+    from rig.packs.manifest import PackError
     from rig.view import ViewError, build_view, make_server, serve_root
     from rig.view_links import INDEX_PAGE
 
@@ -1091,8 +1092,8 @@ def power(
 def _stopping_design(path: Path) -> tuple[int, int, float, float, int]:
     """(tasks, conditions, alpha, min_effect, max repetitions) of an experiment's [stopping]."""
     from rig.experiment import ExperimentError, load_experiment
-    from rig.packs import PackError, load_pack
-    from rig.tasks import TaskError, load_tasks
+    from rig.packs.manifest import PackError, load_pack
+    from rig.packs.tasks import TaskError, load_tasks
 
     try:
         exp = load_experiment(path)
@@ -1158,7 +1159,7 @@ def doctor(
     from rich.table import Table
 
     from rig.doctor import diagnose
-    from rig.packs import PackError, load_pack
+    from rig.packs.manifest import PackError, load_pack
 
     try:
         protections = diagnose(load_pack(pack.resolve() if pack else None))

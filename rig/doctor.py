@@ -7,7 +7,7 @@ from rig.confine.agent import PRLIMIT, SETPRIV
 from rig.confine.network import resolve_network
 from rig.confine.proc import TOKEN_REAPER
 from rig.confine.sandbox import resolve
-from rig.packs import load_pack
+from rig.packs.manifest import load_pack
 from rig.schema import (
     DEFAULT_FILE_BYTES,
     DEFAULT_HEAD_BYTES,

@@ -11,8 +11,8 @@ from harnesses.registry import (
     check_run_budget,
     harness_names,
 )
+from rig.packs.tomlfile import first_error, read_toml
 from rig.schema import Experiment
-from rig.tomlfile import first_error, read_toml
 
 
 class ExperimentError(Exception):

@@ -32,9 +32,9 @@ from rig.calibrate import calibrate, verify_patches
 from rig.mine_history import Commit, MineError, Skip, history, is_ancestor, repository, resolve, split
 from rig.mine_patches import Patches, build, decoy_patches, hidden_tests
 from rig.mine_prompt import DEFAULT_TEMPLATE, issue_text
+from rig.packs.tasks import TaskError, load_tasks
 from rig.runners.registry import KINDS
 from rig.schema import MinedCommit, MineReport, MineVerdict, Pack, Verification
-from rig.tasks import TaskError, load_tasks
 from rig.workspace.build import PatchError
 
 DEFAULT_MAX = 50

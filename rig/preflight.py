@@ -18,10 +18,10 @@ from pathlib import Path
 
 from harnesses.cli import CliNotFound
 from harnesses.registry import HarnessUnavailable, adapter_for
-from rig.calibrate import load_pins, pins_path
 from rig.confine.network import NetworkError, model_url, resolve_network, unreachable_model
 from rig.confine.network import endpoint_of as endpoint_of_url
 from rig.confine.sandbox import SandboxError, resolve
+from rig.packs.pins import load_pins, pins_path
 from rig.schema import Experiment, Task
 from rig.store import ResultsStore, StoreError
 from rig.workspace.build import WorkspaceError, check_agent_root, tree_digest

@@ -43,7 +43,7 @@ from rig.failures import COLUMNS as FAILURE_COLUMNS
 from rig.failures import code, rel, write_failures
 from rig.markdown_html import inline_html
 from rig.migrate import DuplicateRunWarning
-from rig.packs import PackError, load_pack
+from rig.packs.manifest import PackError, load_pack
 from rig.schema import Pack
 from rig.store import ResultsStore
 from rig.verify.checks import GATE_STAGE
@@ -716,9 +716,9 @@ def _sequential_blocks(source: _Source) -> list[Block]:
     """The `[stopping]` rule's verdict for one experiment, re-derived from its records."""
     from rig.analysis.sequential import EFFECT, SPENDING, sequential_result
     from rig.migrate import read_quarantine
+    from rig.packs.tasks import TaskError, load_tasks
     from rig.schedule import plan
     from rig.schema import Experiment
-    from rig.tasks import TaskError, load_tasks
 
     if not source.design.get("stopping"):
         return []

@@ -33,7 +33,7 @@ from rig.confine.untrusted import remove_trees
 from rig.experiment import ExperimentError
 from rig.leftovers import clean_up
 from rig.migrate import design_digest
-from rig.packs import MANIFEST, pack_digest
+from rig.packs.manifest import MANIFEST, pack_digest
 from rig.redact import Redactor
 from rig.schedule import plan
 from rig.schema import (
@@ -109,7 +109,7 @@ def make_context(
     notify: Callable[[str], None] | None = None,
 ) -> RunContext:
     """Check the runs root, install the harness versions conditions ask for, pin every input, set up
-    the sandbox, and bind the results folder. `tasks` are of one pack (rig.tasks.load_tasks).
+    the sandbox, and bind the results folder. `tasks` are of one pack (rig.packs.tasks.load_tasks).
 
     `sandbox` is auto (bubblewrap if this machine has it, else a warning in every record),
     require (refuse without it) or off. The experiment's network policy is enforced by the same

@@ -1,6 +1,6 @@
 """The built-in pack as the tests use it: the pack, and its fixture, tasks and hidden tests folders."""
 
-from rig.packs import load_pack
+from rig.packs.manifest import load_pack
 
 BUILTIN = load_pack()
 FIXTURE_DIR = BUILTIN.fixture_dir

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from builtin_pack import FIXTURE_DIR
 
+from rig.packs.tasks import load_tasks
 from rig.schema import Task
-from rig.tasks import load_tasks
 from rig.workspace.build import apply_patch, copy_fixture
 
 # The task the harness tests run: a small bug fix whose baseline fails check.py.

@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from rig.packs import load_pack
-from rig.tasks import load_tasks
+from rig.packs.manifest import load_pack
+from rig.packs.tasks import load_tasks
 
 TASK = "t1_fix_pagination"
 TASKAPP = "taskapp"

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 from builtin_pack import BUILTIN, TASKS_DIR
 
-from rig.packs import load_pack
+from rig.packs.manifest import load_pack
+from rig.packs.tasks import load_tasks
 from rig.paths import REPO_ROOT
 from rig.schema import Metrics
-from rig.tasks import load_tasks
 from rig.verify.audit import rig_paths_accessed, runner_probes, source_filter, toolchain_digest
 from rig.workspace.build import apply_patch, changed_texts, collect_diff, copy_fixture, init_baseline
 

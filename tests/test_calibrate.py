@@ -10,7 +10,7 @@ import pytest
 from builtin_pack import FIXTURE_DIR, HIDDEN_TESTS_DIR, TASKS_DIR
 
 from harnesses.registry import calibrated_names
-from rig.packs import load_pack
+from rig.packs.manifest import load_pack
 from rig.workspace.build import tree_digest
 
 RIG = str(Path(sys.executable).with_name("rig"))

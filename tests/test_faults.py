@@ -29,9 +29,9 @@ from harnesses.mock_model.server import Faults, MockModelServer
 from harnesses.mock_model.session import policy_for
 from harnesses.registry import mock_protocols
 from rig.experiment import load_experiment
+from rig.packs.tasks import load_tasks
 from rig.redact import Redactor
 from rig.store import ResultsStore
-from rig.tasks import load_tasks
 from rig.workspace.build import collect_diff, copy_fixture, init_baseline
 
 SMALL_RESULTS = Path(__file__).parent / "data" / "results_small" / "results_small"

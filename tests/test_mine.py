@@ -17,10 +17,10 @@ import pytest
 from mine_repos import commit, git, javascript_repo, python_repo
 
 from rig.mine_prompt import DEFAULT_TEMPLATE, issue_text
-from rig.pack_stats import CEILING, FLOOR, task_stats
-from rig.packs import load_pack
+from rig.packs.manifest import load_pack
+from rig.packs.stats import CEILING, FLOOR, task_stats
+from rig.packs.tasks import load_tasks
 from rig.schema import Cell
-from rig.tasks import load_tasks
 from rig.workspace.build import apply_patch, copy_fixture
 
 RIG = str(Path(sys.executable).with_name("rig"))

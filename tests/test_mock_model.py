@@ -16,9 +16,9 @@ from builtin_pack import FIXTURE_DIR
 from harnesses.mock_model import Faults, MockModelServer, Step, Usage
 from harnesses.mock_model.policy import Policy
 from harnesses.registry import mock_protocols
-from rig.packs import load_pack
+from rig.packs.manifest import load_pack
+from rig.packs.tasks import load_tasks
 from rig.paths import REPO_ROOT
-from rig.tasks import load_tasks
 
 CHAT = "/v1/chat/completions"
 POLICY = Policy("two-steps", (Step("shell", command="echo hi"), Step("final", text="Done.")))

@@ -22,9 +22,9 @@ from redteam_strategies import (
 )
 
 from rig.confine.untrusted import copy_tree
-from rig.packs import load_pack
+from rig.packs.manifest import load_pack
+from rig.packs.tasks import load_tasks
 from rig.schema import HiddenOutcome, Task
-from rig.tasks import load_tasks
 from rig.verify.checks import CANARY_MARKER, run_hidden
 from rig.workspace.build import apply_patch, copy_fixture
 from rig.workspace.protect import compare, rules_for, snapshot

@@ -12,9 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rig.packs import load_pack
+from rig.packs.manifest import load_pack
+from rig.packs.tasks import load_tasks
 from rig.schema import GateSpec
-from rig.tasks import load_tasks
 from rig.verify.checks import run_check
 from rig.workspace.build import copy_fixture
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from rig.confine.proc import scrubbed_env
-from rig.packs import load_pack
+from rig.packs.manifest import load_pack
+from rig.packs.tasks import load_tasks
 from rig.paths import REPO_ROOT
-from rig.tasks import load_tasks
 
 PACK = REPO_ROOT / "packs" / "notes-js"
 RIG = str(Path(sys.executable).with_name("rig"))

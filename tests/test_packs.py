@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from builtin_pack import BUILTIN
 
-from rig.packs import PackError, load_pack, pack_digest
+from rig.packs.manifest import PackError, load_pack, pack_digest
+from rig.packs.tasks import load_tasks
 from rig.paths import REPO_ROOT
-from rig.tasks import load_tasks
 from rig.verify.checks import CANARY_MARKER, run_check, run_hidden
 from rig.workspace.build import apply_patch, copy_fixture
 

@@ -248,7 +248,7 @@ def test_version_is_read_with_the_node_that_runs_the_agent(tmp_path: Path, node_
 @pytest.mark.slow
 def test_pi_version_with_node_elsewhere(node_elsewhere: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from harnesses.registry import make_adapter
-    from rig.tasks import load_tasks
+    from rig.packs.tasks import load_tasks
 
     monkeypatch.delenv("RIG_PI_BIN", raising=False)
     assert (NODE_BIN / "pi").exists(), "the pinned Pi CLI is missing; run `make setup`"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from builtin_pack import BUILTIN, FIXTURE_DIR
 
-from rig.packs import load_pack
+from rig.packs.manifest import load_pack
 from rig.paths import REPO_ROOT
 from rig.verify.checks import run_check
 from rig.workspace.build import copy_fixture, tree_digest

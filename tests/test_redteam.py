@@ -41,11 +41,11 @@ from redteam_strategies import (
 )
 
 from harnesses.mock_model.session import policy_for
-from rig.packs import MANIFEST, load_pack
+from rig.packs.manifest import MANIFEST, load_pack
+from rig.packs.tasks import load_tasks
 from rig.paths import REPO_ROOT
 from rig.runner import execute, experiment_plan, make_context
 from rig.schema import Condition, Experiment, Pack, Provider, Timeouts
-from rig.tasks import load_tasks
 from rig.verify.audit import toolchain_digest
 from rig.workspace.build import copy_fixture
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from harnesses.registry import BUILTIN, calibrated_names, harness_names, make_adapter
-from rig.tasks import load_tasks
+from rig.packs.tasks import load_tasks
 
 RIG = str(Path(sys.executable).with_name("rig"))
 PLUGIN = '''"""A third-party harness: the scripted agent under another name."""

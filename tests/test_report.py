@@ -17,7 +17,7 @@ from builtin_pack import BUILTIN
 
 from rig.analysis import PoolingError
 from rig.migrate import migrate
-from rig.packs import load_pack
+from rig.packs.manifest import load_pack
 from rig.report import build_report, stage_order
 
 DATA = Path(__file__).parent / "data"

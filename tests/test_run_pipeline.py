@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from builtin_pack import FIXTURE_DIR
 
-from rig.pack_stats import CEILING
-from rig.packs import load_pack
+from rig.packs.manifest import load_pack
+from rig.packs.stats import CEILING
+from rig.packs.tasks import load_tasks
 from rig.paths import REPO_ROOT
-from rig.tasks import load_tasks
 from rig.workspace.build import tree_digest
 
 RIG = str(Path(sys.executable).with_name("rig"))
@@ -385,7 +385,7 @@ def test_condition_removing_a_missing_file_stops_with_a_clear_error(tmp_path):
 
 def test_every_shipped_experiment_is_valid():
     from rig.experiment import load_experiment
-    from rig.packs import load_pack
+    from rig.packs.manifest import load_pack
 
     shipped = sorted((REPO_ROOT / "experiments").glob("*.toml"))
     assert len(shipped) >= 18

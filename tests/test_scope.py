@@ -108,8 +108,8 @@ def scoped(tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 def test_calibration_fails_a_solution_outside_its_own_scope(scoped):
-    from rig.packs import load_pack
-    from rig.tasks import load_tasks
+    from rig.packs.manifest import load_pack
+    from rig.packs.tasks import load_tasks
 
     pack = load_pack(scoped / "pack")
     (task,) = load_tasks(pack, ["t4_split_constant"])

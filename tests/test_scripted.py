@@ -15,7 +15,7 @@ import rig
 from harnesses import scripted_agent as agent
 from harnesses.logs import read_jsonl
 from harnesses.scripted import PATCH_COPY, SCRIPT_COPY, ScriptedHarness, attempt_number, tamper_plan
-from rig.packs import load_pack
+from rig.packs.manifest import load_pack
 from rig.paths import REPO_ROOT
 from rig.schema import AgentRun, Condition, Metrics, Task
 from rig.session.shell import judge

@@ -7,7 +7,7 @@ notes-js pack's (`npm run check`, node's test runner).
 import pytest
 from builtin_pack import BUILTIN
 
-from rig.packs import load_pack
+from rig.packs.manifest import load_pack
 from rig.paths import REPO_ROOT
 from rig.schema import Metrics
 from rig.session.shell import (

@@ -11,6 +11,7 @@ from builtin_pack import FIXTURE_DIR
 
 from harnesses.protocol import HarnessAdapter
 from harnesses.registry import make_adapter
+from rig.packs.tasks import load_tasks
 from rig.schema import AgentRun, Condition, Limits, Pins, Task, Timeouts
 from rig.steps.agent import agent
 from rig.steps.attempt import Trail
@@ -18,7 +19,6 @@ from rig.steps.collect import Collected, collect
 from rig.steps.prepare import Prepared, prepare
 from rig.steps.protect import protect
 from rig.steps.verify import verify
-from rig.tasks import load_tasks
 from rig.verify.audit import toolchain_digest
 from rig.version import rig_version
 from rig.workspace.build import tree_digest

@@ -5,8 +5,8 @@ import shutil
 import pytest
 from builtin_pack import BUILTIN, TASKS_DIR
 
-from rig.packs import load_pack
-from rig.tasks import TaskError, load_task, load_tasks
+from rig.packs.manifest import load_pack
+from rig.packs.tasks import TaskError, load_task, load_tasks
 
 TASK_IDS = ["t1_fix_pagination", "t2_add_endpoint", "t3_fix_check", "t4_split_constant", "t5_migration"]
 # The built-in pack's seventh task (tool policy, docs/tool-gate.md) has no notes-js counterpart.

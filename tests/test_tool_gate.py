@@ -16,10 +16,10 @@ from harnesses.mock_model.policy import deletion_targets
 from harnesses.mock_model.session import policy_for
 from rig.calibrate import calibrate
 from rig.experiment import load_experiment
-from rig.packs import load_pack
+from rig.packs.manifest import load_pack
+from rig.packs.tasks import load_tasks
 from rig.paths import REPO_ROOT
 from rig.store import ResultsStore
-from rig.tasks import load_tasks
 
 RIG = str(Path(sys.executable).with_name("rig"))
 TASK = "t7_cleanup_tmp"

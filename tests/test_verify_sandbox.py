@@ -18,10 +18,10 @@ import pytest
 from redteam_strategies import JS_IMPORTS, NOTES_JS, PAGINATION_JS, TARGETS, TASK
 
 from rig.confine.sandbox import Sandbox, resolve
-from rig.packs import load_pack
+from rig.packs.manifest import load_pack
+from rig.packs.tasks import load_tasks
 from rig.paths import REPO_ROOT
 from rig.schema import Task
-from rig.tasks import load_tasks
 from rig.verify.checks import run_check, run_hidden, warm_bytecode
 from rig.workspace.build import apply_patch, copy_fixture
 

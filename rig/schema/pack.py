@@ -19,7 +19,7 @@ MAX_TAIL_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_ENTRIES = 100_000
 DEFAULT_MAX_DEPTH = 64
 
-# --- Packs: a project with its tasks, described by pack.toml (loaded by rig.packs) ----------------
+# --- Packs: a project with its tasks, described by pack.toml (loaded by rig.packs.manifest) ----------------
 
 PACK_NAME = r"^[a-z0-9][a-z0-9_.-]*$"
 
@@ -158,7 +158,7 @@ class Pack(BaseModel):
         return self.root / self.spec.hidden_tests
 
 
-# --- Tasks: tasks/<id>/task.toml and the files that belong to it (loaded by rig.tasks) -------------
+# --- Tasks: tasks/<id>/task.toml and the files that belong to it (loaded by rig.packs.tasks) -------------
 
 
 class Expectation(BaseModel):

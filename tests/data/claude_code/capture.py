@@ -24,11 +24,11 @@ from typing import Any
 
 from harnesses.claude_code import ClaudeCodeHarness
 from harnesses.mock_model.session import LEDGER_FILE
-from rig.packs import load_pack
+from rig.packs.manifest import load_pack
+from rig.packs.tasks import load_tasks
 from rig.paths import REPO_ROOT
 from rig.redact import Redactor
 from rig.schema import Condition, Provider
-from rig.tasks import load_tasks
 from rig.workspace.build import apply_patch, copy_fixture
 
 TASK_ID = "t1_fix_pagination"

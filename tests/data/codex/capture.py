@@ -23,11 +23,11 @@ from harnesses import cli_harness, codex
 from harnesses.mock_model.policy import Policy, Step, do_nothing, patch_command, replay_patch
 from harnesses.mock_model.server import Faults, MockModelServer, Usage, WireProtocol
 from harnesses.mock_model.session import LEDGER_FILE, gate_command
-from rig.packs import load_pack
+from rig.packs.manifest import load_pack
+from rig.packs.tasks import load_tasks
 from rig.paths import REPO_ROOT
 from rig.redact import Redactor
 from rig.schema import Condition, Provider, Task
-from rig.tasks import load_tasks
 from rig.workspace.build import apply_patch, copy_fixture
 
 TASK_ID = "t1_fix_pagination"

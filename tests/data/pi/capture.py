@@ -26,11 +26,11 @@ import harnesses.pi as pi  # noqa: E402
 from harnesses import cli_harness  # noqa: E402
 from harnesses.mock_model.policy import Policy, Step, patch_command  # noqa: E402
 from harnesses.mock_model.server import Faults, MockModelServer, Usage, WireProtocol  # noqa: E402
-from rig.packs import load_pack  # noqa: E402
+from rig.packs.manifest import load_pack  # noqa: E402
+from rig.packs.tasks import load_tasks  # noqa: E402
 from rig.paths import REPO_ROOT  # noqa: E402
 from rig.redact import Redactor  # noqa: E402
 from rig.schema import Condition, Provider  # noqa: E402
-from rig.tasks import load_tasks  # noqa: E402
 from rig.workspace.build import apply_patch, copy_fixture  # noqa: E402
 
 DEST = Path(__file__).resolve().parent

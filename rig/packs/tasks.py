@@ -4,9 +4,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from rig.packs import load_pack
+from rig.packs.manifest import load_pack
+from rig.packs.tomlfile import first_error, read_toml
 from rig.schema import Pack, Task, TaskSpec
-from rig.tomlfile import first_error, read_toml
 
 MIN_DECOYS = 2
 

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from rig.confine.proc import BASE_PATH
-from rig.packs import MANIFEST, PackError, load_pack
+from rig.packs.manifest import MANIFEST, PackError, load_pack
+from rig.packs.tasks import TaskError, load_tasks
 from rig.runners.registry import KINDS
 from rig.schema import PACK_NAME, RunnerKind
-from rig.tasks import TaskError, load_tasks
 from rig.verify.checks import GATE_STAGE
 
 EXAMPLE_TASK = "example"

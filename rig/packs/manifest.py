@@ -10,9 +10,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from rig.packs.tomlfile import first_error, read_toml
 from rig.paths import REPO_ROOT
 from rig.schema import Pack, PackSpec
-from rig.tomlfile import first_error, read_toml
 from rig.workspace.build import tree_digest
 
 MANIFEST = "pack.toml"

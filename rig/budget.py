@@ -10,7 +10,7 @@ within `max_runs`; runs in flight always finish and are recorded.
 
 from rig.estimate import estimate, record_cost, spent
 from rig.schema import Experiment
-from rig.store import ResultsStore
+from rig.store.results import ResultsStore
 
 
 class BudgetMonitor:

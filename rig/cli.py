@@ -13,7 +13,7 @@ import typer
 
 if TYPE_CHECKING:
     from rig.schema import Experiment, PlanItem
-    from rig.store import ResultsStore
+    from rig.store.results import ResultsStore
 
 app = typer.Typer(
     help="rig: a reproducible measurement rig for coding-agent harnesses.",
@@ -110,7 +110,7 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 @contextmanager
 def _store_errors() -> Iterator[None]:
     """A results file the store cannot use (corrupt line, full disk) ends the command in one line."""
-    from rig.store import StoreError
+    from rig.store.results import StoreError
 
     try:
         yield
@@ -133,7 +133,7 @@ def _load_context(
     from rig.packs.manifest import PackError, load_pack
     from rig.packs.tasks import TaskError, load_tasks
     from rig.runner import make_context
-    from rig.store import StoreError
+    from rig.store.results import StoreError
     from rig.workspace.build import WorkspaceError, default_runs_root
 
     try:
@@ -187,11 +187,11 @@ def _read_only_context(experiment_path: Path, results_root: Path | None) -> Read
 
     from rig import paths
     from rig.experiment import ExperimentError, load_experiment
-    from rig.migrate import design_digest
     from rig.packs.manifest import PackError, load_pack
     from rig.packs.tasks import TaskError, load_tasks
     from rig.schedule import plan
-    from rig.store import ResultsStore
+    from rig.store.migrate import design_digest
+    from rig.store.results import ResultsStore
 
     try:
         experiment = load_experiment(experiment_path)
@@ -223,7 +223,7 @@ def _report_warnings() -> Iterator[None]:
     """
     import warnings
 
-    from rig.migrate import DuplicateRunWarning
+    from rig.store.migrate import DuplicateRunWarning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DuplicateRunWarning)
@@ -372,7 +372,7 @@ def _run(ctx, make_executor=lambda: None) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from rig.runner import execute, experiment_plan, pending_items, sequential_state
-    from rig.store import StoreError
+    from rig.store.results import StoreError
     from rig.workspace.build import PatchError, WorkspaceError
 
     items = experiment_plan(ctx)
@@ -505,7 +505,7 @@ def status(
     ] = False,
 ) -> None:
     """Print done / pending / quarantined runs per task x condition cell (reads only; starts nothing)."""
-    from rig.migrate import RecordSchemaError
+    from rig.store.migrate import RecordSchemaError
 
     ctx = _read_only_context(experiment, results_root)
     if repair:
@@ -522,7 +522,7 @@ def _repair(store: "ResultsStore", name: str) -> None:
     """What `rig run` does on resume before it starts anything, without running anything."""
     from rig import paths
     from rig.leftovers import clean_up
-    from rig.redact import Redactor
+    from rig.store.redact import Redactor
     from rig.workspace.build import default_runs_root
     from rig.workspace.scratch import verify_place
 
@@ -664,9 +664,9 @@ def pack_stats(
     from rich.console import Console
     from rich.table import Table
 
-    from rig.migrate import RecordSchemaError
     from rig.packs.stats import task_stats
     from rig.status import cell_status
+    from rig.store.migrate import RecordSchemaError
 
     ctx = _read_only_context(experiment, results_root)
     try:
@@ -922,7 +922,7 @@ def export(
 
     from rig import paths
     from rig.export_atif import FORMATS, ExportError, export_atif
-    from rig.redact import Redactor
+    from rig.store.redact import Redactor
     from rig.workspace.build import default_runs_root
 
     if fmt not in FORMATS:

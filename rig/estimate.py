@@ -16,10 +16,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from rig import runs_cache
-from rig.migrate import read_quarantine
 from rig.schema import Experiment, PlanItem
-from rig.store import ResultsStore
+from rig.store import runs_cache
+from rig.store.migrate import read_quarantine
+from rig.store.results import ResultsStore
 
 TYPICAL_USAGE = Path(__file__).with_name("typical_usage.json")
 TOKEN_KINDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")

@@ -2,7 +2,7 @@
 (v1.8, the format Harbor's viewer and tools read), with the rig's verdict and pins in its `extra`.
 
 A trajectory is built from the attempt's saved session alone (its harness's adapter reads it as a
-Transcript, `rig.transcripts`) and its record. Scored and quarantined attempts are both exported,
+Transcript, `rig.store.transcripts`) and its record. Scored and quarantined attempts are both exported,
 marked as which in `extra.rig.status`. Every trajectory is redacted like the records, validated
 with the `atif` models and read back before anything is written; files appear in the output folder
 only once all of them were made.
@@ -18,11 +18,11 @@ from typing import Any, Literal
 
 import atif
 
-from rig.migrate import read_quarantine, read_runs
-from rig.redact import Redactor
 from rig.schema import RunRecord, Transcript, TranscriptStep
-from rig.store import ResultsStore
-from rig.transcripts import attempt_transcript
+from rig.store.migrate import read_quarantine, read_runs
+from rig.store.redact import Redactor
+from rig.store.results import ResultsStore
+from rig.store.transcripts import attempt_transcript
 
 SCHEMA_VERSION = "ATIF-v1.8"
 FORMATS = ("atif",)

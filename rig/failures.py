@@ -86,7 +86,7 @@ def write_failures(
 
     `failed` holds the COLUMNS of the failed runs (plain lists: iterating a frame row by row costs
     seconds at 100,000 runs), `total` the number of scored runs, `records` what else failures.md
-    reads of each (rig.runs_cache.failure_details). `stages` orders the stage sections (see
+    reads of each (rig.store.runs_cache.failure_details). `stages` orders the stage sections (see
     rig.report.stage_order); any other stage (audit, rig_error, a hang, ...) comes after them, by
     name. With `view` (a `rig view` folder), each run whose page is there links to it first: its
     transcript, diff and verdicts on one page.

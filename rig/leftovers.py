@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rig import runs_cache
 from rig.confine.untrusted import remove, remove_trees
-from rig.redact import Redactor
-from rig.store import ATTEMPT_RE, RUN_ID_RE, ResultsStore
+from rig.store import runs_cache
+from rig.store.redact import Redactor
+from rig.store.results import ATTEMPT_RE, RUN_ID_RE, ResultsStore
 
 CLAIM_FILE = ".runner.lock"
 ABANDONED_FILE = "abandoned.json"

@@ -23,7 +23,7 @@ from rig.confine.network import endpoint_of as endpoint_of_url
 from rig.confine.sandbox import SandboxError, resolve
 from rig.packs.pins import load_pins, pins_path
 from rig.schema import Experiment, Task
-from rig.store import ResultsStore, StoreError
+from rig.store.results import ResultsStore, StoreError
 from rig.workspace.build import WorkspaceError, check_agent_root, tree_digest
 
 # How long the provider's endpoint may take to accept a connection.

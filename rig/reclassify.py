@@ -6,11 +6,11 @@ they are rerun) and brings back quarantined runs that the rules now score.
 """
 
 from harnesses.registry import adapter_for
-from rig.migrate import read_quarantine, read_runs
 from rig.runner import RunContext
 from rig.schema import RIG_SIDE_RULES, Change
 from rig.steps.collect import session_metrics
-from rig.transcripts import saved_run
+from rig.store.migrate import read_quarantine, read_runs
+from rig.store.transcripts import saved_run
 from rig.verify.classify import classify, hang_kind
 
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from pydantic import ValidationError
 
-from rig import figures, runs_cache
+from rig import figures
 from rig.analysis import (
     Comparison,
     cell_table,
@@ -42,10 +42,11 @@ from rig.estimate import spent
 from rig.failures import COLUMNS as FAILURE_COLUMNS
 from rig.failures import code, rel, write_failures
 from rig.markdown_html import inline_html
-from rig.migrate import DuplicateRunWarning
 from rig.packs.manifest import PackError, load_pack
 from rig.schema import Pack
-from rig.store import ResultsStore
+from rig.store import runs_cache
+from rig.store.migrate import DuplicateRunWarning
+from rig.store.results import ResultsStore
 from rig.verify.checks import GATE_STAGE
 from rig.view_links import RUNS_PAGE, existing_view
 
@@ -715,10 +716,10 @@ def _comparison_blocks(comparisons: list[Comparison], arms: list[str], vs: bool)
 def _sequential_blocks(source: _Source) -> list[Block]:
     """The `[stopping]` rule's verdict for one experiment, re-derived from its records."""
     from rig.analysis.sequential import EFFECT, SPENDING, sequential_result
-    from rig.migrate import read_quarantine
     from rig.packs.tasks import TaskError, load_tasks
     from rig.schedule import plan
     from rig.schema import Experiment
+    from rig.store.migrate import read_quarantine
 
     if not source.design.get("stopping"):
         return []

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Protocol
 
 import harnesses.registry
 from harnesses.registry import adapter_for, install_version
-from rig import runs_cache
 from rig.budget import BudgetMonitor
 from rig.confine.agent import Confinement, kill_running_agents
 from rig.confine.network import RELAY, resolve_network, unreachable_model
@@ -32,9 +31,7 @@ from rig.confine.sandbox import resolve
 from rig.confine.untrusted import remove_trees
 from rig.experiment import ExperimentError
 from rig.leftovers import clean_up
-from rig.migrate import design_digest
 from rig.packs.manifest import MANIFEST, pack_digest
-from rig.redact import Redactor
 from rig.schedule import plan
 from rig.schema import (
     RIG_SIDE_RULES,
@@ -56,7 +53,10 @@ from rig.steps.prepare import prepare
 from rig.steps.protect import protect
 from rig.steps.record import record, rig_error_record
 from rig.steps.verify import Verified, verify
-from rig.store import ResultsStore
+from rig.store import runs_cache
+from rig.store.migrate import design_digest
+from rig.store.redact import Redactor
+from rig.store.results import ResultsStore
 from rig.verify.audit import STOP_RULES, toolchain_digest
 from rig.verify.checks import default_pycache, forget_bytecode
 from rig.version import rig_version

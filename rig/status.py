@@ -1,6 +1,6 @@
 """Where an experiment stands: done, pending and quarantined runs per task x condition cell.
 
-Records come through rig.runs_cache and rig.migrate (older schemas migrated, a newer one refused,
+Records come through rig.store.runs_cache and rig.store.migrate (older schemas migrated, a newer one refused,
 the first record of a run id counted). Nothing of the results is written (only the derived cache
 beside runs.jsonl, under its own lock), so status is safe beside a running experiment and works on
 a read-only copy of its results.
@@ -8,9 +8,9 @@ a read-only copy of its results.
 
 from collections import Counter
 
-from rig import runs_cache
 from rig.schema import Cell, PlanItem
-from rig.store import ResultsStore
+from rig.store import runs_cache
+from rig.store.results import ResultsStore
 
 
 def cell_status(

@@ -41,11 +41,11 @@ from markupsafe import Markup
 
 from rig.confine.untrusted import read_bounded
 from rig.markdown_html import block_html
-from rig.migrate import read_quarantine, read_runs
 from rig.report import build_report
 from rig.schema import Transcript
-from rig.store import ResultsStore
-from rig.transcripts import attempt_transcript
+from rig.store.migrate import read_quarantine, read_runs
+from rig.store.results import ResultsStore
+from rig.store.transcripts import attempt_transcript
 from rig.view_links import INDEX_PAGE, RUNS_PAGE, attempt_page, default_view_dir
 
 # What one page may hold: characters of one text, of one tool call's arguments or output, of a whole

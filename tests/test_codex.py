@@ -32,10 +32,10 @@ from harnesses.codex import (
 from harnesses.mock_model.openai_responses import OpenAIResponses, usage_body
 from harnesses.mock_model.policy import Policy, Step
 from harnesses.mock_model.server import MockModelServer, Usage
-from rig.migrate import COMPACTION_FIELDS
 from rig.paths import REPO_ROOT
 from rig.schema import AgentRun, Condition, Metrics, Provider, Task
 from rig.session.shell import judge
+from rig.store.migrate import COMPACTION_FIELDS
 from rig.verify.classify import classify
 from rig.workspace.build import tree_digest
 

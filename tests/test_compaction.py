@@ -20,9 +20,9 @@ from harnesses.mock_model.session import LEDGER_FILE
 from harnesses.pi import MOCK_TOOLS, PiHarness
 from harnesses.pi import parse_files as parse_pi
 from rig.experiment import load_experiment
-from rig.migrate import COMPACTION_FIELDS, migrate
 from rig.paths import REPO_ROOT
 from rig.schema import Metrics, Provider, RunRecord, Task
+from rig.store.migrate import COMPACTION_FIELDS, migrate
 
 DATA = Path(__file__).parent / "data"
 PI = DATA / "pi"

@@ -12,8 +12,8 @@ import pytest
 from test_transcripts import SUCCESS, small_attempt
 
 from rig.export_atif import SCHEMA_VERSION, trajectory, validated_json
-from rig.redact import Redactor
 from rig.schema import RunRecord
+from rig.store.redact import Redactor
 
 RIG = str(Path(sys.executable).with_name("rig"))
 REPO = Path(__file__).resolve().parents[1]

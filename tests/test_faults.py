@@ -30,8 +30,8 @@ from harnesses.mock_model.session import policy_for
 from harnesses.registry import mock_protocols
 from rig.experiment import load_experiment
 from rig.packs.tasks import load_tasks
-from rig.redact import Redactor
-from rig.store import ResultsStore
+from rig.store.redact import Redactor
+from rig.store.results import ResultsStore
 from rig.workspace.build import collect_diff, copy_fixture, init_baseline
 
 SMALL_RESULTS = Path(__file__).parent / "data" / "results_small" / "results_small"
@@ -430,7 +430,7 @@ def test_a_workspace_is_stale_once_its_runner_is_gone_never_while_it_lives_or_wh
 
 APPEND_WRITER = """
 import sys
-from rig.store import ResultsStore
+from rig.store.results import ResultsStore
 
 store = ResultsStore(sys.argv[1])
 i = len(store.read_runs())
@@ -482,7 +482,7 @@ def test_kill_9_mid_append_never_leaves_an_unreadable_file(tmp_path):
 DISK_FULL_SCRIPT = r"""
 import json, os, subprocess, sys
 from pathlib import Path
-from rig.store import ResultsStore, StoreError
+from rig.store.results import ResultsStore, StoreError
 
 mnt = Path(sys.argv[1])
 subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], check=True)

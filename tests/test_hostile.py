@@ -22,7 +22,7 @@ from test_faults import RIG, is_one_line_error, rig, rig_env, stray_processes, w
 
 from rig.runner import STEPS
 from rig.steps.record import TRACEBACK_FILE
-from rig.store import ResultsStore
+from rig.store.results import ResultsStore
 from rig.workspace.scratch import choose_scratch
 
 TASK = "t1_fix_pagination"

@@ -14,9 +14,9 @@ import pytest
 from harnesses import claude_code, codex, gemini, opencode, pi
 from harnesses.logs import NO_USAGE_GAP
 from rig.analysis import cell_table, compare_conditions, load_runs
-from rig.migrate import LEGACY_ZEROS_GAP, migrate
 from rig.report import build_report
 from rig.schema import RECORD_SCHEMA_VERSION, Metrics
+from rig.store.migrate import LEGACY_ZEROS_GAP, migrate
 
 DATA = Path(__file__).parent / "data"
 SMALL = DATA / "results_small" / "results_small"

@@ -23,8 +23,8 @@ from rig.confine.agent import Confinement, run_agent_process
 from rig.confine.network import LOG_NAME, Egress, NetworkPlan, resolve_network
 from rig.confine.sandbox import resolve
 from rig.doctor import diagnose
-from rig.migrate import migrate
 from rig.schema import Experiment, parse_host_port
+from rig.store.migrate import migrate
 
 RIG = str(Path(sys.executable).with_name("rig"))
 TASK = "t1_fix_pagination"

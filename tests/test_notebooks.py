@@ -19,7 +19,7 @@ from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 
-from rig.migrate import migrate
+from rig.store.migrate import migrate
 
 REPO = Path(__file__).resolve().parents[1]
 ANALYSIS = REPO / "analysis"

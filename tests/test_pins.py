@@ -20,9 +20,9 @@ import rig
 from harnesses import cli as harness_cli
 from harnesses.cli import NODE_BIN, HarnessVersionError, cli_version
 from rig.experiment import load_experiment
-from rig.migrate import MIGRATIONS, RecordSchemaError, design_digest, migrate, read_runs
 from rig.schema import RECORD_SCHEMA_VERSION, Experiment, RunRecord
-from rig.store import ResultsStore
+from rig.store.migrate import MIGRATIONS, RecordSchemaError, design_digest, migrate, read_runs
+from rig.store.results import ResultsStore
 from rig.version import git_version
 
 REPO = Path(__file__).resolve().parents[1]

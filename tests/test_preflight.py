@@ -131,7 +131,7 @@ def test_results_held_by_another_run_are_refused(tmp_path: Path) -> None:
         [
             sys.executable,
             "-c",
-            "import sys\nfrom rig.store import ResultsStore\n"
+            "import sys\nfrom rig.store.results import ResultsStore\n"
             f"with ResultsStore({str(tmp_path / 'results' / 'held')!r}).writer():\n"
             "    print('held', flush=True)\n    sys.stdin.readline()\n",
         ],

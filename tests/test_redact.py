@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rig.redact import Redactor
+from rig.store.redact import Redactor
 
 USER = "zq_fake_user"
 HOST = "zq-fake-host.example"

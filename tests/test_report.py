@@ -16,9 +16,9 @@ import pytest
 from builtin_pack import BUILTIN
 
 from rig.analysis import PoolingError
-from rig.migrate import migrate
 from rig.packs.manifest import load_pack
 from rig.report import build_report, stage_order
+from rig.store.migrate import migrate
 
 DATA = Path(__file__).parent / "data"
 SMALL = DATA / "results_small" / "results_small"

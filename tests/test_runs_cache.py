@@ -1,4 +1,4 @@
-"""The columnar cache of runs.jsonl (rig.runs_cache): brought up to date from the last indexed byte,
+"""The columnar cache of runs.jsonl (rig.store.runs_cache): brought up to date from the last indexed byte,
 rebuilt when the file was rewritten, never a different answer from parsing the file itself.
 
 Every test works on a copy of the committed small set with RIG_RUNS_CACHE=on (it is 100 KB, below
@@ -18,10 +18,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from rig import runs_cache
 from rig.analysis import DuplicateRunWarning, infra_summary, load_runs
-from rig.migrate import read_runs
-from rig.store import ResultsStore
+from rig.store import runs_cache
+from rig.store.migrate import read_runs
+from rig.store.results import ResultsStore
 
 DATA = Path(__file__).parent / "data"
 SMALL = DATA / "results_small" / "results_small"

@@ -13,9 +13,9 @@ from pydantic import ValidationError
 
 from rig.analysis import load_runs
 from rig.calibrate import run_item
-from rig.migrate import migrate
 from rig.paths import REPO_ROOT
 from rig.schema import Item, RunRecord, TaskSpec
+from rig.store.migrate import migrate
 from rig.workspace.scope import out_of_scope, patch_out_of_scope
 
 RIG = str(REPO_ROOT / ".venv" / "bin" / "rig")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rig.store import ResultsStore, StoreError
+from rig.store.results import ResultsStore, StoreError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,7 +20,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 WRITER = """
 import sys, time
 from pathlib import Path
-from rig.store import ResultsStore
+from rig.store.results import ResultsStore
 
 root, writer, count = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 store = ResultsStore(root)
@@ -255,7 +255,7 @@ def test_quarantine_and_runs_are_separate(tmp_path: Path) -> None:
 # An append that hits a file size limit part way, like a full disk: the write is cut short, then fails.
 SHORT_WRITE = """
 import json, resource, sys
-from rig.store import ResultsStore, StoreError
+from rig.store.results import ResultsStore, StoreError
 
 store = ResultsStore(sys.argv[1])
 limit = store.runs_path.stat().st_size + 100
@@ -302,9 +302,9 @@ def test_os_errors_are_one_line_store_errors(tmp_path: Path) -> None:
 
 
 def test_readers_migrate_in_memory_and_never_write(tmp_path: Path) -> None:
-    """rig.migrate's readers: records come up to the current schema; the files stay as they were."""
-    from rig.migrate import read_quarantine, read_runs
+    """rig.store.migrate's readers: records come up to the current schema; the files stay as they were."""
     from rig.schema import RECORD_SCHEMA_VERSION
+    from rig.store.migrate import read_quarantine, read_runs
 
     root = tmp_path / "exp"
     root.mkdir()

@@ -19,7 +19,7 @@ from rig.experiment import load_experiment
 from rig.packs.manifest import load_pack
 from rig.packs.tasks import load_tasks
 from rig.paths import REPO_ROOT
-from rig.store import ResultsStore
+from rig.store.results import ResultsStore
 
 RIG = str(Path(sys.executable).with_name("rig"))
 TASK = "t7_cleanup_tmp"

@@ -10,10 +10,10 @@ from mock_ledger import ledger
 
 from harnesses import claude_code, codex, gemini, opencode, pi, scripted
 from harnesses.registry import read_transcript
-from rig.migrate import read_runs
 from rig.schema import AgentRun, Metrics, Transcript
-from rig.store import ResultsStore
-from rig.transcripts import attempt_transcript, saved_run
+from rig.store.migrate import read_runs
+from rig.store.results import ResultsStore
+from rig.store.transcripts import attempt_transcript, saved_run
 
 DATA = Path(__file__).parent / "data"
 SMALL = DATA / "results_small" / "results_small"

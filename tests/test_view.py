@@ -22,10 +22,10 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from rig.analysis import PoolingError
-from rig.migrate import read_quarantine, read_runs
 from rig.report import build_report
-from rig.store import ResultsStore
-from rig.transcripts import attempt_transcript
+from rig.store.migrate import read_quarantine, read_runs
+from rig.store.results import ResultsStore
+from rig.store.transcripts import attempt_transcript
 from rig.view import TOOL_CHARS, TRANSCRIPT_CHARS, build_view
 from rig.view_links import attempt_page
 

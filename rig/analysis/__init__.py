@@ -30,7 +30,7 @@ from rig.analysis.stats import (
     wilcoxon_min_p,
     wilson_interval,
 )
-from rig.migrate import DuplicateRunWarning, RecordSchemaError
+from rig.store.migrate import DuplicateRunWarning, RecordSchemaError
 
 __all__ = [
     "CELL_COLUMNS",

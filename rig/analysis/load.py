@@ -6,8 +6,8 @@ the provider cost each cell). Pooling runs is only meaningful when they measured
 `load_runs` refuses to mix records whose fixture, task, hidden tests, harness version, model, rig
 version or verifying toolchain differ (see `_PIN_SCOPES`), unless the caller says so explicitly.
 
-Records are read through `rig.runs_cache` (a columnar cache of runs.jsonl beside it) and
-`rig.migrate`: older schemas are migrated on read, a record of a newer rig is refused, and a run id
+Records are read through `rig.store.runs_cache` (a columnar cache of runs.jsonl beside it) and
+`rig.store.migrate`: older schemas are migrated on read, a record of a newer rig is refused, and a run id
 recorded twice counts once (the first record), with a DuplicateRunWarning.
 """
 
@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from rig import runs_cache
-from rig.migrate import DuplicateRunWarning
-from rig.store import ResultsStore
+from rig.store import runs_cache
+from rig.store.migrate import DuplicateRunWarning
+from rig.store.results import ResultsStore
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -207,9 +207,9 @@ def load_runs(
     changes fell outside the task's scope, None for a task without one; `compactions`: the context
     compactions the session records, None where the harness records none), the pins, and
     `artifacts`, the absolute path of the attempt folder. A torn last line of runs.jsonl (a crash
-    mid-append) is skipped; records of an older schema are migrated (rig.migrate); a run id
+    mid-append) is skipped; records of an older schema are migrated (rig.store.migrate); a run id
     recorded more than once counts once, by its first record, and the others are reported with a
-    `rig.migrate.DuplicateRunWarning` (a notebook shows it under the cell; `rig report` prints it
+    `rig.store.migrate.DuplicateRunWarning` (a notebook shows it under the cell; `rig report` prints it
     as a `warning:` line).
 
     Rows are ordered by folder, then condition in the order experiment.json declares them, then
@@ -222,7 +222,7 @@ def load_runs(
     Raises PoolingError when pack_hash, fixture_hash, rig_version, toolchain_hash, python_version,
     ruff_version or pytest_version differs between any rows, task_hash or hidden_tests_hash within
     a task, or harness_version or model within an arm, unless `allow_mixed_pins`; ValueError when
-    there are no scored runs at all; rig.migrate.RecordSchemaError (a ValueError) for a record
+    there are no scored runs at all; rig.store.migrate.RecordSchemaError (a ValueError) for a record
     written by a newer rig.
     """
     folders = _folders(results)

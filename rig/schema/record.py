@@ -106,7 +106,7 @@ class SandboxStatus(BaseModel):
 # hidden tests, the tampering found, the agent's process outcome, the parsed metrics, the infra
 # classification and the pins that say exactly what was measured. `rig schema` prints it.
 
-# Bumped whenever a field is added or changes meaning; rig.migrate brings older records up to date.
+# Bumped whenever a field is added or changes meaning; rig.store.migrate brings older records up to date.
 RECORD_SCHEMA_VERSION = 9
 # Infrastructure rules of attempts the agent's outcome did not decide (the rig failed, or the Dask
 # worker running it was lost or refused it): nothing to re-derive them from.

@@ -27,8 +27,8 @@ from harnesses.mock_model.session import LEDGER_FILE  # noqa: E402
 from rig.packs.manifest import load_pack  # noqa: E402
 from rig.packs.tasks import load_tasks  # noqa: E402
 from rig.paths import REPO_ROOT  # noqa: E402
-from rig.redact import Redactor  # noqa: E402
 from rig.schema import AgentRun, Condition, Provider, Task  # noqa: E402
+from rig.store.redact import Redactor  # noqa: E402
 from rig.workspace.build import apply_patch, copy_fixture, init_baseline  # noqa: E402
 
 TASK_ID = "t1_fix_pagination"

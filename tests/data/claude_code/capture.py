@@ -27,8 +27,8 @@ from harnesses.mock_model.session import LEDGER_FILE
 from rig.packs.manifest import load_pack
 from rig.packs.tasks import load_tasks
 from rig.paths import REPO_ROOT
-from rig.redact import Redactor
 from rig.schema import Condition, Provider
+from rig.store.redact import Redactor
 from rig.workspace.build import apply_patch, copy_fixture
 
 TASK_ID = "t1_fix_pagination"

@@ -28,8 +28,8 @@ from harnesses.opencode import LOG_FILE, SESSION_FILE, OpenCodeHarness
 from rig.packs.manifest import load_pack
 from rig.packs.tasks import load_tasks
 from rig.paths import REPO_ROOT
-from rig.redact import Redactor
 from rig.schema import Condition, Provider, Task
+from rig.store.redact import Redactor
 from rig.workspace.build import apply_patch, copy_fixture, init_baseline
 
 TASK_ID = "t1_fix_pagination"

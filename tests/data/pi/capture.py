@@ -29,8 +29,8 @@ from harnesses.mock_model.server import Faults, MockModelServer, Usage, WireProt
 from rig.packs.manifest import load_pack  # noqa: E402
 from rig.packs.tasks import load_tasks  # noqa: E402
 from rig.paths import REPO_ROOT  # noqa: E402
-from rig.redact import Redactor  # noqa: E402
 from rig.schema import Condition, Provider  # noqa: E402
+from rig.store.redact import Redactor  # noqa: E402
 from rig.workspace.build import apply_patch, copy_fixture  # noqa: E402
 
 DEST = Path(__file__).resolve().parent

@@ -27,8 +27,8 @@ from harnesses.mock_model.tools import ToolCall, ToolMap  # noqa: E402
 from rig.packs.manifest import load_pack  # noqa: E402
 from rig.packs.tasks import load_tasks  # noqa: E402
 from rig.paths import REPO_ROOT  # noqa: E402
-from rig.redact import Redactor  # noqa: E402
 from rig.schema import Condition, Provider, Task  # noqa: E402
+from rig.store.redact import Redactor  # noqa: E402
 from rig.workspace.build import apply_patch, copy_fixture  # noqa: E402
 
 # Codex before unified exec: one `shell` function taking an argv.

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rig.schema import RECORD_SCHEMA_VERSION, Experiment
-from rig.store import ResultsStore
+from rig.store.results import ResultsStore
 
 Record = dict[str, Any]
 

@@ -1,7 +1,7 @@
 """A columnar cache of runs.jsonl and quarantine.jsonl, kept up to date from the last byte indexed.
 
 runs.jsonl stays the append-only source of truth; `runs.cache/` beside it holds what the readers
-(`load_runs`, `rig status`, `rig report`) use of each record, already migrated (rig.migrate) and
+(`load_runs`, `rig status`, `rig report`) use of each record, already migrated (rig.store.migrate) and
 typed, as Parquet files: one or more immutable parts per JSONL file, and a manifest naming the
 parts and the byte offset, line count and record count they cover. A reader checks the manifest
 against the file (same inode, not shorter than the offset, the same hash of the first and the last
@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock, Timeout
 
-from rig import migrate as migrate_module
-from rig.migrate import RecordSchemaError, migrate, warn_duplicates
-from rig.store import ResultsStore, StoreError, fsync_dir
+from rig.store import migrate as migrate_module
+from rig.store.migrate import RecordSchemaError, migrate, warn_duplicates
+from rig.store.results import ResultsStore, StoreError, fsync_dir
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -351,7 +351,7 @@ def _code_digest() -> str:
 
 
 def _loads(line: bytes) -> Any:
-    # orjson, not jsonlines (which rig.store uses): this parses every new line of a 100,000-record
+    # orjson, not jsonlines (which rig.store.results uses): this parses every new line of a 100,000-record
     # runs.jsonl on the report's hot path, several times faster than the json module underneath jsonlines.
     import orjson
 
@@ -663,7 +663,7 @@ def _table(store: ResultsStore, kind: _Kind, columns: list[str] | None = None) -
 def scored(store: ResultsStore, columns: list[str] | None = None) -> "pa.Table":
     """The scored records of `store` (RUN_COLUMNS, or only `columns`), the first of each run id.
 
-    As `rig.migrate.read_runs`: records are migrated, a torn last line is skipped, later records of
+    As `rig.store.migrate.read_runs`: records are migrated, a torn last line is skipped, later records of
     a run id already seen are dropped and reported in one DuplicateRunWarning. Raises StoreError
     for an unreadable file and RecordSchemaError for a record of a newer rig.
     """

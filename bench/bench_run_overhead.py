@@ -70,10 +70,10 @@ from harnesses.registry import make_adapter
 from rig import paths
 from rig.confine.proc import BASE_PATH, scrubbed_env
 from rig.confine.untrusted import copy_tree, remove_trees
+from rig.experiment.plan import plan
 from rig.packs.manifest import load_pack
 from rig.packs.tasks import load_tasks
 from rig.runner import RunContext, make_context, run_one
-from rig.schedule import plan
 from rig.schema import Experiment, PlanItem, RunRecord, Task
 from rig.verify.audit import runner_probes, source_filter, toolchain_digest
 from rig.verify.checks import default_pycache, run_check, run_hidden

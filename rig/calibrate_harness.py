@@ -19,8 +19,8 @@ from typing import Any
 
 from harnesses.mock_model.session import LEDGER_FILE
 from harnesses.registry import adapter_class
+from rig.experiment.plan import run_id
 from rig.runner import RunContext, make_context, run_one
-from rig.schedule import run_id
 from rig.schema import Condition, Experiment, HarnessCheck, PlanItem, Provider, Task, Timeouts
 
 FAULT_TASK = "t1_fix_pagination"

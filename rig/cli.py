@@ -129,7 +129,7 @@ def _load_context(
     from rig import paths
     from rig.confine.network import NetworkError
     from rig.confine.sandbox import SandboxError
-    from rig.experiment import ExperimentError, load_experiment
+    from rig.experiment.load import ExperimentError, load_experiment
     from rig.packs.manifest import PackError, load_pack
     from rig.packs.tasks import TaskError, load_tasks
     from rig.runner import make_context
@@ -186,10 +186,10 @@ def _read_only_context(experiment_path: Path, results_root: Path | None) -> Read
     import json
 
     from rig import paths
-    from rig.experiment import ExperimentError, load_experiment
+    from rig.experiment.load import ExperimentError, load_experiment
+    from rig.experiment.plan import plan
     from rig.packs.manifest import PackError, load_pack
     from rig.packs.tasks import TaskError, load_tasks
-    from rig.schedule import plan
     from rig.store.migrate import design_digest
     from rig.store.results import ResultsStore
 
@@ -318,7 +318,7 @@ def _preflight(experiment_path: Path, results_root: Path | None, sandbox: str):
     import shlex
 
     from rig import paths
-    from rig.experiment import ExperimentError, load_experiment
+    from rig.experiment.load import ExperimentError, load_experiment
     from rig.packs.manifest import PackError, load_pack
     from rig.packs.tasks import TaskError, load_tasks
     from rig.preflight import PreflightError, preflight
@@ -338,7 +338,7 @@ def _preflight(experiment_path: Path, results_root: Path | None, sandbox: str):
 
 def _dry_run(experiment_path: Path, results_root: Path | None, sandbox: str) -> None:
     """Print the plan, what is recorded and what the rest would cost; then whether preflight passes."""
-    from rig.estimate import dry_run
+    from rig.experiment.estimate import dry_run
 
     read = _read_only_context(experiment_path, results_root)
     with _store_errors(), _report_warnings():
@@ -468,9 +468,9 @@ def _print_status(ctx, items) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from rig.budget import budget_line
+    from rig.experiment.budget import budget_line
+    from rig.experiment.status import cell_status
     from rig.runner import sequential_state
-    from rig.status import cell_status
 
     sequential = sequential_state(ctx, items)
     stopped = sequential is not None and sequential.stopped_at is not None
@@ -664,8 +664,8 @@ def pack_stats(
     from rich.console import Console
     from rich.table import Table
 
+    from rig.experiment.status import cell_status
     from rig.packs.stats import task_stats
-    from rig.status import cell_status
     from rig.store.migrate import RecordSchemaError
 
     ctx = _read_only_context(experiment, results_root)
@@ -856,7 +856,7 @@ def mock_serve(
 
 def _results_folder(experiment_path: Path, results_root: Path | None) -> Path:
     from rig import paths
-    from rig.experiment import ExperimentError, load_experiment
+    from rig.experiment.load import ExperimentError, load_experiment
 
     try:
         name = load_experiment(experiment_path).name
@@ -1091,7 +1091,7 @@ def power(
 
 def _stopping_design(path: Path) -> tuple[int, int, float, float, int]:
     """(tasks, conditions, alpha, min_effect, max repetitions) of an experiment's [stopping]."""
-    from rig.experiment import ExperimentError, load_experiment
+    from rig.experiment.load import ExperimentError, load_experiment
     from rig.packs.manifest import PackError, load_pack
     from rig.packs.tasks import TaskError, load_tasks
 

@@ -38,7 +38,7 @@ from rig.analysis import (
     newcombe_interval,
 )
 from rig.background import Worker
-from rig.estimate import spent
+from rig.experiment.estimate import spent
 from rig.failures import COLUMNS as FAILURE_COLUMNS
 from rig.failures import code, rel, write_failures
 from rig.markdown_html import inline_html
@@ -716,8 +716,8 @@ def _comparison_blocks(comparisons: list[Comparison], arms: list[str], vs: bool)
 def _sequential_blocks(source: _Source) -> list[Block]:
     """The `[stopping]` rule's verdict for one experiment, re-derived from its records."""
     from rig.analysis.sequential import EFFECT, SPENDING, sequential_result
+    from rig.experiment.plan import plan
     from rig.packs.tasks import TaskError, load_tasks
-    from rig.schedule import plan
     from rig.schema import Experiment
     from rig.store.migrate import read_quarantine
 

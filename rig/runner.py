@@ -3,7 +3,8 @@
 `run_one` chains the eight steps of docs/design.md (rig/steps/) for one attempt. `execute` drives many
 of them with N workers, quarantines infrastructure failures and reruns them interleaved, and stops
 after K infrastructure failures in a row, or once an experiment's `[stopping]` rule has decided
-(rig.analysis.sequential), or before a run that could take it past its budget (rig.budget). Resuming
+(rig.analysis.sequential), or before a run that could take it past its budget
+(rig.experiment.budget). Resuming
 skips every run id already recorded, and starts nothing once the rule decided.
 """
 
@@ -23,16 +24,16 @@ from typing import TYPE_CHECKING, Protocol
 
 import harnesses.registry
 from harnesses.registry import adapter_for, install_version
-from rig.budget import BudgetMonitor
 from rig.confine.agent import Confinement, kill_running_agents
 from rig.confine.network import RELAY, resolve_network, unreachable_model
 from rig.confine.proc import ContainmentError, containment, kill_running_commands, reap_orphans
 from rig.confine.sandbox import resolve
 from rig.confine.untrusted import remove_trees
-from rig.experiment import ExperimentError
+from rig.experiment.budget import BudgetMonitor
+from rig.experiment.load import ExperimentError
+from rig.experiment.plan import plan
 from rig.leftovers import clean_up
 from rig.packs.manifest import MANIFEST, pack_digest
-from rig.schedule import plan
 from rig.schema import (
     RIG_SIDE_RULES,
     AgentRun,

@@ -19,7 +19,7 @@ from harnesses.mock_model.server import SUMMARY_MARKERS, SUMMARY_TEXT, Faults, M
 from harnesses.mock_model.session import LEDGER_FILE
 from harnesses.pi import MOCK_TOOLS, PiHarness
 from harnesses.pi import parse_files as parse_pi
-from rig.experiment import load_experiment
+from rig.experiment.load import load_experiment
 from rig.paths import REPO_ROOT
 from rig.schema import Metrics, Provider, RunRecord, Task
 from rig.store.migrate import COMPACTION_FIELDS, migrate

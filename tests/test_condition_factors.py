@@ -15,7 +15,7 @@ from harnesses.mock_model.server import MockModelServer
 from harnesses.mock_model.session import LEDGER_FILE, agents_md_marker
 from harnesses.opencode import OpenCodeHarness
 from harnesses.pi import PiHarness
-from rig.experiment import ExperimentError, load_experiment
+from rig.experiment.load import ExperimentError, load_experiment
 from rig.paths import REPO_ROOT
 from rig.schema import AgentRun, Condition, Provider, Task
 

@@ -28,7 +28,7 @@ from builtin_pack import FIXTURE_DIR
 from harnesses.mock_model.server import Faults, MockModelServer
 from harnesses.mock_model.session import policy_for
 from harnesses.registry import mock_protocols
-from rig.experiment import load_experiment
+from rig.experiment.load import load_experiment
 from rig.packs.tasks import load_tasks
 from rig.store.redact import Redactor
 from rig.store.results import ResultsStore

@@ -19,7 +19,7 @@ import pytest
 import rig
 from harnesses import cli as harness_cli
 from harnesses.cli import NODE_BIN, HarnessVersionError, cli_version
-from rig.experiment import load_experiment
+from rig.experiment.load import load_experiment
 from rig.schema import RECORD_SCHEMA_VERSION, Experiment, RunRecord
 from rig.store.migrate import MIGRATIONS, RecordSchemaError, design_digest, migrate, read_runs
 from rig.store.results import ResultsStore

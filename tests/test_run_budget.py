@@ -22,8 +22,8 @@ from harnesses.pi import PiHarness
 from harnesses.pi import parse_files as parse_pi
 from rig.confine.agent import Confinement
 from rig.confine.run_budget import MAX_LINE_BYTES, UsageMeter, reconcile
-from rig.estimate import priced
-from rig.experiment import ExperimentError, load_experiment
+from rig.experiment.estimate import priced
+from rig.experiment.load import ExperimentError, load_experiment
 from rig.schema import AgentRun, BudgetStop, Condition, Metrics, Provider, RunBudget, Task
 from rig.steps.collect import session_metrics
 

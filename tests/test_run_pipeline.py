@@ -384,7 +384,7 @@ def test_condition_removing_a_missing_file_stops_with_a_clear_error(tmp_path):
 
 
 def test_every_shipped_experiment_is_valid():
-    from rig.experiment import load_experiment
+    from rig.experiment.load import load_experiment
     from rig.packs.manifest import load_pack
 
     shipped = sorted((REPO_ROOT / "experiments").glob("*.toml"))

@@ -17,8 +17,8 @@ from sequential_configs import config, rig
 
 from rig.analysis.power import _task_rates
 from rig.analysis.sequential import EFFECT, NO_EFFECT, Boundaries, sequential_result, simulate_sequential
-from rig.experiment import ExperimentError, load_experiment
-from rig.schedule import plan
+from rig.experiment.load import ExperimentError, load_experiment
+from rig.experiment.plan import plan
 from rig.schema import Experiment
 
 ALPHA = 0.05

@@ -1,7 +1,7 @@
 """Stop when the answer is known: a group-sequential test of two conditions' success.
 
 An experiment with `[stopping]` is looked at after every completed round of repetitions (every
-condition of every task once; `rig.schedule` runs the rounds in order), up to max_repetitions
+condition of every task once; `rig.experiment.plan` runs the rounds in order), up to max_repetitions
 rounds. The test works on within-task pairs: run r of the reference arm A against run r of arm B on
 the same task, run in the same block. Under "no difference" (in every task both arms succeed with
 the same probability, runs independent) a discordant pair (one arm succeeded, the other failed)

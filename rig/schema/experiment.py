@@ -19,7 +19,7 @@ from rig.schema.pack import (
     MAX_TAIL_BYTES,
 )
 
-# --- Experiments: experiments/<name>.toml (loaded by rig.experiment) and its plan ------------------
+# --- Experiments: experiments/<name>.toml (loaded by rig.experiment.load) and its plan ------------------
 
 
 class Provider(BaseModel):
@@ -150,7 +150,7 @@ class Stopping(BaseModel):
 class RunBudget(BaseModel):
     """`[run_budget]`: what one run may spend. The rig adds up the usage the harness streams as it
     runs and stops the agent once a limit is passed; the run fails at stage `budget` (docs/budgets.md).
-    Not the experiment's own `max_cost_usd`, which stops starting runs (rig.budget)."""
+    Not the experiment's own `max_cost_usd`, which stops starting runs (rig.experiment.budget)."""
 
     model_config = ConfigDict(extra="forbid")
     max_tokens: int | None = Field(default=None, gt=0, description="tokens of one run, every kind summed")
@@ -180,7 +180,7 @@ def parse_host_port(value: str) -> tuple[str, int]:
 
 class Experiment(BaseModel):
     """An experiment's design. That `harness` names a registered adapter is checked where the
-    config is loaded (rig.experiment.load_experiment): the registry is no part of the schema."""
+    config is loaded (rig.experiment.load.load_experiment): the registry is no part of the schema."""
 
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")

@@ -8,7 +8,7 @@ flight, itself included, stays within `max_cost_usd`, and the scored runs plus t
 within `max_runs`; runs in flight always finish and are recorded.
 """
 
-from rig.estimate import estimate, record_cost, spent
+from rig.experiment.estimate import estimate, record_cost, spent
 from rig.schema import Experiment
 from rig.store.results import ResultsStore
 

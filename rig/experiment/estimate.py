@@ -202,7 +202,7 @@ SHOWN_BLOCKS = 4
 def dry_run(experiment: Experiment, items: list[PlanItem], store: ResultsStore) -> list[str]:
     """What `rig run --dry-run` prints: the interleaved order's first blocks, the runs per cell
     (recorded, pending), and the estimate of what the pending runs cost. Reads `store`, writes nothing."""
-    from rig.status import cell_status
+    from rig.experiment.status import cell_status
 
     size = len(experiment.conditions)
     blocks = [items[i : i + size] for i in range(0, len(items), size)]

@@ -2,7 +2,7 @@
 
 Two sides go through the same plan items (one per task, every task once) one at a time:
 
-* rig:   `rig.runner.run_one(item, ctx)` with a context from `rig.runner.make_context` (temporary
+* rig:   `rig.run.runner.run_one(item, ctx)` with a context from `rig.run.runner.make_context` (temporary
          results and runs roots outside any repository) for a scripted experiment whose single
          condition uses the policy "nothing", the cheapest agent there is: one read and a final
          message. The agent's own wall time, `record["agent"]["wall_s"]`, is subtracted, so what
@@ -73,7 +73,7 @@ from rig.confine.untrusted import copy_tree, remove_trees
 from rig.experiment.plan import plan
 from rig.packs.manifest import load_pack
 from rig.packs.tasks import load_tasks
-from rig.runner import RunContext, make_context, run_one
+from rig.run.runner import RunContext, make_context, run_one
 from rig.schema import Experiment, PlanItem, RunRecord, Task
 from rig.verify.audit import runner_probes, source_filter, toolchain_digest
 from rig.verify.checks import default_pycache, run_check, run_hidden

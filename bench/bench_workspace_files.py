@@ -1,7 +1,7 @@
 """How does the rig's time per run grow with the number of files an agent leaves in the workspace?
 
 For each size N (default 1k, 10k, 50k and 100k files) and each of two layouts, one run of a
-scripted experiment goes through the real pipeline (`rig.runner.make_context` and `execute`, two
+scripted experiment goes through the real pipeline (`rig.run.runner.make_context` and `execute`, two
 temporary roots outside any repository): its agent (policy `script`) creates N empty-ish files,
 then stops. The rig's time is the run's wall time (`record["wall_s"]`) minus the agent's own
 (`record["agent"]["wall_s"]`): preparing the workspace, the bounded walk and copy for verification
@@ -48,7 +48,7 @@ sys.path.insert(0, str(REPO))
 from rig.confine.untrusted import remove_trees  # noqa: E402
 from rig.packs.tasks import load_tasks  # noqa: E402
 from rig.paths import REPO_ROOT  # noqa: E402
-from rig.runner import execute, experiment_plan, make_context  # noqa: E402
+from rig.run.runner import execute, experiment_plan, make_context  # noqa: E402
 from rig.schema import Condition, Experiment, Limits, Timeouts  # noqa: E402
 from rig.workspace.scratch import VERIFY_ROOT_VAR, choose_scratch  # noqa: E402
 

@@ -7,7 +7,7 @@ after. Each item runs in its own fresh copy of the fixture.
 
 A calibration that passes leaves its pins (the fixture's, each task's and its hidden tests' hashes)
 in the user's cache, `$RIG_CALIBRATION_DIR` else `$XDG_CACHE_HOME/rig/calibration`: `rig run`'s
-preflight refuses a pack changed since (rig.preflight).
+preflight refuses a pack changed since (rig.run.preflight).
 """
 
 import shutil

@@ -20,7 +20,7 @@ from typing import Any
 from harnesses.mock_model.session import LEDGER_FILE
 from harnesses.registry import adapter_class
 from rig.experiment.plan import run_id
-from rig.runner import RunContext, make_context, run_one
+from rig.run.runner import RunContext, make_context, run_one
 from rig.schema import Condition, Experiment, HarnessCheck, PlanItem, Provider, Task, Timeouts
 
 FAULT_TASK = "t1_fix_pagination"

@@ -132,7 +132,7 @@ def _load_context(
     from rig.experiment.load import ExperimentError, load_experiment
     from rig.packs.manifest import PackError, load_pack
     from rig.packs.tasks import TaskError, load_tasks
-    from rig.runner import make_context
+    from rig.run.runner import make_context
     from rig.store.results import StoreError
     from rig.workspace.build import WorkspaceError, default_runs_root
 
@@ -314,14 +314,14 @@ def run(
 
 
 def _preflight(experiment_path: Path, results_root: Path | None, sandbox: str):
-    """rig.preflight's checks of the experiment on this machine; its first failure ends the command."""
+    """rig.run.preflight's checks of the experiment on this machine; its first failure ends the command."""
     import shlex
 
     from rig import paths
     from rig.experiment.load import ExperimentError, load_experiment
     from rig.packs.manifest import PackError, load_pack
     from rig.packs.tasks import TaskError, load_tasks
-    from rig.preflight import PreflightError, preflight
+    from rig.run.preflight import PreflightError, preflight
     from rig.workspace.build import default_runs_root
 
     try:
@@ -356,7 +356,7 @@ def _executor(ctx, kind: str, sandbox: str, scheduler: str | None, workers: int,
     """The executor `rig run` asked for; None for the local one (execute's default)."""
     if kind == "local":
         return None
-    from rig.dask_executor import DaskExecutor, ExecutorError
+    from rig.run.dask_executor import DaskExecutor, ExecutorError
 
     try:
         return DaskExecutor.start(
@@ -371,7 +371,7 @@ def _run(ctx, make_executor=lambda: None) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from rig.runner import execute, experiment_plan, pending_items, sequential_state
+    from rig.run.runner import execute, experiment_plan, pending_items, sequential_state
     from rig.store.results import StoreError
     from rig.workspace.build import PatchError, WorkspaceError
 
@@ -470,7 +470,7 @@ def _print_status(ctx, items) -> None:
 
     from rig.experiment.budget import budget_line
     from rig.experiment.status import cell_status
-    from rig.runner import sequential_state
+    from rig.run.runner import sequential_state
 
     sequential = sequential_state(ctx, items)
     stopped = sequential is not None and sequential.stopped_at is not None
@@ -521,7 +521,7 @@ def status(
 def _repair(store: "ResultsStore", name: str) -> None:
     """What `rig run` does on resume before it starts anything, without running anything."""
     from rig import paths
-    from rig.leftovers import clean_up
+    from rig.run.leftovers import clean_up
     from rig.store.redact import Redactor
     from rig.workspace.build import default_runs_root
     from rig.workspace.scratch import verify_place
@@ -561,7 +561,7 @@ def reclassify(
     results_root: ResultsOption = None,
 ) -> None:
     """Re-parse stored sessions with the current rules; show (or with --write apply) the changes."""
-    from rig.reclassify import reclassify as rederive
+    from rig.run.reclassify import reclassify as rederive
 
     ctx = _load_context(experiment, results_root)
     with _store_errors():
@@ -1158,8 +1158,8 @@ def doctor(
     from rich.markup import escape
     from rich.table import Table
 
-    from rig.doctor import diagnose
     from rig.packs.manifest import PackError, load_pack
+    from rig.run.doctor import diagnose
 
     try:
         protections = diagnose(load_pack(pack.resolve() if pack else None))

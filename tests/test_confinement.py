@@ -243,7 +243,7 @@ def test_gigabytes_on_the_streams_keep_the_runner_under_300_mb(tmp_path: Path) -
 
 
 def test_agents_of_a_dead_runner_are_reaped_and_a_live_runners_are_not(tmp_path: Path) -> None:
-    """What a resume after kill -9 of the runner does first (rig.runner.execute)."""
+    """What a resume after kill -9 of the runner does first (rig.run.runner.execute)."""
     marker = f"96{os.getpid() % 1000:03d}"
     mine = process_identity(os.getpid())
     assert mine is not None

@@ -346,7 +346,7 @@ def test_kill_9_mid_run_leaves_every_attempt_redacted_and_no_stale_workspace(tmp
     its session, streams and home, and another run is recorded; then resume (or `rig status
     --repair`): every attempt folder is redacted, the unrecorded one is marked abandoned, and the
     killed runner's workspace is gone."""
-    from rig.leftovers import ABANDONED_FILE, CLAIM_FILE, usage
+    from rig.run.leftovers import ABANDONED_FILE, CLAIM_FILE, usage
 
     home, user, host = str(Path.home()), getpass.getuser(), socket.gethostname()
     leak = f"{home}/.ssh/id_ed25519 {user}@{host}"
@@ -410,14 +410,14 @@ def test_kill_9_mid_run_leaves_every_attempt_redacted_and_no_stale_workspace(tmp
 
 
 def test_a_workspace_is_stale_once_its_runner_is_gone_never_while_it_lives_or_when_kept(tmp_path):
-    from rig.leftovers import claim, release, remove_stale, stale_trees
+    from rig.run.leftovers import claim, release, remove_stale, stale_trees
 
     live, dead, kept, unclaimed = (tmp_path / name for name in ("live", "dead", "kept", "unclaimed"))
     for tree in (live, dead, kept, unclaimed):
         tree.mkdir()
     held = claim(live)
     # Claimed by a process that has exited since: the kernel dropped its lock.
-    code = f"from pathlib import Path; from rig.leftovers import claim; claim(Path({str(dead)!r}))"
+    code = f"from pathlib import Path; from rig.run.leftovers import claim; claim(Path({str(dead)!r}))"
     subprocess.run([sys.executable, "-c", code], check=True)
     release(kept, claim(kept), kept=True)
     (tmp_path / "a-link").symlink_to(dead)

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from test_faults import RIG, is_one_line_error, rig, rig_env, stray_processes, write_experiment
 
-from rig.runner import STEPS
-from rig.steps.record import TRACEBACK_FILE
+from rig.run.runner import STEPS
+from rig.run.steps.record import TRACEBACK_FILE
 from rig.store.results import ResultsStore
 from rig.workspace.scratch import choose_scratch
 

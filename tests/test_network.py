@@ -22,7 +22,7 @@ import harnesses
 from rig.confine.agent import Confinement, run_agent_process
 from rig.confine.network import LOG_NAME, Egress, NetworkPlan, resolve_network
 from rig.confine.sandbox import resolve
-from rig.doctor import diagnose
+from rig.run.doctor import diagnose
 from rig.schema import Experiment, parse_host_port
 from rig.store.migrate import migrate
 

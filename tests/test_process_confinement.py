@@ -34,8 +34,8 @@ from rig.confine.proc import (
     runner_tag,
 )
 from rig.confine.sandbox import resolve
-from rig.doctor import diagnose
 from rig.paths import REPO_ROOT
+from rig.run.doctor import diagnose
 from rig.schema import AgentRun, SandboxStatus
 
 REPO_BIN = str(Path(sys.executable).parent)

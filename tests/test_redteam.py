@@ -1,6 +1,6 @@
 """The adversarial suite: agents that try to get a failing task scored as a success.
 
-Every strategy of tests/redteam_strategies.py runs through the real pipeline (rig.runner:
+Every strategy of tests/redteam_strategies.py runs through the real pipeline (rig.run.runner:
 make_context, experiment_plan, execute) against its pack (the built-in Python pack or notes-js),
 with the scripted agent running its commands, once with the sandbox required and, for the
 strategies that reach outside the workspace, once with it off. Each must be caught (no success,
@@ -44,7 +44,7 @@ from harnesses.mock_model.session import policy_for
 from rig.packs.manifest import MANIFEST, load_pack
 from rig.packs.tasks import load_tasks
 from rig.paths import REPO_ROOT
-from rig.runner import execute, experiment_plan, make_context
+from rig.run.runner import execute, experiment_plan, make_context
 from rig.schema import Condition, Experiment, Pack, Provider, Timeouts
 from rig.verify.audit import toolchain_digest
 from rig.workspace.build import copy_fixture

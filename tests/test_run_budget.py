@@ -24,8 +24,8 @@ from rig.confine.agent import Confinement
 from rig.confine.run_budget import MAX_LINE_BYTES, UsageMeter, reconcile
 from rig.experiment.estimate import priced
 from rig.experiment.load import ExperimentError, load_experiment
+from rig.run.steps.collect import session_metrics
 from rig.schema import AgentRun, BudgetStop, Condition, Metrics, Provider, RunBudget, Task
-from rig.steps.collect import session_metrics
 
 RIG = str(Path(sys.executable).with_name("rig"))
 DATA = Path(__file__).resolve().parent / "data"

@@ -12,13 +12,13 @@ from builtin_pack import FIXTURE_DIR
 from harnesses.protocol import HarnessAdapter
 from harnesses.registry import make_adapter
 from rig.packs.tasks import load_tasks
+from rig.run.steps.agent import agent
+from rig.run.steps.attempt import Trail
+from rig.run.steps.collect import Collected, collect
+from rig.run.steps.prepare import Prepared, prepare
+from rig.run.steps.protect import protect
+from rig.run.steps.verify import verify
 from rig.schema import AgentRun, Condition, Limits, Pins, Task, Timeouts
-from rig.steps.agent import agent
-from rig.steps.attempt import Trail
-from rig.steps.collect import Collected, collect
-from rig.steps.prepare import Prepared, prepare
-from rig.steps.protect import protect
-from rig.steps.verify import verify
 from rig.verify.audit import toolchain_digest
 from rig.version import rig_version
 from rig.workspace.build import tree_digest
@@ -38,7 +38,7 @@ def task() -> Task:
 
 @pytest.fixture(scope="module")
 def pins(task: Task) -> Pins:
-    """What the audit compares the rig's own files with, pinned as rig.runner.make_context does."""
+    """What the audit compares the rig's own files with, pinned as rig.run.runner.make_context does."""
     return Pins(
         rig_version=rig_version(),
         fixture_hash=tree_digest(FIXTURE_DIR),

@@ -61,7 +61,7 @@ INIT_IMPORT = "from taskapp.app import Client, Response\n"
 
 
 def _sandbox(hidden: list[Path]) -> Sandbox:
-    """The agent's sandbox as rig.runner.make_context builds it: the rig's folders hidden."""
+    """The agent's sandbox as rig.run.runner.make_context builds it: the rig's folders hidden."""
     node = Path(shutil.which("node") or "/usr/bin/node").resolve()
     exposed = [Path(sys.prefix), Path(sys.base_prefix), node.parent.parent]
     plan, status = resolve("require", [REPO_ROOT, Path.home(), *hidden], exposed)

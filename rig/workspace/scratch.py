@@ -4,7 +4,7 @@ Creating files is most of what verifying a large workspace costs, and on a tmpfs
 fraction of what it does on a disk (bench/README.md). The copy lives only from the end of the
 agent to the end of the record, so it goes to a private directory under /dev/shm when that is a
 tmpfs with room for it, bounded per copy; a copy that outgrows its room is redone on the runs
-root (rig.steps.collect). `$RIG_VERIFY_ROOT` chooses the place instead, `$RIG_VERIFY_ROOM_MIB` the room.
+root (rig.run.steps.collect). `$RIG_VERIFY_ROOT` chooses the place instead, `$RIG_VERIFY_ROOM_MIB` the room.
 """
 
 import contextlib

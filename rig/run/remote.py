@@ -25,9 +25,9 @@ from rig.confine.proc import kill_running_commands, reap_orphans
 from rig.confine.untrusted import remove_tree, walk
 from rig.packs.manifest import load_pack
 from rig.packs.tasks import load_tasks
-from rig.runner import RunContext, make_context, run_one
+from rig.run.runner import RunContext, make_context, run_one
+from rig.run.steps.attempt import write_artifact
 from rig.schema import PlanItem, WorkerJob
-from rig.steps.attempt import write_artifact
 from rig.workspace.build import default_runs_root
 
 RECORD_FILE = "record.json"

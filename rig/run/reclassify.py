@@ -6,9 +6,9 @@ they are rerun) and brings back quarantined runs that the rules now score.
 """
 
 from harnesses.registry import adapter_for
-from rig.runner import RunContext
+from rig.run.runner import RunContext
+from rig.run.steps.collect import session_metrics
 from rig.schema import RIG_SIDE_RULES, Change
-from rig.steps.collect import session_metrics
 from rig.store.migrate import read_quarantine, read_runs
 from rig.store.transcripts import saved_run
 from rig.verify.classify import classify, hang_kind

@@ -2,12 +2,12 @@
 
 from pathlib import Path
 
-from rig import leftovers
 from rig.confine.agent import PRLIMIT, SETPRIV
 from rig.confine.network import resolve_network
 from rig.confine.proc import TOKEN_REAPER
 from rig.confine.sandbox import resolve
 from rig.packs.manifest import load_pack
+from rig.run import leftovers
 from rig.schema import (
     DEFAULT_FILE_BYTES,
     DEFAULT_HEAD_BYTES,

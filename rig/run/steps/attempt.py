@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 from rig.confine.untrusted import remove
-from rig.leftovers import claim, release
+from rig.run.leftovers import claim, release
 from rig.schema import (
     Condition,
     Experiment,
@@ -73,7 +73,7 @@ class Trail:
     step: str = "prepare"
     trees: list[Path] = field(default_factory=list)
     claims: dict[Path, int] = field(default_factory=dict)
-    """The runner's claim (rig.leftovers) on each tree, held until the attempt ends."""
+    """The runner's claim (rig.run.leftovers) on each tree, held until the attempt ends."""
     warnings: list[str] = field(default_factory=list)
     baseline: str | None = None
     metrics: Metrics = field(default_factory=Metrics)

@@ -4,8 +4,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from rig.run.steps.attempt import WORK, Trail
 from rig.schema import Condition, Task
-from rig.steps.attempt import WORK, Trail
 from rig.workspace import protect
 from rig.workspace.build import RIG_GIT_DIR, apply_overlays, apply_patch, copy_fixture, init_baseline
 

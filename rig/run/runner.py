@@ -1,6 +1,6 @@
 """Running experiments: one run is a function from a plan item to a record plus an artifact folder.
 
-`run_one` chains the eight steps of docs/design.md (rig/steps/) for one attempt. `execute` drives many
+`run_one` chains the eight steps of docs/design.md (rig/run/steps/) for one attempt. `execute` drives many
 of them with N workers, quarantines infrastructure failures and reruns them interleaved, and stops
 after K infrastructure failures in a row, or once an experiment's `[stopping]` rule has decided
 (rig.analysis.sequential), or before a run that could take it past its budget
@@ -32,8 +32,15 @@ from rig.confine.untrusted import remove_trees
 from rig.experiment.budget import BudgetMonitor
 from rig.experiment.load import ExperimentError
 from rig.experiment.plan import plan
-from rig.leftovers import clean_up
 from rig.packs.manifest import MANIFEST, pack_digest
+from rig.run.leftovers import clean_up
+from rig.run.steps.agent import agent
+from rig.run.steps.attempt import Attempt, Trail, write_artifact
+from rig.run.steps.collect import collect
+from rig.run.steps.prepare import prepare
+from rig.run.steps.protect import protect
+from rig.run.steps.record import record, rig_error_record
+from rig.run.steps.verify import Verified, verify
 from rig.schema import (
     RIG_SIDE_RULES,
     AgentRun,
@@ -47,13 +54,6 @@ from rig.schema import (
     Tampering,
     Task,
 )
-from rig.steps.agent import agent
-from rig.steps.attempt import Attempt, Trail, write_artifact
-from rig.steps.collect import collect
-from rig.steps.prepare import prepare
-from rig.steps.protect import protect
-from rig.steps.record import record, rig_error_record
-from rig.steps.verify import Verified, verify
 from rig.store import runs_cache
 from rig.store.migrate import design_digest
 from rig.store.redact import Redactor

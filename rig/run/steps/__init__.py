@@ -1,3 +1,3 @@
 """The steps of one run, one module each: prepare, agent, collect, protect, verify (check and hidden),
 record (decide and record). Each takes what the steps before it returned and returns what it found;
-rig.runner.run_one chains them. `attempt` holds what they all share."""
+rig.run.runner.run_one chains them. `attempt` holds what they all share."""

@@ -17,10 +17,10 @@ from rig.confine.untrusted import (
     copy_tree,
     remove_trees,
 )
+from rig.run.steps.attempt import WORK, Trail, write_artifact
+from rig.run.steps.prepare import Prepared
 from rig.schema import AgentRun, AuditFinding, Limits, Metrics, Pins, Task, WorkspaceStats
 from rig.session.shell import judge
-from rig.steps.attempt import WORK, Trail, write_artifact
-from rig.steps.prepare import Prepared
 from rig.verify.audit import rig_paths_accessed, runner_probes, source_filter, toolchain_digest
 from rig.workspace.build import Stager, WorkspaceError, changed_texts, collect_diff, quote_path, tree_digest
 from rig.workspace.scratch import COPY_PREFIX, Scratch, on_disk

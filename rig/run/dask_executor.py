@@ -3,13 +3,13 @@
 The coordinator (this process) keeps the plan, the interleaving, the quarantine and the results:
 it numbers each attempt, makes its folder, and submits one Dask task per attempt, at most as many
 as the workers have agent slots (the `agents` resource), so the queue and its reruns stay here.
-A worker (rig.remote) runs the attempt and returns the record with the attempt folder as a
+A worker (rig.run.remote) runs the attempt and returns the record with the attempt folder as a
 bundle, which the coordinator unpacks and records; only it writes `runs.jsonl`.
 
 Every attempt is accounted for by the rig: the scheduler's own retries are turned off, so a worker
 that dies or disconnects while running an attempt fails that attempt, which is recorded as an
 infrastructure failure with rule `worker_lost` and rerun like any other. Before it gets work,
-every worker checks its pins against the coordinator's (rig.remote.check): a worker that differs
+every worker checks its pins against the coordinator's (rig.run.remote.check): a worker that differs
 is named with the difference and retired from the cluster. A worker that joins later checks them
 before its first attempt, and is retired the same way (that attempt is an infrastructure failure,
 rule `worker_refused`).
@@ -20,11 +20,11 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future
 
-from rig import remote
-from rig.runner import RunContext, attempt_of
+from rig.run import remote
+from rig.run.runner import RunContext, attempt_of
+from rig.run.steps.attempt import Trail, write_artifact
+from rig.run.steps.record import lost_record, rig_error_record
 from rig.schema import PlanItem, WorkerJob
-from rig.steps.attempt import Trail, write_artifact
-from rig.steps.record import lost_record, rig_error_record
 
 AGENTS = "agents"
 CONNECT_TIMEOUT_S = 10

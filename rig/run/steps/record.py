@@ -5,6 +5,9 @@ import traceback
 from datetime import UTC, datetime
 
 from harnesses.protocol import HarnessAdapter
+from rig.run.steps.attempt import Attempt, Trail, write_artifact
+from rig.run.steps.collect import Collected
+from rig.run.steps.verify import Verified
 from rig.schema import (
     AgentOutcome,
     AgentRun,
@@ -18,9 +21,6 @@ from rig.schema import (
     Tampering,
     WorkspaceStats,
 )
-from rig.steps.attempt import Attempt, Trail, write_artifact
-from rig.steps.collect import Collected
-from rig.steps.verify import Verified
 from rig.verify.classify import classify, hang_kind
 from rig.workspace.scope import out_of_scope
 

@@ -4,8 +4,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rig.confine.sandbox import Sandbox
+from rig.run.steps.attempt import WORK, InjectedFault, Trail, write_artifact
 from rig.schema import CheckOutcome, HiddenOutcome, Task, Timeouts
-from rig.steps.attempt import WORK, InjectedFault, Trail, write_artifact
 from rig.verify.checks import default_pycache, run_check, run_hidden, warm_bytecode
 
 

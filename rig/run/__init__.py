@@ -1,0 +1,1 @@
+"""Running an experiment: the runner and its steps, preflight, leftovers, reclassify, doctor, executors."""

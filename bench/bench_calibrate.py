@@ -1,6 +1,6 @@
 """How much does `rig calibrate` cost over the bare floor of the same work?
 
-Two sides run the same calibration items (rig.calibrate.plan over every task: the clean fixture,
+Two sides run the same calibration items (rig.calibrate.oracle.plan over every task: the clean fixture,
 then per task its baseline, reference solution and decoys) with the same number of workers:
 
 * rig:   the real CLI, `.venv/bin/rig calibrate --workers W`, timed by wall clock from outside
@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rig import paths
-from rig.calibrate import plan
+from rig.calibrate.oracle import plan
 from rig.confine.proc import scrubbed_env
 from rig.packs.manifest import load_pack
 from rig.packs.tasks import load_tasks

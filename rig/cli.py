@@ -58,7 +58,7 @@ def calibrate(
     harness."""
     import time
 
-    from rig.calibrate import calibrate
+    from rig.calibrate.oracle import calibrate
     from rig.packs.manifest import PackError, load_pack
     from rig.packs.pins import save_pins
     from rig.packs.tasks import TaskError, load_tasks
@@ -585,7 +585,7 @@ def _calibrate_harnesses(choice: str, tasks, workers: int, as_json: bool) -> Non
     from harnesses.cli import CliNotFound
     from harnesses.registry import calibrated_names
     from rig import paths
-    from rig.calibrate_harness import calibrate_harnesses
+    from rig.calibrate.harness import calibrate_harnesses
     from rig.schema import HarnessCheck
 
     known = calibrated_names()

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import tomli_w
 
-from rig.calibrate import calibrate, verify_patches
+from rig.calibrate.oracle import calibrate, verify_patches
 from rig.mine_history import Commit, MineError, Skip, history, is_ancestor, repository, resolve, split
 from rig.mine_patches import Patches, build, decoy_patches, hidden_tests
 from rig.mine_prompt import DEFAULT_TEMPLATE, issue_text

@@ -12,7 +12,7 @@ from builtin_pack import BUILTIN
 from pydantic import ValidationError
 
 from rig.analysis import load_runs
-from rig.calibrate import run_item
+from rig.calibrate.oracle import run_item
 from rig.paths import REPO_ROOT
 from rig.schema import Item, RunRecord, TaskSpec
 from rig.store.migrate import migrate

@@ -14,7 +14,7 @@ import pytest
 
 from harnesses.mock_model.policy import deletion_targets
 from harnesses.mock_model.session import policy_for
-from rig.calibrate import calibrate
+from rig.calibrate.oracle import calibrate
 from rig.experiment.load import load_experiment
 from rig.packs.manifest import load_pack
 from rig.packs.tasks import load_tasks

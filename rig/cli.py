@@ -745,8 +745,8 @@ def task_mine(
     from rich.console import Console
     from rich.table import Table
 
-    from rig.mine import mine
-    from rig.mine_history import MineError
+    from rig.mine.history import MineError
+    from rig.mine.miner import mine
     from rig.packs.manifest import PackError, load_pack
     from rig.schema import MinedCommit
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from mine_repos import commit, git, javascript_repo, python_repo
 
-from rig.mine_prompt import DEFAULT_TEMPLATE, issue_text
+from rig.mine.prompt import DEFAULT_TEMPLATE, issue_text
 from rig.packs.manifest import load_pack
 from rig.packs.stats import CEILING, FLOOR, task_stats
 from rig.packs.tasks import load_tasks

@@ -29,9 +29,9 @@ from pathlib import Path
 import tomli_w
 
 from rig.calibrate.oracle import calibrate, verify_patches
-from rig.mine_history import Commit, MineError, Skip, history, is_ancestor, repository, resolve, split
-from rig.mine_patches import Patches, build, decoy_patches, hidden_tests
-from rig.mine_prompt import DEFAULT_TEMPLATE, issue_text
+from rig.mine.history import Commit, MineError, Skip, history, is_ancestor, repository, resolve, split
+from rig.mine.patches import Patches, build, decoy_patches, hidden_tests
+from rig.mine.prompt import DEFAULT_TEMPLATE, issue_text
 from rig.packs.tasks import TaskError, load_tasks
 from rig.runners.registry import KINDS
 from rig.schema import MinedCommit, MineReport, MineVerdict, Pack, Verification

@@ -11,7 +11,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from rig.mine_history import Commit, Skip, Split
+from rig.mine.history import Commit, Skip, Split
 from rig.schema import Pack
 from rig.workspace.build import DIFF_FLAGS, WorkspaceError, copy_fixture, git_bytes
 

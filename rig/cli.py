@@ -888,7 +888,7 @@ def report(
     """Write report.md (or .html), failures.md and figures: per-cell rates, comparisons with CIs."""
     from rig.analysis import PoolingError
     from rig.packs.manifest import PackError
-    from rig.report import build_report
+    from rig.report.report import build_report
 
     if fmt not in ("md", "html"):
         raise _fail(f"unknown format {fmt!r}; use md or html")
@@ -977,8 +977,8 @@ def view(
 
     from rig.analysis import PoolingError
     from rig.packs.manifest import PackError
+    from rig.report.links import INDEX_PAGE
     from rig.view import ViewError, build_view, make_server, serve_root
-    from rig.view_links import INDEX_PAGE
 
     folders = [_results_folder(experiment, results_root)]
     if vs is not None:

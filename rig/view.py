@@ -40,13 +40,13 @@ import jinja2
 from markupsafe import Markup
 
 from rig.confine.untrusted import read_bounded
-from rig.markdown_html import block_html
-from rig.report import build_report
+from rig.report.links import INDEX_PAGE, RUNS_PAGE, attempt_page, default_view_dir
+from rig.report.markdown_html import block_html
+from rig.report.report import build_report
 from rig.schema import Transcript
 from rig.store.migrate import read_quarantine, read_runs
 from rig.store.results import ResultsStore
 from rig.store.transcripts import attempt_transcript
-from rig.view_links import INDEX_PAGE, RUNS_PAGE, attempt_page, default_view_dir
 
 # What one page may hold: characters of one text, of one tool call's arguments or output, of a whole
 # transcript, bytes of the diff and of a traceback, lines of a list.
@@ -596,7 +596,7 @@ _BODY = re.compile(r"<body>\n(.*)\n</body>", re.DOTALL)
 
 
 def _report_body(report_html: Path) -> Markup:
-    """The body of the HTML report the view wrote beside its pages (escaped by rig.report)."""
+    """The body of the HTML report the view wrote beside its pages (escaped by rig.report.report)."""
     match = _BODY.search(report_html.read_text(encoding="utf-8"))
     return Markup(match.group(1) if match else "")
 

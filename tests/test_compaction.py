@@ -203,7 +203,7 @@ def test_older_records_migrate_with_compactions_unknown():
 
 @pytest.mark.slow
 def test_the_report_counts_compactions_per_condition(tmp_path):
-    from rig.report import build_report
+    from rig.report.report import build_report
 
     folder = tmp_path / "results_small"
     shutil.copytree(SMALL, folder)

@@ -14,7 +14,7 @@ import pytest
 from harnesses import claude_code, codex, gemini, opencode, pi
 from harnesses.logs import NO_USAGE_GAP
 from rig.analysis import cell_table, compare_conditions, load_runs
-from rig.report import build_report
+from rig.report.report import build_report
 from rig.schema import RECORD_SCHEMA_VERSION, Metrics
 from rig.store.migrate import LEGACY_ZEROS_GAP, migrate
 

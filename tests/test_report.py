@@ -17,7 +17,7 @@ from builtin_pack import BUILTIN
 
 from rig.analysis import PoolingError
 from rig.packs.manifest import load_pack
-from rig.report import build_report, stage_order
+from rig.report.report import build_report, stage_order
 from rig.store.migrate import migrate
 
 DATA = Path(__file__).parent / "data"
@@ -239,8 +239,8 @@ def test_figures_drawn_by_a_dead_worker_are_drawn_here_the_same(tmp_path: Path) 
     import multiprocessing
     import signal
 
-    from rig import figures
-    from rig.background import Worker
+    from rig.report import figures
+    from rig.report.background import Worker
 
     values = {"a": [0.01, 0.02, 0.03], "b": [0.02, 0.05]}
     arms = ["a", "b"]

@@ -22,12 +22,12 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from rig.analysis import PoolingError
-from rig.report import build_report
+from rig.report.links import attempt_page
+from rig.report.report import build_report
 from rig.store.migrate import read_quarantine, read_runs
 from rig.store.results import ResultsStore
 from rig.store.transcripts import attempt_transcript
 from rig.view import TOOL_CHARS, TRANSCRIPT_CHARS, build_view
-from rig.view_links import attempt_page
 
 REPO = Path(__file__).resolve().parents[1]
 RIG = str(Path(sys.executable).with_name("rig"))

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from pydantic import ValidationError
 
-from rig import figures
 from rig.analysis import (
     Comparison,
     cell_table,
@@ -37,18 +36,19 @@ from rig.analysis import (
     load_runs,
     newcombe_interval,
 )
-from rig.background import Worker
 from rig.experiment.estimate import spent
-from rig.failures import COLUMNS as FAILURE_COLUMNS
-from rig.failures import code, rel, write_failures
-from rig.markdown_html import inline_html
 from rig.packs.manifest import PackError, load_pack
+from rig.report import figures
+from rig.report.background import Worker
+from rig.report.failures import COLUMNS as FAILURE_COLUMNS
+from rig.report.failures import code, rel, write_failures
+from rig.report.links import RUNS_PAGE, existing_view
+from rig.report.markdown_html import inline_html
 from rig.schema import Pack
 from rig.store import runs_cache
 from rig.store.migrate import DuplicateRunWarning
 from rig.store.results import ResultsStore
 from rig.verify.checks import GATE_STAGE
-from rig.view_links import RUNS_PAGE, existing_view
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -6,7 +6,7 @@ than through pyplot, so no global backend state is touched and nothing ever trie
 PNG metadata is cleared so the same data and seed give the same bytes.
 
 The functions take plain data (lists, dicts, `Effect`), so the report's worker process
-(rig.background) can draw them without importing the statistics layer.
+(rig.report.background) can draw them without importing the statistics layer.
 """
 
 import math

@@ -2,7 +2,7 @@
 hidden tests that failed, each with links to its receipts (and its `rig view` page).
 
 It imports nothing of the statistics layer: the report hands it plain columns, so it can be
-written in the report's worker process (rig.background) while the report computes the rest.
+written in the report's worker process (rig.report.background) while the report computes the rest.
 """
 
 import math
@@ -11,7 +11,7 @@ from collections import defaultdict, namedtuple
 from pathlib import Path
 from typing import Any
 
-from rig.view_links import attempt_page
+from rig.report.links import attempt_page
 
 RECEIPTS = (
     "record.json",
@@ -87,7 +87,7 @@ def write_failures(
     `failed` holds the COLUMNS of the failed runs (plain lists: iterating a frame row by row costs
     seconds at 100,000 runs), `total` the number of scored runs, `records` what else failures.md
     reads of each (rig.store.runs_cache.failure_details). `stages` orders the stage sections (see
-    rig.report.stage_order); any other stage (audit, rig_error, a hang, ...) comes after them, by
+    rig.report.report.stage_order); any other stage (audit, rig_error, a hang, ...) comes after them, by
     name. With `view` (a `rig view` folder), each run whose page is there links to it first: its
     transcript, diff and verdicts on one page.
     """

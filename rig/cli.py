@@ -921,7 +921,7 @@ def export(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from rig import paths
-    from rig.export_atif import FORMATS, ExportError, export_atif
+    from rig.export.atif import FORMATS, ExportError, export_atif
     from rig.store.redact import Redactor
     from rig.workspace.build import default_runs_root
 
@@ -978,7 +978,7 @@ def view(
     from rig.analysis import PoolingError
     from rig.packs.manifest import PackError
     from rig.report.links import INDEX_PAGE
-    from rig.view import ViewError, build_view, make_server, serve_root
+    from rig.view.site import ViewError, build_view, make_server, serve_root
 
     folders = [_results_folder(experiment, results_root)]
     if vs is not None:

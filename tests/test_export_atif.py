@@ -11,7 +11,7 @@ import atif
 import pytest
 from test_transcripts import SUCCESS, small_attempt
 
-from rig.export_atif import SCHEMA_VERSION, trajectory, validated_json
+from rig.export.atif import SCHEMA_VERSION, trajectory, validated_json
 from rig.schema import RunRecord
 from rig.store.redact import Redactor
 

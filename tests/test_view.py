@@ -27,7 +27,7 @@ from rig.report.report import build_report
 from rig.store.migrate import read_quarantine, read_runs
 from rig.store.results import ResultsStore
 from rig.store.transcripts import attempt_transcript
-from rig.view import TOOL_CHARS, TRANSCRIPT_CHARS, build_view
+from rig.view.site import TOOL_CHARS, TRANSCRIPT_CHARS, build_view
 
 REPO = Path(__file__).resolve().parents[1]
 RIG = str(Path(sys.executable).with_name("rig"))

@@ -92,7 +92,7 @@ BEHAVIOURS: tuple[tuple[str, str, Callable[[dict[str, Any]], bool]], ...] = (
 NO_STAGE = "(none)"
 
 _TEMPLATES = jinja2.Environment(
-    loader=jinja2.PackageLoader("rig", "templates"),
+    loader=jinja2.PackageLoader("rig.view", "templates"),
     autoescape=True,
     trim_blocks=True,
     lstrip_blocks=True,

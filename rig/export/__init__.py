@@ -1,0 +1,1 @@
+"""`rig export`: results in other tools' formats (ATIF trajectories)."""

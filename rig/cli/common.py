@@ -1,0 +1,168 @@
+"""What the commands share: one-line errors, loading an experiment and its results folder."""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from rig.schema import Experiment, PlanItem
+    from rig.store.results import ResultsStore
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+@contextmanager
+def store_errors() -> Iterator[None]:
+    """A results file the store cannot use (corrupt line, full disk) ends the command in one line."""
+    from rig.store.results import StoreError
+
+    try:
+        yield
+    except StoreError as exc:
+        raise fail(str(exc)) from None
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise fail(f"{where}{exc.strerror or exc}; fix that (free space?), then rerun to resume") from None
+
+
+def load_context(
+    experiment_path: Path, results_root: Path | None, keep_workspaces: bool = False, sandbox: str = "auto"
+):
+    from harnesses.cli import CliNotFound
+    from harnesses.registry import HarnessUnavailable
+    from rig import paths
+    from rig.confine.network import NetworkError
+    from rig.confine.sandbox import SandboxError
+    from rig.experiment.load import ExperimentError, load_experiment
+    from rig.packs.manifest import PackError, load_pack
+    from rig.packs.tasks import TaskError, load_tasks
+    from rig.run.runner import make_context
+    from rig.store.results import StoreError
+    from rig.workspace.build import WorkspaceError, default_runs_root
+
+    try:
+        experiment = load_experiment(experiment_path)
+        only = None if experiment.tasks == "all" else list(experiment.tasks)
+        tasks = load_tasks(load_pack(experiment.pack), only)
+        return make_context(
+            experiment,
+            tasks,
+            results_root or paths.RESULTS_DIR,
+            default_runs_root(),
+            paths.REPO_ROOT,
+            keep_workspaces,
+            sandbox,
+            notify=lambda message: typer.echo(message, err=True),
+        )
+    except (
+        ExperimentError,
+        PackError,
+        TaskError,
+        WorkspaceError,
+        StoreError,
+        HarnessUnavailable,
+        CliNotFound,
+        SandboxError,
+        NetworkError,
+    ) as exc:
+        # CliNotFound includes HarnessVersionError: a harness whose version cannot be pinned.
+        raise fail(str(exc)) from exc
+
+
+@dataclass(frozen=True)
+class ReadOnlyContext:
+    """What `rig status` needs of an experiment: its design, its plan and its results store."""
+
+    experiment: "Experiment"
+    items: "list[PlanItem]"
+    store: "ResultsStore"
+
+
+def read_only_context(experiment_path: Path, results_root: Path | None) -> ReadOnlyContext:
+    """The experiment and its results as they are, without writing anything or starting a harness.
+
+    `load_context` prepares a run: it pins every input (starting the harness CLI for its version),
+    creates the runs folder and binds the results folder to the design. A reader needs none of that,
+    and must not do it: it may run beside a running experiment, on a read-only copy of the results,
+    or on a machine without the harness. The design is still checked against experiment.json
+    (read only), so a changed config is refused here as `rig run` would refuse it.
+    """
+    import json
+
+    from rig import paths
+    from rig.experiment.load import ExperimentError, load_experiment
+    from rig.experiment.plan import plan
+    from rig.packs.manifest import PackError, load_pack
+    from rig.packs.tasks import TaskError, load_tasks
+    from rig.store.migrate import design_digest
+    from rig.store.results import ResultsStore
+
+    try:
+        experiment = load_experiment(experiment_path)
+        only = None if experiment.tasks == "all" else list(experiment.tasks)
+        tasks = load_tasks(load_pack(experiment.pack), only)
+    except (ExperimentError, PackError, TaskError) as exc:
+        raise fail(str(exc)) from exc
+    store = ResultsStore((results_root or paths.RESULTS_DIR) / experiment.name)
+    design = store.root / "experiment.json"
+    if design.is_file():
+        try:
+            stored = json.loads(design.read_text())
+            digest = design_digest(stored) if isinstance(stored, dict) else None
+        except (OSError, ValueError) as exc:
+            raise fail(f"{design}: cannot read it ({exc}); restore it from a backup") from exc
+        if digest != experiment.digest():
+            raise fail(
+                f"{store.root} holds results of a different design of {experiment.name!r}; "
+                "give the changed experiment a new name, or move the old results away"
+            )
+    return ReadOnlyContext(experiment, plan(experiment, [t.id for t in tasks]), store)
+
+
+@contextmanager
+def report_warnings() -> Iterator[None]:
+    """Print the rig's warnings about the results read (duplicate records dropped) as `warning:` lines.
+
+    Printed only when the command succeeds: a failing command keeps its one-line `error:`.
+    """
+    import warnings
+
+    from rig.store.migrate import DuplicateRunWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DuplicateRunWarning)
+        yield
+    shown: set[str] = set()
+    for w in caught:
+        if not issubclass(w.category, DuplicateRunWarning):
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+        elif str(w.message) not in shown:
+            shown.add(str(w.message))
+            typer.echo(f"warning: {w.message}", err=True)
+
+
+ResultsOption = Annotated[
+    Path | None,
+    typer.Option("--results-root", envvar="RIG_RESULTS_ROOT", help="Default: experiments/results/."),
+]
+
+
+def results_folder(experiment_path: Path, results_root: Path | None) -> Path:
+    from rig import paths
+    from rig.experiment.load import ExperimentError, load_experiment
+
+    try:
+        name = load_experiment(experiment_path).name
+    except ExperimentError as exc:
+        raise fail(str(exc)) from exc
+    folder = (results_root or paths.RESULTS_DIR) / name
+    if not (folder / "runs.jsonl").is_file():
+        raise fail(f"{folder} has no runs.jsonl; run `rig run {experiment_path}` first")
+    return folder

@@ -1,0 +1,190 @@
+"""`rig pack new`, `rig pack stats`, `rig task mine`: packs and tasks from a repository."""
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    pass
+
+from rig.cli.common import ResultsOption, fail, read_only_context, report_warnings, store_errors
+from rig.cli.main import app
+
+pack_app = typer.Typer(help="Task packs: make one from your own repository.", no_args_is_help=True)
+app.add_typer(pack_app, name="pack")
+
+
+@pack_app.command("new")
+def pack_new(
+    path: Annotated[Path, typer.Argument(help="Where to write the pack: a new or empty folder.")],
+    from_repo: Annotated[
+        Path | None,
+        typer.Option("--from", help="The git repository to snapshot (default: the current directory)."),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option(help="The pack's name (default: the repository folder's, lowercased).")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace PATH if it is not empty.")] = False,
+    example: Annotated[
+        bool,
+        typer.Option(
+            "--example/--no-example",
+            help="Write a placeholder task to fill in (--no-example: none, for `rig task mine`).",
+        ),
+    ] = True,
+) -> None:
+    """Scaffold a task pack from a git repository: its tracked files at HEAD as the fixture, a
+    best-guess pack.toml and an example task to fill in."""
+    from rig.packs.new import ScaffoldError, scaffold
+
+    try:
+        made = scaffold(path, from_repo or Path.cwd(), name, force, example)
+    except ScaffoldError as exc:
+        raise fail(str(exc)) from None
+    typer.echo(made.summary(str(path)))
+
+
+@pack_app.command("stats")
+def pack_stats(
+    experiment: Annotated[Path, typer.Argument(help="An experiment config, e.g. experiments/x.toml.")],
+    results_root: ResultsOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Each task's success rate per condition in an experiment's results, flagging the tasks every
+    run solved or no run solved: they cannot tell the conditions apart (reads only)."""
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from rig.experiment.status import cell_status
+    from rig.packs.stats import task_stats
+    from rig.store.migrate import RecordSchemaError
+
+    ctx = read_only_context(experiment, results_root)
+    try:
+        with store_errors(), report_warnings():
+            stats = task_stats(cell_status(ctx.items, ctx.store, ctx.experiment.max_attempts))
+    except RecordSchemaError as exc:
+        raise fail(str(exc)) from exc
+    if as_json:
+        typer.echo(json.dumps([s.model_dump() for s in stats]))
+        return
+    conditions = [c.name for c in ctx.experiment.conditions]
+    table = Table(title=f"{ctx.experiment.name}: success per task and condition")
+    table.add_column("task")
+    for condition in conditions:
+        table.add_column(condition, justify="right")
+    table.add_column("flag")
+    for s in stats:
+        cells = []
+        for condition in conditions:
+            rate = s.rate(condition)
+            runs = s.runs.get(condition, 0)
+            cells.append("-" if rate is None else f"{rate:.0%} ({s.successes.get(condition, 0)}/{runs})")
+        table.add_row(s.task, *cells, s.flag or "")
+    Console(width=160).print(table)
+    flagged = [s.task for s in stats if s.flag]
+    if flagged:
+        typer.echo(
+            f"{len(flagged)} of {len(stats)} tasks cannot tell the conditions apart ({', '.join(flagged)}); "
+            "drop them from the experiment's tasks, or make them harder or easier, before the next one"
+        )
+
+
+task_app = typer.Typer(help="Tasks: mine them from a repository's history.", no_args_is_help=True)
+app.add_typer(task_app, name="task")
+
+
+@task_app.command("mine")
+def task_mine(
+    repo: Annotated[Path, typer.Argument(help="The git repository the pack's fixture was taken from.")],
+    pack: Annotated[Path, typer.Option(help="The task pack to add the tasks to: a folder with pack.toml.")],
+    since: Annotated[
+        str | None, typer.Option(help="Only commits after this one (a commit, tag or branch).")
+    ] = None,
+    max_commits: Annotated[
+        int, typer.Option("--max", min=1, help="Look at this many commits at most, newest first.")
+    ] = 50,
+    commit: Annotated[
+        list[str] | None,
+        typer.Option("--commit", help="Only this commit (repeatable); --since and --max then do nothing."),
+    ] = None,
+    snapshot: Annotated[
+        str | None,
+        typer.Option(help="The commit the fixture was taken at (default: pack.toml's [source] commit)."),
+    ] = None,
+    tests: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tests",
+            help="Glob of test file paths (repeatable; default: the runner kind's test file names).",
+        ),
+    ] = None,
+    template: Annotated[
+        Path | None,
+        typer.Option(help="Prompt template with $title and $details (default: the pack's mine-prompt.md)."),
+    ] = None,
+    timeout_s: Annotated[int, typer.Option(min=1, help="The mined tasks' timeout_s.")] = 900,
+    workers: Annotated[
+        int, typer.Option("--workers", "-w", min=1, help="Commits measured in parallel.")
+    ] = os.cpu_count() or 1,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON report instead.")] = False,
+) -> None:
+    """Turn the fixes in a repository's history into calibrated tasks of a pack; every commit looked
+    at is mined or skipped with its reason."""
+    from collections import Counter
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from rig.mine.history import MineError
+    from rig.mine.miner import mine
+    from rig.packs.manifest import PackError, load_pack
+    from rig.schema import MinedCommit
+
+    try:
+        loaded = load_pack(pack.resolve())
+    except PackError as exc:
+        raise fail(str(exc)) from None
+
+    def show(entry: MinedCommit) -> None:
+        mark = typer.style("[measured]", fg=typer.colors.GREEN) if entry.verdict == "mined" else "[skipped]"
+        typer.echo(f"{mark} {entry.commit[:10]} {entry.subject[:60]}: {entry.verdict}: {entry.reason}")
+
+    try:
+        report = mine(
+            loaded,
+            repo,
+            snapshot=snapshot,
+            since=since,
+            commits=commit,
+            max_commits=max_commits,
+            workers=workers,
+            template=template,
+            test_globs=tests,
+            timeout_s=timeout_s,
+            on_result=None if as_json else show,
+            say=None if as_json else typer.echo,
+        )
+    except MineError as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        typer.echo(report.model_dump_json())
+        return
+    table = Table(title=f"rig task mine: {len(report.commits)} commits of {repo} into {loaded.name}")
+    for column in ("commit", "verdict", "task or reason"):
+        table.add_column(column)
+    for entry in report.commits:
+        table.add_row(entry.commit[:10], entry.verdict, entry.task or entry.reason)
+    Console(width=160).print(table)
+    counts = Counter(entry.verdict for entry in report.commits)
+    mined = counts.pop("mined", 0)
+    skipped = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items()))
+    typer.echo(f"mined {mined}; skipped {sum(counts.values())}" + (f" ({skipped})" if skipped else ""))
+    if mined:
+        typer.echo(
+            f'next: rig calibrate --pack {pack}, then an experiment with pack = "{pack}" (docs/mining.md)'
+        )

@@ -65,7 +65,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import harnesses.scripted
+import harnesses.scripted.adapter
 from harnesses.registry import make_adapter
 from rig import paths
 from rig.confine.proc import BASE_PATH, scrubbed_env
@@ -185,7 +185,7 @@ class AgentMeter:
         self.cpu_s = 0.0
 
     def install(self) -> None:
-        original: Callable[..., Any] = harnesses.scripted.run_agent_process
+        original: Callable[..., Any] = harnesses.scripted.adapter.run_agent_process
 
         def metered(*args: Any, **kwargs: Any) -> Any:
             before = _children_cpu_s()
@@ -194,7 +194,7 @@ class AgentMeter:
             finally:
                 self.cpu_s += _children_cpu_s() - before
 
-        harnesses.scripted.run_agent_process = metered  # type: ignore[assignment]
+        harnesses.scripted.adapter.run_agent_process = metered  # type: ignore[assignment]
 
 
 # --- floor ------------------------------------------------------------------------------------

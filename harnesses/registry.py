@@ -40,12 +40,12 @@ from rig.schema import (
 
 ENTRY_POINT_GROUP = "rig.harnesses"
 BUILTIN = {
-    "scripted": "harnesses.scripted:ScriptedHarness",
-    "pi": "harnesses.pi:PiHarness",
-    "claude-code": "harnesses.claude_code:ClaudeCodeHarness",
-    "codex": "harnesses.codex:CodexHarness",
-    "gemini": "harnesses.gemini:GeminiHarness",
-    "opencode": "harnesses.opencode:OpenCodeHarness",
+    "scripted": "harnesses.scripted.adapter:ScriptedHarness",
+    "pi": "harnesses.pi.adapter:PiHarness",
+    "claude-code": "harnesses.claude_code.adapter:ClaudeCodeHarness",
+    "codex": "harnesses.codex.adapter:CodexHarness",
+    "gemini": "harnesses.gemini.adapter:GeminiHarness",
+    "opencode": "harnesses.opencode.adapter:OpenCodeHarness",
 }
 
 

@@ -1,6 +1,6 @@
 """`rig run --dry-run` estimates what the rest of an experiment costs, and a budget (`max_cost_usd`,
 `max_runs`) stops a real `rig run` of the scripted harness (whose every model message costs a fixed
-amount, harnesses/scripted_agent.py) at the right run, then lets it resume once raised."""
+amount, harnesses/scripted/agent.py) at the right run, then lets it resume once raised."""
 
 import json
 import os

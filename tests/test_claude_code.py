@@ -14,7 +14,7 @@ from builtin_pack import BUILTIN
 from conftest import run_check_json
 from mock_ledger import captured_patch_command
 
-from harnesses.claude_code import (
+from harnesses.claude_code.adapter import (
     INFRA_SIGNATURE,
     MOCK_TOOLS,
     NO_THINKING_GAP,

@@ -12,7 +12,7 @@ from mock_ledger import TOKENS, captured_patch_command, ledger, parsed_tokens
 
 from harnesses.cli import NODE_BIN, find_cli
 from harnesses.cli_harness import install_skill
-from harnesses.codex import (
+from harnesses.codex.adapter import (
     COST_SOURCE,
     MOCK_KEY_ENV,
     MOCK_TOOLS,

@@ -11,14 +11,15 @@ from pathlib import Path
 import pytest
 from mock_ledger import ledger, parsed_tokens
 
-from harnesses import claude_code, codex
-from harnesses.claude_code import ClaudeCodeHarness
+from harnesses.claude_code import adapter as claude_code
+from harnesses.claude_code.adapter import ClaudeCodeHarness
+from harnesses.codex import adapter as codex
 from harnesses.mock_model.openai_chat import OpenAIChat
 from harnesses.mock_model.policy import Policy, Step
 from harnesses.mock_model.server import SUMMARY_MARKERS, SUMMARY_TEXT, Faults, MockModelServer, Usage
 from harnesses.mock_model.session import LEDGER_FILE
-from harnesses.pi import MOCK_TOOLS, PiHarness
-from harnesses.pi import parse_files as parse_pi
+from harnesses.pi.adapter import MOCK_TOOLS, PiHarness
+from harnesses.pi.adapter import parse_files as parse_pi
 from rig.experiment.load import load_experiment
 from rig.paths import REPO_ROOT
 from rig.schema import Metrics, Provider, RunRecord, Task

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from harnesses.claude_code import ClaudeCodeHarness
-from harnesses.codex import CodexHarness
+from harnesses.claude_code.adapter import ClaudeCodeHarness
+from harnesses.codex.adapter import CodexHarness
 from harnesses.factors import check_args, merge
 from harnesses.mock_model.policy import ContextSensitivePolicy, Policy, Step
 from harnesses.mock_model.server import MockModelServer
 from harnesses.mock_model.session import LEDGER_FILE, agents_md_marker
-from harnesses.opencode import OpenCodeHarness
-from harnesses.pi import PiHarness
+from harnesses.opencode.adapter import OpenCodeHarness
+from harnesses.pi.adapter import PiHarness
 from rig.experiment.load import ExperimentError, load_experiment
 from rig.paths import REPO_ROOT
 from rig.schema import AgentRun, Condition, Provider, Task

@@ -17,7 +17,7 @@ import pytest
 from builtin_pack import FIXTURE_DIR, HIDDEN_TESTS_DIR, TASKS_DIR
 
 from harnesses.cli import NODE_BIN
-from harnesses.scripted import AGENT_SCRIPT
+from harnesses.scripted.adapter import AGENT_SCRIPT
 from rig.confine.agent import Confinement, run_agent_process
 from rig.confine.proc import process_identity, reap_orphans
 from rig.confine.sandbox import Sandbox, SandboxError, find_bwrap, resolve

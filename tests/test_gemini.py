@@ -13,7 +13,7 @@ from conftest import run_check_json
 from mock_ledger import TOKENS, captured_patch_command, ledger, parsed_tokens
 
 from harnesses.cli import NODE_BIN, find_cli
-from harnesses.gemini import (
+from harnesses.gemini.adapter import (
     API_ERROR_SIGNATURE,
     COST_SOURCE,
     MOCK_COST,

@@ -11,8 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from harnesses import claude_code, codex, gemini, opencode, pi
+from harnesses.claude_code import adapter as claude_code
+from harnesses.codex import adapter as codex
+from harnesses.gemini import adapter as gemini
 from harnesses.logs import NO_USAGE_GAP
+from harnesses.opencode import adapter as opencode
+from harnesses.pi import adapter as pi
 from rig.analysis import cell_table, compare_conditions, load_runs
 from rig.report.report import build_report
 from rig.schema import RECORD_SCHEMA_VERSION, Metrics

@@ -15,7 +15,7 @@ from harnesses.mock_model.openai_chat import OpenAIChat
 from harnesses.mock_model.policy import Policy, Step
 from harnesses.mock_model.server import MockModelServer, Usage
 from harnesses.mock_model.session import LEDGER_FILE
-from harnesses.opencode import (
+from harnesses.opencode.adapter import (
     CONFIG_DIR,
     DOUBLE_PRICED_GAP,
     INFRA_SIGNATURE,

@@ -18,7 +18,7 @@ from harnesses.logs import pi_failed_attempts
 from harnesses.mock_model.openai_chat import OpenAIChat
 from harnesses.mock_model.policy import Policy, Step
 from harnesses.mock_model.server import MockModelServer, Usage
-from harnesses.pi import (
+from harnesses.pi.adapter import (
     BUILTIN_PROVIDERS,
     INFRA_SIGNATURE,
     LEGACY_USAGE_GAP,

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from harnesses.cli import NODE_BIN
-from harnesses.scripted import AGENT_SCRIPT
+from harnesses.scripted.adapter import AGENT_SCRIPT
 from rig.confine.agent import Confinement, kill_running_agents, run_agent_process
 from rig.confine.proc import (
     JOIN_CGROUP,

@@ -12,7 +12,7 @@ from rig.packs.tasks import load_tasks
 RIG = str(Path(sys.executable).with_name("rig"))
 PLUGIN = '''"""A third-party harness: the scripted agent under another name."""
 
-from harnesses.scripted import ScriptedHarness
+from harnesses.scripted.adapter import ScriptedHarness
 
 
 class EchoHarness(ScriptedHarness):
@@ -80,6 +80,6 @@ def test_a_package_reusing_a_builtin_name_is_one_clear_error(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "error: the rig.harnesses entry point pi = 'echo_plugin:EchoHarness' reuses the name of "
-        "'harnesses.pi:PiHarness'; rename it in its package's pyproject.toml"
+        "'harnesses.pi.adapter:PiHarness'; rename it in its package's pyproject.toml"
     ]
     assert not (tmp_path / "results" / "scripted").exists()

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from harnesses.claude_code import ClaudeCodeHarness
-from harnesses.claude_code import stream_usage as claude_usage
+from harnesses.claude_code.adapter import ClaudeCodeHarness
+from harnesses.claude_code.adapter import stream_usage as claude_usage
 from harnesses.logs import pi_live_usage
 from harnesses.mock_model.session import LEDGER_FILE
-from harnesses.opencode import parse_files as parse_opencode
-from harnesses.opencode import stream_usage as opencode_usage
-from harnesses.pi import PiHarness
-from harnesses.pi import parse_files as parse_pi
+from harnesses.opencode.adapter import parse_files as parse_opencode
+from harnesses.opencode.adapter import stream_usage as opencode_usage
+from harnesses.pi.adapter import PiHarness
+from harnesses.pi.adapter import parse_files as parse_pi
 from rig.confine.agent import Confinement
 from rig.confine.run_budget import MAX_LINE_BYTES, UsageMeter, reconcile
 from rig.experiment.estimate import priced

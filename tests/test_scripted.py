@@ -12,9 +12,9 @@ from builtin_pack import BUILTIN, FIXTURE_DIR
 from conftest import run_check_json
 
 import rig
-from harnesses import scripted_agent as agent
 from harnesses.logs import read_jsonl
-from harnesses.scripted import PATCH_COPY, SCRIPT_COPY, ScriptedHarness, attempt_number, tamper_plan
+from harnesses.scripted import agent
+from harnesses.scripted.adapter import PATCH_COPY, SCRIPT_COPY, ScriptedHarness, attempt_number, tamper_plan
 from rig.packs.manifest import load_pack
 from rig.paths import REPO_ROOT
 from rig.schema import AgentRun, Condition, Metrics, Task

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from harnesses.claude_code import ClaudeCodeHarness
-from harnesses.codex import CodexHarness
+from harnesses.claude_code.adapter import ClaudeCodeHarness
+from harnesses.codex.adapter import CodexHarness
 from harnesses.logs import ToolLog, read_jsonl
-from harnesses.pi import PiHarness
-from harnesses.scripted import ScriptedHarness
+from harnesses.pi.adapter import PiHarness
+from harnesses.scripted.adapter import ScriptedHarness
 from rig.schema import AgentRun, Condition, Provider, Task
 from rig.verify.classify import classify
 

@@ -8,8 +8,13 @@ from pathlib import Path
 import pytest
 from mock_ledger import ledger
 
-from harnesses import claude_code, codex, gemini, opencode, pi, scripted
+from harnesses.claude_code import adapter as claude_code
+from harnesses.codex import adapter as codex
+from harnesses.gemini import adapter as gemini
+from harnesses.opencode import adapter as opencode
+from harnesses.pi import adapter as pi
 from harnesses.registry import read_transcript
+from harnesses.scripted import adapter as scripted
 from rig.schema import AgentRun, Metrics, Transcript
 from rig.store.migrate import read_runs
 from rig.store.results import ResultsStore

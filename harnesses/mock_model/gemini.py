@@ -23,7 +23,7 @@ candidates, and has no cache-write count; so the mock reports, for a `Usage` u:
     thoughtsTokenCount      = u.reasoning
     totalTokenCount         = promptTokenCount + candidatesTokenCount + thoughtsTokenCount
 
-and the parser (`harnesses.gemini`) reads input = input - cached, cache_read = cached, output =
+and the parser (`harnesses.gemini.adapter`) reads input = input - cached, cache_read = cached, output =
 output + thoughts, reasoning = thoughts, total = total: the ledger's u.input, u.cache_read,
 u.output and u.reasoning exactly. `u.cache_write` has no Gemini field: it arrives as uncached input
 (parsed cache_write is 0), so a ledger with cache writes cannot equal a Gemini run's tokens.

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harnesses.claude_code import ClaudeCodeHarness
+from harnesses.claude_code.adapter import ClaudeCodeHarness
 from harnesses.mock_model.session import LEDGER_FILE
 from rig.packs.manifest import load_pack
 from rig.packs.tasks import load_tasks

@@ -19,7 +19,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from harnesses import cli_harness, codex
+from harnesses import cli_harness
+from harnesses.codex import adapter as codex
 from harnesses.mock_model.policy import Policy, Step, do_nothing, patch_command, replay_patch
 from harnesses.mock_model.server import Faults, MockModelServer, Usage, WireProtocol
 from harnesses.mock_model.session import LEDGER_FILE, gate_command

@@ -19,7 +19,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from harnesses import cli_harness, gemini
+from harnesses import cli_harness
+from harnesses.gemini import adapter as gemini
 from harnesses.mock_model.policy import Policy, Step, patch_command, replay_patch
 from harnesses.mock_model.server import Faults, MockModelServer, Usage, WireProtocol
 from harnesses.mock_model.session import LEDGER_FILE, gate_command

@@ -22,7 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-import harnesses.pi as pi  # noqa: E402
+import harnesses.pi.adapter as pi  # noqa: E402
 from harnesses import cli_harness  # noqa: E402
 from harnesses.mock_model.policy import Policy, Step, patch_command  # noqa: E402
 from harnesses.mock_model.server import Faults, MockModelServer, Usage, WireProtocol  # noqa: E402

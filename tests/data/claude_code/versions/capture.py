@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from capture_versions import capture  # noqa: E402
 
-from harnesses.claude_code import ClaudeCodeHarness  # noqa: E402
+from harnesses.claude_code.adapter import ClaudeCodeHarness  # noqa: E402
 from rig.schema import AgentRun  # noqa: E402
 
 

@@ -20,7 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from capture import KEPT, TASK_ID, serving, success_policy  # noqa: E402
 
-from harnesses import cli_harness, codex  # noqa: E402
+from harnesses import cli_harness  # noqa: E402
+from harnesses.codex import adapter as codex
 from harnesses.mock_model.openai_responses import OpenAIResponses  # noqa: E402
 from harnesses.mock_model.server import Faults  # noqa: E402
 from harnesses.mock_model.tools import ToolCall, ToolMap  # noqa: E402

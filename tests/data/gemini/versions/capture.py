@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from capture_versions import capture  # noqa: E402
 
-from harnesses.gemini import GeminiHarness  # noqa: E402
+from harnesses.gemini.adapter import GeminiHarness  # noqa: E402
 
 KEPT = ("session.jsonl", "home/.gemini/settings.json", "home/.gemini/tmp")
 

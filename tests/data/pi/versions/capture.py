@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from capture_versions import capture  # noqa: E402
 
-from harnesses.pi import PiHarness  # noqa: E402
+from harnesses.pi.adapter import PiHarness  # noqa: E402
 from rig.schema import AgentRun  # noqa: E402
 
 SWITCHES_LATER = ("--no-extensions", "--no-skills", "--no-prompt-templates", "--no-themes")

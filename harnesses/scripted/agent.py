@@ -1,6 +1,6 @@
 """A deterministic stand-in for an agent CLI, used to test the run pipeline end to end.
 
-Run by path (`python harnesses/scripted_agent.py --policy solution --session s.jsonl ...`) with
+Run by path (`python harnesses/scripted/agent.py --policy solution --session s.jsonl ...`) with
 the workspace as cwd. It writes a Pi-like session JSONL and mirrors every event as one JSON line
 on stdout, flushing each line, so the rig's watchdog, metrics parsing and infrastructure-failure
 classification see what they would see from a real harness. Its tools really execute.

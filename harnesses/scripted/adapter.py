@@ -1,6 +1,6 @@
 """The scripted harness: a deterministic agent CLI for testing the run pipeline end to end.
 
-The agent (`harnesses/scripted_agent.py`) runs as a real subprocess in the workspace, under the
+The agent (`harnesses/scripted/agent.py`) runs as a real subprocess in the workspace, under the
 same process runner, environment rules and watchdogs as a real harness, and writes a Pi-like
 session. Its behaviour is chosen by `condition.harness_options["policy"]`:
 
@@ -54,7 +54,7 @@ from rig.schema import (
 )
 from rig.version import rig_version
 
-AGENT_SCRIPT = Path(__file__).resolve().with_name("scripted_agent.py")
+AGENT_SCRIPT = Path(__file__).resolve().with_name("agent.py")
 DEFAULT_POLICY = "solution"
 DEFAULT_MODEL = "scripted-model"
 SESSION_NAME = "session.jsonl"
@@ -331,7 +331,7 @@ def attempt_number(run_dir: Path) -> int:
 
 
 def parse_session_file(path: Path | None) -> Metrics:
-    """Metrics of a scripted session file (see harnesses/scripted_agent.py for its format)."""
+    """Metrics of a scripted session file (see harnesses/scripted/agent.py for its format)."""
     events = read_jsonl(path)
     metrics = Metrics()
     cwd: str | None = None

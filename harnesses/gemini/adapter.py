@@ -99,7 +99,7 @@ NO_CACHED_GAP = "the stream's totals do not split cached tokens from input"
 READ_EVENTS = frozenset({"init", "message", "tool_use", "tool_result", "result", "error"})
 # Session records besides the header and `$set` updates: a session with none is of an unknown format.
 SESSION_TYPES = frozenset({"user", "gemini"})
-MOCK_COST_SOURCE = "rig mock price table (harnesses.gemini.MOCK_COST)"
+MOCK_COST_SOURCE = "rig mock price table (harnesses.gemini.adapter.MOCK_COST)"
 COST_SOURCE = f"genai-prices {genai_prices.__version__}"
 PRICE_PROVIDER = "google"
 SKILL_TOOL = "activate_skill"

@@ -1,0 +1,1 @@
+"""Claude Code: its adapter, session parser and transcript."""

@@ -1,0 +1,1 @@
+"""Codex CLI: its adapter, session parser and transcript."""

@@ -1,0 +1,1 @@
+"""Gemini CLI: its adapter, session parser and transcript."""

@@ -1,0 +1,1 @@
+"""OpenCode: its adapter, session parser and transcript."""

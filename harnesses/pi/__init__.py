@@ -1,0 +1,1 @@
+"""Pi (pi-coding-agent): its adapter, session parser and transcript."""

@@ -1,0 +1,1 @@
+"""The scripted harness: a real agent process that replays a task's patch, and its adapter."""

@@ -7,14 +7,11 @@ import sys
 from functools import cache
 from pathlib import Path
 
+from harnesses.protocol import CliNotFound
 from rig.confine.proc import BASE_PATH
 from rig.schema import Provider
 
 NODE_BIN = Path(__file__).resolve().parent / "node" / "node_modules" / ".bin"
-
-
-class CliNotFound(Exception):
-    """A harness CLI that is not installed; the message says how to install it."""
 
 
 def find_cli(executable: str, env_var: str) -> Path:

@@ -12,6 +12,10 @@ from typing import Protocol
 from rig.schema import AgentRun, Condition, Metrics, Transcript
 
 
+class CliNotFound(Exception):
+    """A harness CLI that is not installed; the message says how to install it."""
+
+
 class HarnessAdapter(Protocol):
     name: str
 

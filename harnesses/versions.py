@@ -27,7 +27,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from harnesses.cli import CliNotFound
+from harnesses.protocol import CliNotFound
 from rig.confine.proc import BASE_PATH
 from rig.schema import EXACT_VERSION
 

@@ -84,7 +84,7 @@ def _calibrate_harnesses(choice: str, tasks, workers: int, as_json: bool) -> Non
     import json
     import time
 
-    from harnesses.cli import CliNotFound
+    from harnesses.protocol import CliNotFound
     from harnesses.registry import calibrated_names
     from rig import paths
     from rig.calibrate.harness import calibrate_harnesses

@@ -35,7 +35,7 @@ def store_errors() -> Iterator[None]:
 def load_context(
     experiment_path: Path, results_root: Path | None, keep_workspaces: bool = False, sandbox: str = "auto"
 ):
-    from harnesses.cli import CliNotFound
+    from harnesses.protocol import CliNotFound
     from harnesses.registry import HarnessUnavailable
     from rig import paths
     from rig.confine.network import NetworkError

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harnesses.cli import CliNotFound
+from harnesses.protocol import CliNotFound
 from harnesses.registry import HarnessUnavailable, adapter_for
 from rig.confine.network import NetworkError, model_url, resolve_network, unreachable_model
 from rig.confine.network import endpoint_of as endpoint_of_url

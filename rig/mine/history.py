@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from rig.runners.registry import KINDS
+from rig.runners.registry import kind_of
 from rig.schema import MineVerdict, Pack
 from rig.workspace.build import WorkspaceError, git_bytes
 from rig.workspace.protect import is_protected, rules_for
@@ -148,7 +148,7 @@ def split(repo: Path, commit: Commit, pack: Pack, test_globs: list[str]) -> Spli
     )
     fields = raw.split("\0")
     changes = list(zip(fields[0::2], fields[1::2], strict=False))
-    patterns = tuple(test_globs) or KINDS[pack.spec.runner.kind].test_files
+    patterns = tuple(test_globs) or kind_of(pack.spec.runner.kind).test_files
     rules = rules_for(pack)
     source, tests = [], []
     for status, path in changes:

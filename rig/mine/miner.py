@@ -33,7 +33,7 @@ from rig.mine.history import Commit, MineError, Skip, history, is_ancestor, repo
 from rig.mine.patches import Patches, build, decoy_patches, hidden_tests
 from rig.mine.prompt import DEFAULT_TEMPLATE, issue_text
 from rig.packs.tasks import TaskError, load_tasks
-from rig.runners.registry import KINDS
+from rig.runners.registry import kind_of
 from rig.schema import MinedCommit, MineReport, MineVerdict, Pack, Verification
 from rig.workspace.build import PatchError
 
@@ -310,7 +310,7 @@ def mine(
             "pass --snapshot COMMIT (the commit fixture/ was taken at)"
         )
     at = resolve(root, ref, "the snapshot commit")
-    if not test_globs and not KINDS[pack.spec.runner.kind].test_files:
+    if not test_globs and not kind_of(pack.spec.runner.kind).test_files:
         raise MineError(
             f"{pack.root / 'pack.toml'}: a {pack.spec.runner.kind} runner has no test file names; "
             "say which files are tests with --tests GLOB"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from rig.mine.history import Commit, Skip, Split
+from rig.runners.registry import kind_of
 from rig.schema import Pack
 from rig.workspace.build import DIFF_FLAGS, WorkspaceError, copy_fixture, git_bytes
 
@@ -72,20 +73,21 @@ def build(repo: Path, commit: Commit, files: Split, pack: Pack, scratch: Path) -
 
 def hidden_tests(files: Split, pack: Pack, dest: Path) -> None:
     """Copy the snapshot's version of the commit's tests into `dest`, one folder, as the hidden
-    runners take them; a pytest test's conftest.py comes along (its fixtures live there)."""
+    runners take them, with the files beside them their kind's tests need (pytest: conftest.py, where
+    the fixtures live)."""
     wanted: dict[str, Path] = {}
     for rel in files.tests:
         name = PurePosixPath(rel).name
         if name in wanted:
             raise Skip("hidden-clash", f"two of its tests are named {name}; the hidden tests are one folder")
         wanted[name] = pack.fixture_dir / rel
-    if pack.spec.runner.kind == "pytest":
-        conftests = {(pack.fixture_dir / rel).parent / "conftest.py" for rel in files.tests}
-        present = [c for c in conftests if c.is_file()]
+    for companion in kind_of(pack.spec.runner.kind).hidden_companions:
+        beside = {(pack.fixture_dir / rel).parent / companion for rel in files.tests}
+        present = [c for c in beside if c.is_file()]
         if len(present) > 1:
-            raise Skip("hidden-clash", "its tests come from folders with different conftest.py files")
+            raise Skip("hidden-clash", f"its tests come from folders with different {companion} files")
         if present:
-            wanted["conftest.py"] = present[0]
+            wanted[companion] = present[0]
     dest.mkdir(parents=True)
     for name, source in wanted.items():
         shutil.copyfile(source, dest / name)

@@ -17,24 +17,23 @@ import shutil
 import subprocess
 import tempfile
 import textwrap
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from rig.confine.proc import BASE_PATH
 from rig.packs.manifest import MANIFEST, PackError, load_pack
 from rig.packs.tasks import TaskError, load_tasks
-from rig.runners.registry import KINDS
+from rig.runners.base import Detection, Kind, Project
+from rig.runners.registry import KINDS, kind_of
 from rig.schema import PACK_NAME, RunnerKind
 from rig.verify.checks import GATE_STAGE
 
 EXAMPLE_TASK = "example"
 DECOYS = ("todo_decoy_one", "todo_decoy_two")
+# What the example task's placeholder hidden test fails with.
+PLACEHOLDER_MESSAGE = "TODO: write the hidden tests of this task (docs/packs.md)"
 # Top-level folders that hold a project's tests: protected whole, as `dirs`.
 TEST_DIRS = ("tests", "test", "__tests__", "spec", "specs")
-PYTEST_CONFIGS = ("pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml")
-NODE_TEST_FILE = re.compile(r"\.test\.(?:mjs|cjs|js)$")
-PYTHON_TEST_FILE = re.compile(r"^(?:test_.*|.*_test)\.py$")
 MAKEFILES = ("GNUmakefile", "makefile", "Makefile")
 # A package.json script run by node directly (no shell operators) becomes a `{node}` command.
 SHELL_OPERATORS = re.compile(r"[|&;<>$`()*?]")
@@ -86,7 +85,8 @@ class Detected:
 
     @property
     def language(self) -> str:
-        return {"pytest": "python", "node-test": "javascript", "command": ""}[self.kind]
+        """pack.toml's `language`: the runner kind's."""
+        return kind_of(self.kind).language
 
 
 @dataclass
@@ -132,7 +132,7 @@ class Scaffold:
             section
             for section, placeholder in (
                 ("[gate]", d.gate_run == TODO_GATE),
-                ("[runner]", d.kind == "command"),
+                ("[runner]", kind_of(d.kind).takes_command),
             )
             if placeholder
         ]
@@ -271,25 +271,6 @@ def _make_targets(snap: Path) -> tuple[str | None, set[str]]:
     return None, set()
 
 
-def _pytest_evidence(snap: Path, files: list[str]) -> tuple[list[str], bool]:
-    """Why the repository uses pytest (files, config sections), and whether pyproject.toml says so."""
-    evidence = [f for f in PYTEST_CONFIGS if f in files]
-    try:
-        tool = tomllib.loads(_read(snap, "pyproject.toml") or "").get("tool", {})
-    except tomllib.TOMLDecodeError:
-        tool = {}
-    in_pyproject = isinstance(tool, dict) and "pytest" in tool
-    if in_pyproject:
-        evidence.append("pyproject.toml [tool.pytest]")
-    if "[tool:pytest]" in (_read(snap, "setup.cfg") or ""):
-        evidence.append("setup.cfg [tool:pytest]")
-    if re.search(r"^\[pytest\]", _read(snap, "tox.ini") or "", re.MULTILINE):
-        evidence.append("tox.ini [pytest]")
-    evidence += [f for f in files if PurePosixPath(f).name == "conftest.py"][:2]
-    evidence += [f for f in files if PYTHON_TEST_FILE.match(PurePosixPath(f).name)][:2]
-    return evidence, in_pyproject
-
-
 def _is_json_gate(snap: Path, script: str) -> bool:
     """Whether a gate script prints rig's JSON report: it takes --json and names ok, failed, results."""
     text = _read(snap, script) or ""
@@ -309,27 +290,25 @@ def _node_run(snap: Path, files: list[str], body: str) -> tuple[list[str], list[
     return ["{node}", *words[1:]], [w for w in words[1:] if w in files]
 
 
+def _runner_kind(project: Project) -> tuple[RunnerKind, Kind, Detection]:
+    """The first registered runner kind that recognises the project, and why."""
+    for name, kind in KINDS.items():
+        detection = kind.detect(project)
+        if detection is not None:
+            return name, kind, detection
+    raise ScaffoldError("no runner kind recognises the repository")
+
+
 def detect(snap: Path, files: list[str]) -> Detected:
     """Guess the runner kind, the gate and the protected paths of the snapshot at `snap`."""
     scripts = _package_scripts(snap)
     makefile, targets = _make_targets(snap)
-    pytest_evidence, pytest_in_pyproject = _pytest_evidence(snap, files)
-    node_tests = [f for f in files if NODE_TEST_FILE.search(f)]
-    node_script = scripts.get("test", "").startswith("node --test")
-    has_package = "package.json" in files
+    project = Project(files, scripts, lambda rel: _read(snap, rel))
+    name, kind, detection = _runner_kind(project)
 
-    kind: RunnerKind
-    if pytest_evidence:
-        kind, evidence = "pytest", ", ".join(pytest_evidence[:3])
-    elif has_package and (node_tests or node_script):
-        kind = "node-test"
-        evidence = ", ".join(node_tests[:2]) or 'package.json "test": "node --test"'
-    else:
-        kind, evidence = "command", "no pytest or node test files found"
-
-    detected = Detected(kind, evidence, [TODO_COMMAND], TODO_GATE, "nothing found")
-    if kind == "node-test" and "test" in scripts:
-        detected.test_commands = [["npm", "test"], ["npm", "run", "test"]]
+    detected = Detected(name, detection.evidence, [TODO_COMMAND], TODO_GATE, "nothing found")
+    if "test" in scripts:
+        detected.test_commands = [list(command) for command in kind.package_test_commands]
     if makefile and "test" in targets:
         detected.test_commands.append(["make", "test"])
 
@@ -346,32 +325,23 @@ def detect(snap: Path, files: list[str]) -> Detected:
     elif makefile and "test" in targets:
         detected.gate_command, detected.gate_run = ["make", "test"], ["make", "test"]
         detected.gate_source = f"{makefile} target test"
-    elif kind == "pytest":
-        detected.gate_command = ["python", "-m", "pytest"]
-        detected.gate_run = ["{python}", "-m", "pytest", "-q"]
-        detected.gate_source = "pytest, run by the rig's interpreter"
-        # `python -m` puts the workspace first on sys.path: a planted pytest.py would replace pytest.
-        detected.shadow_roots = [""]
-    elif kind == "node-test":
-        detected.gate_command, detected.gate_run = ["node", "--test"], ["{node}", "--test"]
-        detected.gate_source = "node --test"
+    elif kind.default_gate is not None:
+        guess = kind.default_gate
+        detected.gate_command, detected.gate_run = list(guess.command), list(guess.run)
+        detected.gate_source, detected.shadow_roots = guess.source, list(guess.shadow_roots)
 
-    protect = set(detected.gate_scripts)
+    protect = set(detected.gate_scripts) | set(detection.protect)
     if detected.gate_command[0] == "make" and makefile:
         protect.add(makefile)
     if detected.gate_command[0] == "npm":
         protect.add("package.json")
-    if pytest_in_pyproject:
-        protect.add("pyproject.toml")
     dirs = sorted({f.split("/", 1)[0] for f in files if "/" in f and f.split("/", 1)[0] in TEST_DIRS})
     for f in files:
         parts = PurePosixPath(f).parts
         if parts[0] in dirs:
             continue
-        if (
-            any(p in TEST_DIRS for p in parts[:-1])
-            or PYTHON_TEST_FILE.match(parts[-1])
-            or NODE_TEST_FILE.search(parts[-1])
+        if any(p in TEST_DIRS for p in parts[:-1]) or any(
+            other.is_test_file(parts[-1]) for other in KINDS.values()
         ):
             protect.add(f)
     detected.protect_files = sorted(protect)
@@ -412,7 +382,7 @@ def _comment(text: str) -> list[str]:
 
 def manifest_text(name: str, repo: Path, commit: str, d: Detected) -> str:
     """pack.toml for the detected project, each guess commented with where it came from."""
-    kind = KINDS[d.kind]
+    kind = kind_of(d.kind)
     adds = ", ".join(kind.protected_names) or "nothing"
     lines = [
         *_comment(
@@ -451,7 +421,7 @@ def manifest_text(name: str, repo: Path, commit: str, d: Detected) -> str:
     if d.gate_scripts:
         lines.append(f"scripts = {_toml(d.gate_scripts)}")
     lines += ["", "[runner]", *_comment(f"Detected: {d.runner_evidence}."), f"kind = {_toml(d.kind)}"]
-    if d.kind == "command":
+    if kind.takes_command:
         lines += [
             "# TODO: a command that runs the hidden tests in {tests} and writes junit XML to {junit}.",
             f"command = {_toml(TODO_RUNNER)}",
@@ -481,35 +451,6 @@ def manifest_text(name: str, repo: Path, commit: str, d: Detected) -> str:
         f"commit = {_toml(commit)}",
     ]
     return "\n".join(lines) + "\n"
-
-
-def _hidden_placeholder(kind: RunnerKind) -> tuple[str, str, str]:
-    """The example task's placeholder hidden test: (file name, content, the test id it reports)."""
-    message = "TODO: write the hidden tests of this task (docs/packs.md)"
-    if kind == "pytest":
-        content = (
-            '"""Hidden tests of the example task: a placeholder that fails until it is replaced."""\n\n\n'
-            f"def test_placeholder():\n    raise AssertionError({message!r})\n"
-        )
-        return "test_example_hidden.py", content, "test_example_hidden::test_placeholder"
-    if kind == "node-test":
-        content = (
-            "// Hidden tests of the example task: a placeholder that fails until it is replaced.\n"
-            "// Every test sits in one top-level describe() named after the file's stem.\n"
-            'import { describe, test } from "node:test";\n\n'
-            'describe("example_hidden", () => {\n'
-            '  test("placeholder", () => {\n'
-            f"    throw new Error({json.dumps(message)});\n"
-            "  });\n"
-            "});\n"
-        )
-        return "example_hidden.test.mjs", content, "example_hidden::placeholder"
-    content = (
-        "# Hidden tests of the example task\n\n"
-        f"{message}: files that [runner] command in pack.toml runs, reporting junit XML; a test's id\n"
-        "is `<classname>::<name>` of its junit testcase.\n"
-    )
-    return "TODO.md", content, "<classname>::<name>"
 
 
 def task_text(kind: RunnerKind, test_id: str) -> str:
@@ -618,9 +559,9 @@ def _write(work: Path, name: str, root: Path, commit: str, example: bool) -> Sca
     if wrote_agents_md:
         (fixture / "AGENTS.md").write_text(agents_md_text(detected.gate_command), encoding="utf-8")
     (work / MANIFEST).write_text(manifest_text(name, root, commit, detected), encoding="utf-8")
-    hidden_name, hidden_content, test_id = _hidden_placeholder(detected.kind)
+    placeholder = kind_of(detected.kind).placeholder(PLACEHOLDER_MESSAGE)
     made = Scaffold(
-        name, root, commit, len(files), detected, hidden_name, wrote_agents_md, submodules, example
+        name, root, commit, len(files), detected, placeholder.name, wrote_agents_md, submodules, example
     )
     if not example:
         (work / "tasks").mkdir()
@@ -628,12 +569,12 @@ def _write(work: Path, name: str, root: Path, commit: str, example: bool) -> Sca
         return made
     task_dir = work / "tasks" / EXAMPLE_TASK
     (task_dir / "decoys").mkdir(parents=True)
-    (task_dir / "task.toml").write_text(task_text(detected.kind, test_id), encoding="utf-8")
+    (task_dir / "task.toml").write_text(task_text(detected.kind, placeholder.test_id), encoding="utf-8")
     for patch in ("setup.patch", "solution.patch", *(f"decoys/{d}.patch" for d in DECOYS)):
         (task_dir / patch).touch()
     hidden = work / "hidden_tests" / EXAMPLE_TASK
     hidden.mkdir(parents=True)
-    (hidden / hidden_name).write_text(hidden_content, encoding="utf-8")
+    (hidden / placeholder.name).write_text(placeholder.content, encoding="utf-8")
     return made
 
 

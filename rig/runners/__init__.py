@@ -1,1 +1,2 @@
-"""The runner kinds of hidden tests: each kind's command, its junit XML, and the registry."""
+"""The runner kinds of hidden tests: one module per kind (a `base.Kind`), the registry naming them,
+and what the kinds share (junit XML and canaries, the hidden run, interpreter command lines)."""

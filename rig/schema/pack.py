@@ -49,6 +49,7 @@ class GateSpec(BaseModel):
     )
 
 
+# Each name is a module of rig/runners and a line of rig.runners.registry (tests/test_runner_kinds.py).
 RunnerKind = Literal["pytest", "node-test", "command"]
 
 

@@ -19,6 +19,9 @@ import re
 import shlex
 from fnmatch import fnmatchcase
 
+from rig.runners.argv import NODE, PYTHON, node_target, python_target
+from rig.runners.pytest import PYTEST
+from rig.runners.registry import kind_of
 from rig.schema import GateSpec, Metrics, PackSpec, RunnerSpec
 
 # Newline separates commands like `;`, so it is lexed as punctuation rather than whitespace.
@@ -42,36 +45,6 @@ _SEARCH_PROGRAMS = frozenset(
 )
 _GIT_SEARCH = frozenset({"grep", "ls-files"})
 _GIT_VALUE_OPTIONS = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path"})
-_PYTHON = re.compile(r"^(python|pypy)(\d+(\.\d+)?)?$")
-# Long interpreter options that consume the next argument.
-_PYTHON_VALUE_OPTIONS = frozenset({"--check-hash-based-pycs"})
-_PYTEST_PROGRAMS = frozenset({"pytest", "py.test"})
-_NODE = frozenset({"node", "nodejs"})
-# Node options that consume the next argument (a module to preload, a condition, a reporter...).
-_NODE_VALUE_OPTIONS = frozenset(
-    {
-        "-r",
-        "--require",
-        "--import",
-        "--loader",
-        "--experimental-loader",
-        "-C",
-        "--conditions",
-        "--input-type",
-        "--env-file",
-        "--title",
-        "--test-reporter",
-        "--test-reporter-destination",
-        "--test-name-pattern",
-        "--test-skip-pattern",
-        "--test-concurrency",
-        "--test-timeout",
-        "--inspect-port",
-    }
-)
-# Node options whose value is code to run instead of a script.
-_NODE_CODE_OPTIONS = frozenset({"-e", "--eval", "-p", "--print"})
-_NODE_TEST_OPTION = "--test"
 
 # Wrappers that run their operands as a command: the options of each that take a separate value.
 _WRAPPERS = {
@@ -202,25 +175,17 @@ def runs_tests(command: str, runner: RunnerSpec) -> bool:
     """Whether any command in `command` runs the pack's tests: its runner kind's own command
     (pytest: `pytest`, `py.test`, `python -m pytest`; node-test: `node --test ...`) or one of
     `runner.test_commands`, matched as `runs_gate` matches the gate's command."""
-    if runner.kind == "pytest" and runs_pytest(command):
-        return True
-    for argv, _ in _programs(command):
-        if runner.kind == "node-test" and _node_runs_tests(argv):
-            return True
-        if any(_runs_command(argv, expected) for expected in runner.test_commands):
-            return True
-    return False
+    kind = kind_of(runner.kind)
+    return any(
+        kind.runs_tests(argv) or any(_runs_command(argv, expected) for expected in runner.test_commands)
+        for argv, _ in _programs(command)
+    )
 
 
 def runs_pytest(command: str) -> bool:
-    """Whether any command in `command` runs pytest (`pytest`, `py.test` or `python -m pytest`)."""
-    for argv, _ in _programs(command):
-        name = posixpath.basename(argv[0])
-        if name in _PYTEST_PROGRAMS:
-            return True
-        if _PYTHON.match(name) and _python_target(argv[1:]) == ("module", "pytest"):
-            return True
-    return False
+    """Whether any command in `command` runs pytest (`pytest`, `py.test` or `python -m pytest`),
+    whatever the pack's runner kind: the record's `ran_pytest`."""
+    return any(PYTEST.runs_tests(argv) for argv, _ in _programs(command))
 
 
 def read_paths(command: str, output: str | None = None) -> list[str]:
@@ -474,37 +439,6 @@ def _git_subcommand(argv: list[str]) -> str | None:
     return None
 
 
-def _python_target(args: list[str]) -> tuple[str, str | None]:
-    """What a python command line runs: ("script", path), ("module", name), ("code", None) or ("repl", None).
-
-    Short options may be clustered (`-uc`, `-mpytest`, `-Xdev`); `-c`, `-m`, `-X` and `-W` take the
-    rest of their cluster or the next argument as their value.
-    """
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "-" or not arg.startswith("-"):
-            return "script", arg
-        if arg.startswith("--"):
-            i += 2 if arg in _PYTHON_VALUE_OPTIONS else 1
-            continue
-        consumed_next = False
-        for pos, flag in enumerate(arg[1:], start=1):
-            if flag not in "cmXW":
-                continue
-            value = arg[pos + 1 :]
-            if not value:
-                value = args[i + 1] if i + 1 < len(args) else ""
-                consumed_next = True
-            if flag == "c":
-                return "code", None
-            if flag == "m":
-                return "module", value or None
-            break  # -X/-W: the value is not a flag cluster
-        i += 2 if consumed_next else 1
-    return "repl", None
-
-
 def _same_program(written: str, expected: str) -> bool:
     """Whether the program `written` is the program `expected` names: the same basename, or two
     Python interpreters (`python3` runs what docs spell `python`); a program named by its path
@@ -512,7 +446,7 @@ def _same_program(written: str, expected: str) -> bool:
     if "/" in expected:
         return posixpath.normpath(written) == posixpath.normpath(expected)
     name, wanted = posixpath.basename(written), posixpath.basename(expected)
-    return name == wanted or bool(_PYTHON.match(name) and _PYTHON.match(wanted))
+    return name == wanted or bool(PYTHON.match(name) and PYTHON.match(wanted))
 
 
 def _runs_command(argv: list[str], expected: list[str]) -> bool:
@@ -538,14 +472,14 @@ def _script_paths(argv: list[str]) -> list[str]:
     shell) runs; a Python module as the file it would be (`-m pkg.mod` -> `pkg/mod.py`)."""
     paths = [argv[0]]
     name = posixpath.basename(argv[0])
-    if _PYTHON.match(name):
-        kind, target = _python_target(argv[1:])
+    if PYTHON.match(name):
+        kind, target = python_target(argv[1:])
         if kind == "script" and target is not None:
             paths.append(target)
         elif kind == "module" and target is not None:
             paths.append(target.replace(".", "/") + ".py")
-    elif name in _NODE:
-        target = _node_target(argv[1:])[1]
+    elif name in NODE:
+        target = node_target(argv[1:])[1]
         if target is not None:
             paths.append(target)
     elif name in _SHELLS:
@@ -553,31 +487,6 @@ def _script_paths(argv: list[str]) -> list[str]:
         if target is not None:
             paths.append(target)
     return paths
-
-
-def _node_target(args: list[str]) -> tuple[list[str], str | None]:
-    """The options of a node command line before its script, and the script (None: code from -e
-    or -p, the REPL, or none)."""
-    options: list[str] = []
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--":
-            return options, args[i + 1] if i + 1 < len(args) else None
-        if not arg.startswith("-") or arg == "-":
-            return options, arg
-        options.append(arg)
-        if arg in _NODE_CODE_OPTIONS or arg.partition("=")[0] in _NODE_CODE_OPTIONS:
-            return options, None
-        i += 2 if arg in _NODE_VALUE_OPTIONS else 1
-    return options, None
-
-
-def _node_runs_tests(argv: list[str]) -> bool:
-    """Whether `argv` is node's test runner: `node --test [files]` (the flag before any script)."""
-    if posixpath.basename(argv[0]) not in _NODE:
-        return False
-    return _NODE_TEST_OPTION in _node_target(argv[1:])[0]
 
 
 def _shell_script(args: list[str]) -> str | None:

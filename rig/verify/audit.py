@@ -10,7 +10,7 @@ Each finding names its rule and makes the run a failure (failing stage `audit`):
   test runner (pytest, its environment variables, junit, `os._exit`; node:test, NODE_TEST_CONTEXT)
   or looks for it (loaded modules, the caller's frames, the garbage collector's objects): code
   that behaves differently under test, or tampers with the runner or the gate from inside the
-  process under test (rig.runners.registry holds each kind's pattern).
+  process under test (each kind's module in rig.runners holds its pattern).
 - `changes_unreadable`: the workspace's changes could not be collected, so none of the above
   could be checked.
 - `rig_paths_accessed`: the session shows the agent naming the rig's own files (tasks, reference
@@ -25,7 +25,7 @@ import sysconfig
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from rig.runners.registry import KINDS
+from rig.runners.registry import kind_of
 from rig.schema import AuditFinding, Metrics, Pack
 from rig.verify.checks import HIDDEN_DEST
 from rig.workspace.protect import is_protected, rules_for
@@ -103,7 +103,7 @@ def runner_probes(texts: list[tuple[str, str, str]], pack: Pack) -> list[AuditFi
     `texts` holds (path, text before, text after) of each changed source file (see
     rig.workspace.build.changed_texts); a line counts as added when the file had no such line before.
     """
-    probe = KINDS[pack.spec.runner.kind].probe
+    probe = kind_of(pack.spec.runner.kind).probe
     findings: list[AuditFinding] = []
     if probe is None:
         return findings
@@ -126,7 +126,7 @@ def runner_probes(texts: list[tuple[str, str, str]], pack: Pack) -> list[AuditFi
 def source_filter(pack: Pack) -> Callable[[str], bool]:
     """Whether the audit reads a changed file: source of the runner's language outside the
     protected paths and the hidden tests."""
-    suffixes = KINDS[pack.spec.runner.kind].source_suffixes
+    suffixes = kind_of(pack.spec.runner.kind).source_suffixes
     rules = rules_for(pack)
 
     def is_source(rel: str) -> bool:

@@ -5,8 +5,8 @@ too: they run the agent's code (the gate imports it, the tests call it). Each ve
 cross-checked against its evidence: the gate's JSON report against its exit code, the runner's
 junit XML against the runner's exit code. The hidden tests run with canaries (rig.runners.junit), tests
 the rig writes and that must fail, so that outcomes forced from inside the runner's process show
-up as a canary that passed, vanished or was rewritten. How each runner kind starts is in
-rig.runners.hidden.
+up as a canary that passed, vanished or was rewritten. How each runner kind starts is its
+module's (rig.runners.registry).
 """
 
 import hashlib
@@ -24,8 +24,9 @@ from pathlib import Path
 from rig.confine.proc import run_bounded, scrubbed_env
 from rig.confine.sandbox import Sandbox
 from rig.confine.untrusted import read_bounded, remove
-from rig.runners.hidden import SETUPS, fill
+from rig.runners.hidden import fill
 from rig.runners.junit import TESTS_FAILED
+from rig.runners.registry import kind_of
 from rig.schema import CheckOutcome, GateSpec, HiddenOutcome, Pack, RunnerSpec
 from rig.workspace.build import copy_fixture, tree_digest
 
@@ -105,7 +106,7 @@ def warm_bytecode(pack: Pack, pycache: Path, timeout: float = CHECK_TIMEOUT_S) -
     need it.
     """
     spec = pack.spec
-    if spec.runner.kind != "pytest" and not any("{python}" in arg for arg in spec.gate.run):
+    if not kind_of(spec.runner.kind).python and not any("{python}" in arg for arg in spec.gate.run):
         return
     with _WARMING:
         if (pack.fixture_dir, pycache) in _WARMED:
@@ -209,7 +210,7 @@ def run_hidden(
     written = home / RUNNER_JUNIT
     # Whatever the gate's processes left at that name (a link, a FIFO, a forged report) goes first.
     remove(written)
-    run = SETUPS[runner.kind](dest, runner, written)
+    run = kind_of(runner.kind).setup(dest, runner, written)
     with _verify_env(home, pycache) as env:
         done = run_bounded(_confine(run.command, workdir, home, pycache, sandbox), workdir, env, timeout)
     if done.timed_out:

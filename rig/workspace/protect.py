@@ -2,7 +2,7 @@
 
 Tampering is recorded, never silently forgiven: the verification that decides success always
 runs against the pristine gate, tests and runner configuration. What is protected comes from the
-pack (its gate, tests and [protect] paths) and its runner kind (rig.runners.registry), wherever an agent
+pack (its gate, tests and [protect] paths) and its runner kind (its module in rig.runners), wherever an agent
 adds them: for pytest, files that change how Python or pytest start (conftest.py, .pth,
 sitecustomize.py), modules without source (a .pyc outside __pycache__, an extension module) and
 modules that would shadow the stdlib or an installed package where the gate looks first; for
@@ -25,7 +25,7 @@ from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path, PurePosixPath
 
 from rig.confine.untrusted import read_bounded, remove, walk
-from rig.runners.registry import KINDS
+from rig.runners.registry import kind_of
 from rig.schema import Pack, Tampering
 
 # Modules Python imports without any source: a sourceless foo.pyc next to where foo.py would be
@@ -58,7 +58,7 @@ class Rules:
 
 def rules_for(pack: Pack) -> Rules:
     """The protection of `pack`: its [protect] paths plus what its runner kind protects."""
-    kind = KINDS[pack.spec.runner.kind]
+    kind = kind_of(pack.spec.runner.kind)
     spec = pack.spec.protect
     return Rules(
         files=frozenset(spec.files),

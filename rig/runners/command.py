@@ -1,0 +1,48 @@
+"""The command runner kind: the pack's own command, which writes junit XML; no canaries."""
+
+from pathlib import Path
+
+from rig.runners.base import Detection, Kind, Placeholder, Project
+from rig.runners.hidden import HiddenRun, fill
+from rig.runners.junit import pytest_cases
+from rig.schema import RunnerSpec
+
+
+def setup(dest: Path, runner: RunnerSpec, junit: Path) -> HiddenRun:
+    """The pack's own command; no canaries (the rig cannot plant tests in an unknown runner)."""
+    command = fill(runner.command or [], junit=str(junit), tests=str(dest))
+    return HiddenRun(command, None, pytest_cases, command[0] if command else "the runner")
+
+
+def detect(project: Project) -> Detection:
+    """Any project: the kind `rig pack new` falls back to when no other kind recognises it."""
+    return Detection("no pytest or node test files found")
+
+
+def placeholder(message: str) -> Placeholder:
+    """A note on what the pack's command must run, in place of a test."""
+    content = (
+        "# Hidden tests of the example task\n\n"
+        f"{message}: files that [runner] command in pack.toml runs, reporting junit XML; a test's id\n"
+        "is `<classname>::<name>` of its junit testcase.\n"
+    )
+    return Placeholder("TODO.md", content, "<classname>::<name>")
+
+
+COMMAND = Kind(
+    language="",
+    protected_names=(),
+    python=False,
+    source_suffixes=(),
+    probe=None,
+    test_files=(),
+    setup=setup,
+    # Only the pack's test_commands run an unknown runner's tests.
+    runs_tests=lambda argv: False,
+    # The rig cannot know an unknown runner's test files: any file may be one.
+    collects=lambda path: True,
+    detect=detect,
+    placeholder=placeholder,
+    takes_command=True,
+    passing_test=("test_fake", ""),
+)

@@ -1,0 +1,175 @@
+"""The pytest runner kind: the rig's interpreter runs the hidden tests among three canary modules."""
+
+import posixpath
+import re
+import secrets
+import sys
+import tomllib
+from pathlib import Path, PurePosixPath
+
+from rig.runners.argv import PYTHON, python_target
+from rig.runners.base import Detection, GateGuess, Kind, Placeholder, Project
+from rig.runners.hidden import HiddenRun, token
+from rig.runners.junit import Canaries, Canary, pytest_cases
+from rig.schema import RunnerSpec
+
+# The rig's own pytest configuration: the workspace's pyproject, conftest.py files and
+# plugins cannot change how the hidden tests are collected or reported.
+HIDDEN_INI = "[pytest]\naddopts =\n"
+# How the hidden tests' pytest starts, instead of `python -m pytest` (which puts the workspace
+# first on sys.path, where a planted pytest/, _pytest/ or json.py would shadow the real one):
+# with -P nothing is prepended, pytest is imported from the rig's environment, and the workspace
+# is appended last, so only names nothing else provides (the project's own packages) resolve to it.
+HIDDEN_BOOT = "import os, sys\nimport pytest\nsys.path.append(os.getcwd())\nraise SystemExit(pytest.main())\n"
+# pytest collects a directory's entries in name order. Three canaries: one collected first, one
+# last (a run cut short, by pytest.exit() from application code or a forced stop, never reaches
+# it) and one at a random place among the hidden tests, so that code forcing outcomes cannot
+# spare them by position.
+CANARY_FIRST, CANARY_LAST = "test_00", "test_zz"
+_MIDDLE_LETTERS = "abcdefghijklmnopqrstuvwxy"
+CANARY_SOURCE = '''"""Written by the rig: this test must fail. A pass means test outcomes were forced."""
+
+
+def {test}():
+    raise AssertionError("{message}")
+'''
+_PROGRAMS = frozenset({"pytest", "py.test"})
+_MODULE = "pytest"
+# Files that configure pytest by themselves; pyproject.toml, setup.cfg and tox.ini only with a section.
+_CONFIGS = ("pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml")
+_TAMPER_CONFTEST = """import pytest
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        item.add_marker(pytest.mark.skip(reason="skipped"))
+"""
+
+
+def setup(dest: Path, runner: RunnerSpec, junit: Path) -> HiddenRun:
+    """pytest from the rig's interpreter, the rig's ini, three canary modules among the tests."""
+    middle = "".join(secrets.choice(_MIDDLE_LETTERS) for _ in range(12))
+    members = tuple(
+        Canary(module=module, test=f"test_{token()}", message=secrets.token_hex(16))
+        for module in (f"{CANARY_FIRST}{token()}", f"test_{middle}", f"{CANARY_LAST}{token()}")
+    )
+    first, last = f"{members[0].module}.py", f"{members[-1].module}.py"
+    outside = sorted(
+        e.name for e in dest.iterdir() if e.name.startswith("test_") and not first < e.name < last
+    )
+    if outside:
+        raise RuntimeError(f"hidden test entries {outside} sort outside the canaries; rename them")
+    for canary in members:
+        (dest / f"{canary.module}.py").write_text(
+            CANARY_SOURCE.format(test=canary.test, message=canary.message)
+        )
+    ini = dest / "pytest.ini"
+    ini.write_text(HIDDEN_INI)
+    plugins = [arg for plugin in runner.plugins for arg in ("-p", plugin)]
+    command = [
+        sys.executable,
+        "-P",
+        "-c",
+        HIDDEN_BOOT,
+        "-q",
+        "-c",
+        str(ini),
+        "--rootdir",
+        str(dest),
+        "--confcutdir",
+        str(dest),
+        "--import-mode=importlib",
+        # A hidden module that fails to import must not stop the canary from running.
+        "--continue-on-collection-errors",
+        "-p",
+        "no:cacheprovider",
+        *plugins,
+        f"--junitxml={junit}",
+        "-o",
+        "junit_family=xunit2",
+        str(dest),
+    ]
+    return HiddenRun(command, Canaries(members), pytest_cases, "pytest")
+
+
+def runs_tests(argv: list[str]) -> bool:
+    """`pytest`, `py.test` or `python -m pytest`."""
+    name = posixpath.basename(argv[0])
+    return name in _PROGRAMS or bool(PYTHON.match(name) and python_target(argv[1:]) == ("module", _MODULE))
+
+
+def detect(project: Project) -> Detection | None:
+    """pytest's configuration files and sections, conftest.py files and test files, if any."""
+    evidence = [f for f in _CONFIGS if f in project.files]
+    try:
+        tool = tomllib.loads(project.read("pyproject.toml") or "").get("tool", {})
+    except tomllib.TOMLDecodeError:
+        tool = {}
+    in_pyproject = isinstance(tool, dict) and "pytest" in tool
+    if in_pyproject:
+        evidence.append("pyproject.toml [tool.pytest]")
+    if "[tool:pytest]" in (project.read("setup.cfg") or ""):
+        evidence.append("setup.cfg [tool:pytest]")
+    if re.search(r"^\[pytest\]", project.read("tox.ini") or "", re.MULTILINE):
+        evidence.append("tox.ini [pytest]")
+    evidence += [f for f in project.files if PurePosixPath(f).name == "conftest.py"][:2]
+    evidence += [f for f in project.files if PYTEST.is_test_file(PurePosixPath(f).name)][:2]
+    if not evidence:
+        return None
+    return Detection(", ".join(evidence[:3]), ("pyproject.toml",) if in_pyproject else ())
+
+
+def placeholder(message: str) -> Placeholder:
+    """A test module whose one test fails with `message`."""
+    content = (
+        '"""Hidden tests of the example task: a placeholder that fails until it is replaced."""\n\n\n'
+        f"def test_placeholder():\n    raise AssertionError({message!r})\n"
+    )
+    return Placeholder("test_example_hidden.py", content, "test_example_hidden::test_placeholder")
+
+
+PYTEST = Kind(
+    language="python",
+    protected_names=(
+        "conftest.py",
+        # Every file pytest reads its configuration from (pytest 9 reads the TOML ones first).
+        "pytest.toml",
+        ".pytest.toml",
+        "pytest.ini",
+        ".pytest.ini",
+        "setup.cfg",
+        "tox.ini",
+        # Files that change how Python starts wherever they appear.
+        "sitecustomize.py",
+        "usercustomize.py",
+        "*.pth",
+    ),
+    python=True,
+    source_suffixes=(".py",),
+    test_files=("test_*.py", "*_test.py"),
+    # Test-runner names, and the introspection that finds the runner without naming it (walking
+    # the caller's frames, the loaded modules, the garbage collector's objects).
+    probe=re.compile(
+        r"\b(?:_?pytest|pluggy|PYTEST_\w*|junit\w*|os\._exit|sys\.modules|sys\._getframe|"
+        r"f_back|f_locals|f_globals|inspect\.stack|inspect\.currentframe|gc\.get_objects|gc\.get_referrers)\b"
+    ),
+    setup=setup,
+    runs_tests=runs_tests,
+    collects=lambda path: PYTEST.is_test_file(path.name),
+    detect=detect,
+    placeholder=placeholder,
+    default_gate=GateGuess(
+        command=["python", "-m", "pytest"],
+        run=["{python}", "-m", "pytest", "-q"],
+        source="pytest, run by the rig's interpreter",
+        # `python -m` puts the workspace first on sys.path: a planted pytest.py would replace pytest.
+        shadow_roots=[""],
+    ),
+    # A test's fixtures live in the conftest.py beside it.
+    hidden_companions=("conftest.py",),
+    tamper_files={
+        "conftest.py": _TAMPER_CONFTEST,
+        "sitecustomize.py": "# Imported by every interpreter started in this directory.\n",
+    },
+    passing_test=("test_fake.py", "def test_fake():\n    assert True\n"),
+)

@@ -22,67 +22,15 @@ import numpy as np
 import pandas as pd
 
 from rig.store import runs_cache
+from rig.store.columns import FRAME_COLUMNS
 from rig.store.migrate import DuplicateRunWarning
 from rig.store.results import ResultsStore
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-COLUMNS: tuple[str, ...] = (
-    "experiment",
-    "run_id",
-    "task",
-    "condition",
-    "repetition",
-    "attempt",
-    "success",
-    "failing_stage",
-    "cost_usd",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-    "total_tokens",
-    "tool_calls",
-    "tool_errors",
-    "metrics_complete",
-    "main_model_tokens",
-    "main_model_cost_usd",
-    "other_models",
-    "wall_s",
-    "agent_wall_s",
-    "timed_out",
-    "stalled",
-    "hang",
-    "ran_check_script",
-    "ran_pytest",
-    "ran_tests",
-    "read_docs",
-    "read_agents_md",
-    "read_skill",
-    "tampered",
-    "protected_touched",
-    "bash_search_commands",
-    "tried_other_host",
-    "out_of_scope",
-    "compactions",
-    "harness",
-    "harness_version",
-    "model",
-    "thinking",
-    "pack",
-    "pack_hash",
-    "fixture_hash",
-    "task_hash",
-    "hidden_tests_hash",
-    "rig_version",
-    "toolchain_hash",
-    "python_version",
-    "ruff_version",
-    "pytest_version",
-    "artifacts",
-)
+# The columns of the frame, declared with how each is read in rig.store.columns.
+COLUMNS: tuple[str, ...] = FRAME_COLUMNS
 
 INFRA_COLUMNS: tuple[str, ...] = ("experiment", "task", "condition", "infra_reruns", "quarantined")
 
@@ -287,15 +235,16 @@ def _frame(table: "pa.Table", artifacts: list[Path] | list[str]) -> pd.DataFrame
     import pyarrow as pa
 
     columns: dict[str, Any] = {}
-    for name in COLUMNS[:-1]:
+    for name in COLUMNS:
         column = table.column(name)
-        if pa.types.is_list(column.type):
+        if name == "artifacts":
+            columns[name] = artifacts  # the cache's relative paths, made absolute
+        elif pa.types.is_list(column.type):
             columns[name] = column.to_pylist()
         elif pa.types.is_string(column.type) and column.null_count == len(column):
             columns[name] = np.full(len(column), None, dtype=object)
         else:
             columns[name] = column.to_pandas()
-    columns["artifacts"] = artifacts
     return pd.DataFrame(columns, columns=list(COLUMNS))
 
 

@@ -23,7 +23,6 @@ has one already (below that, parsing in memory is faster than importing the Parq
 import gc
 import hashlib
 import json
-import math
 import os
 import secrets
 from collections import Counter
@@ -36,7 +35,9 @@ from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock, Timeout
 
+from rig.store import columns as columns_module
 from rig.store import migrate as migrate_module
+from rig.store.columns import QUARANTINE_COLUMNS, REPORT_COLUMNS, RUN_COLUMNS, Column, Record, Unfit
 from rig.store.migrate import RecordSchemaError, migrate, warn_duplicates
 from rig.store.results import ResultsStore, StoreError, fsync_dir
 
@@ -57,27 +58,6 @@ MAX_PARTS = 8
 # A second reader waits this long for one saving the cache, then goes on without saving its own.
 LOCK_TIMEOUT_S = 30.0
 
-Record = dict[str, Any]
-
-# What `rig report` reads of a record (its design and pin sections and failures.md): these keys,
-# read from the columns; `verify_error` and, of the nested ones, these sub-keys, kept as a little
-# JSON object per record (`view`); the pins, kept whole (`pins`); and the model the harness
-# reported (`reported_model`, the record's `metrics.model`).
-VIEW_KEYS = (
-    "experiment",
-    "run_id",
-    "task",
-    "condition",
-    "repetition",
-    "attempt",
-    "success",
-    "failing_stage",
-    "artifacts",
-    "harness",
-    "model",
-)
-VIEW_NESTED = {"hidden": ("failed", "error"), "check": ("failed",)}
-
 
 @contextmanager
 def paused_gc() -> Iterator[None]:
@@ -95,254 +75,30 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-class _Unfit(Exception):
-    """A record that lacks a field every reader needs, or has one of the wrong type."""
-
-
-def _str(value: Any) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise _Unfit(f"holds a {type(value).__name__} where a string belongs ({value!r})")
-    return value
-
-
-def _json(value: Any) -> str:
-    import orjson
-
-    try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    except (TypeError, orjson.JSONEncodeError):
-        return json.dumps(value, sort_keys=True)  # NaN, or an integer beyond 64 bits
-
-
-def _view(record: Record) -> str:
-    view = {"verify_error": record["verify_error"]} if "verify_error" in record else {}
-    for key, subkeys in VIEW_NESTED.items():
-        if key in record:
-            value = record[key]
-            view[key] = {s: value[s] for s in subkeys if s in value} if isinstance(value, dict) else value
-    return _json(view)
-
-
-def _tried_other_host(network: Any) -> bool | None:
-    """Whether the policy refused any connection of the agent; None where its network was not
-    confined (policy open, or a record older than network control): nothing was there to refuse."""
-    if not isinstance(network, dict) or not network.get("active"):
-        return None
-    refused = network.get("refused")
-    entries = refused if isinstance(refused, list) else []
-    return any(isinstance(e, dict) and isinstance(n := e.get("connections"), int) and n > 0 for e in entries)
-
-
-def _out_of_scope(changes: Any) -> int | None:
-    """How many changes fell outside the task's scope; None for a task without one."""
-    return len(changes) if isinstance(changes, list) else None
-
-
-def _main_model(metrics: Record) -> tuple[int | None, float, list[str]]:
-    """The main model's tokens and cost and the other models' names, from `per_model`; (None, NaN, [])
-    where the harness recorded one total. The main model is the one the session says answered
-    (`metrics.model`), else the one with the most tokens."""
-    per_model = metrics.get("per_model")
-    if not isinstance(per_model, dict) or not per_model:
-        return None, math.nan, []
-    parts = {str(k): v for k, v in per_model.items() if isinstance(v, dict)}
-    if not parts:
-        return None, math.nan, []
-    named = metrics.get("model")
-    main = named if named in parts else max(parts, key=lambda m: int(parts[m].get("total_tokens") or 0))
-    cost = parts[main].get("cost_usd")
-    return (
-        int(parts[main].get("total_tokens") or 0),
-        float(cost) if isinstance(cost, int | float) else math.nan,
-        sorted(m for m in parts if m != main),
-    )
-
-
-def _compactions(count: Any) -> int | None:
-    """The run's context compactions; None where its harness's session does not record them."""
-    return count if isinstance(count, int) and not isinstance(count, bool) else None
-
-
-def _run_row(record: Record) -> tuple[Any, ...]:
-    """The columns of RUN_COLUMNS for one migrated runs.jsonl record."""
-    metrics = record.get("metrics") or {}
-    pins = record.get("pins") or {}
-    protected = record.get("protected") or {}
-    agent = record.get("agent") or {}
-    touched = sorted({str(p) for key in ("modified", "added", "deleted") for p in (protected.get(key) or [])})
-    docs = list(metrics.get("docs_read") or [])
-    cost = metrics.get("cost_usd")
-    main_tokens, main_cost, other_models = _main_model(metrics)
-    return (
-        _str(record["experiment"]),
-        _str(record["run_id"]),
-        _str(record["task"]),
-        _str(record["condition"]),
-        int(record["repetition"]),
-        int(record.get("attempt", 1)),
-        bool(record["success"]),
-        _str(record.get("failing_stage")),
-        float(cost) if cost is not None else math.nan,
-        int(metrics.get("input_tokens", 0)),
-        int(metrics.get("output_tokens", 0)),
-        int(metrics.get("cache_read_tokens", 0)),
-        int(metrics.get("cache_write_tokens", 0)),
-        int(metrics.get("reasoning_tokens", 0)),
-        int(metrics.get("total_tokens", 0)),
-        int(metrics.get("tool_calls", 0)),
-        int(metrics.get("tool_errors", 0)),
-        metrics.get("complete") is not False,
-        main_tokens,
-        main_cost,
-        other_models,
-        float(record.get("wall_s", math.nan)),
-        float(agent.get("wall_s", math.nan)),
-        bool(record.get("timed_out", False)),
-        bool(record.get("stalled", False)),
-        # The agent's own hang, scored as a failure: "agent_hang", "timeout" or "" (none).
-        str(record.get("hang") or ""),
-        bool(metrics.get("ran_check_script", False)),
-        bool(metrics.get("ran_pytest", False)),
-        bool(metrics.get("ran_tests", False)),
-        bool(docs),
-        "AGENTS.md" in docs,
-        bool(metrics.get("read_skill", False)),
-        bool(touched),
-        touched,
-        len(metrics.get("bash_search_commands") or []),
-        _tried_other_host(record.get("network")),
-        _out_of_scope(record.get("out_of_scope")),
-        _compactions(metrics.get("compactions")),
-        _str(record.get("harness")),
-        _str(record.get("harness_version", pins.get("harness_version"))),
-        _str(record.get("model")),
-        _str(record.get("thinking")),
-        _str(pins.get("pack")),
-        _str(pins.get("pack_hash")),
-        _str(pins.get("fixture_hash")),
-        _str(pins.get("task_hash")),
-        _str(pins.get("hidden_tests_hash")),
-        _str(pins.get("rig_version")),
-        _str(pins.get("toolchain_hash")),
-        _str(pins.get("python_version")),
-        _str(pins.get("ruff_version")),
-        _str(pins.get("pytest_version")),
-        _str(record.get("artifacts", "")),
-        _view(record),
-        _json(record["pins"]) if "pins" in record else None,
-        _str(metrics.get("model")),
-    )
-
-
-# The columns of one scored run, in the order of `_run_row`; all but the last three are the columns
-# of `rig.analysis.COLUMNS` (whose `artifacts` is this relative one made absolute).
-RUN_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("experiment", "str"),
-    ("run_id", "str"),
-    ("task", "str"),
-    ("condition", "str"),
-    ("repetition", "int"),
-    ("attempt", "int"),
-    ("success", "bool"),
-    ("failing_stage", "str"),
-    ("cost_usd", "float"),
-    ("input_tokens", "int"),
-    ("output_tokens", "int"),
-    ("cache_read_tokens", "int"),
-    ("cache_write_tokens", "int"),
-    ("reasoning_tokens", "int"),
-    ("total_tokens", "int"),
-    ("tool_calls", "int"),
-    ("tool_errors", "int"),
-    ("metrics_complete", "bool"),
-    ("main_model_tokens", "int"),
-    ("main_model_cost_usd", "float"),
-    ("other_models", "list"),
-    ("wall_s", "float"),
-    ("agent_wall_s", "float"),
-    ("timed_out", "bool"),
-    ("stalled", "bool"),
-    ("hang", "str"),
-    ("ran_check_script", "bool"),
-    ("ran_pytest", "bool"),
-    ("ran_tests", "bool"),
-    ("read_docs", "bool"),
-    ("read_agents_md", "bool"),
-    ("read_skill", "bool"),
-    ("tampered", "bool"),
-    ("protected_touched", "list"),
-    ("bash_search_commands", "int"),
-    ("tried_other_host", "bool"),
-    ("out_of_scope", "int"),
-    ("compactions", "int"),
-    ("harness", "str"),
-    ("harness_version", "str"),
-    ("model", "str"),
-    ("thinking", "str"),
-    ("pack", "str"),
-    ("pack_hash", "str"),
-    ("fixture_hash", "str"),
-    ("task_hash", "str"),
-    ("hidden_tests_hash", "str"),
-    ("rig_version", "str"),
-    ("toolchain_hash", "str"),
-    ("python_version", "str"),
-    ("ruff_version", "str"),
-    ("pytest_version", "str"),
-    ("artifacts", "str"),
-    ("view", "str"),
-    ("pins", "str"),
-    ("reported_model", "str"),
-)
-
-
-def _quarantine_row(record: Record) -> tuple[Any, ...]:
-    """The columns of QUARANTINE_COLUMNS for one migrated quarantine.jsonl record."""
-    return (
-        _str(record.get("experiment")),
-        _str(record.get("run_id")),
-        _str(record.get("task")),
-        _str(record.get("condition")),
-    )
-
-
-QUARANTINE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("experiment", "str"),
-    ("run_id", "str"),
-    ("task", "str"),
-    ("condition", "str"),
-)
-
-
 @dataclass(frozen=True)
 class _Kind:
     """One JSONL file of a results folder and what the cache keeps of each of its records."""
 
     name: str
-    row: Callable[[Record], tuple[Any, ...]]
-    columns: tuple[tuple[str, str], ...]
+    columns: tuple[Column, ...]
 
     def path(self, store: ResultsStore) -> Path:
         return store.runs_path if self.name == "runs" else store.quarantine_path
 
 
-RUNS = _Kind("runs", _run_row, RUN_COLUMNS)
-QUARANTINE = _Kind("quarantine", _quarantine_row, QUARANTINE_COLUMNS)
+RUNS = _Kind("runs", RUN_COLUMNS)
+QUARANTINE = _Kind("quarantine", QUARANTINE_COLUMNS)
 
 
 def _schema(kind: _Kind) -> "pa.Schema":
-    import pyarrow as pa
-
-    types = {"str": pa.string(), "int": pa.int64(), "float": pa.float64(), "bool": pa.bool_()}
-    types["list"] = pa.list_(pa.string())
-    return pa.schema([(name, types[kind_]) for name, kind_ in kind.columns])
+    return columns_module.schema(kind.columns)
 
 
 @cache
 def _code_digest() -> str:
-    """What the cached columns were computed by: this module and the migrations it applies."""
+    """What the cached columns were computed by: this module, the column table and the migrations."""
     digest = hashlib.blake2b(digest_size=16)
-    for module in (__file__, migrate_module.__file__):
+    for module in (__file__, columns_module.__file__, migrate_module.__file__):
         digest.update(Path(module).read_bytes())
     return digest.hexdigest()
 
@@ -407,12 +163,13 @@ def _parse(fd: int, path: Path, kind: _Kind, at: _Position, end: int) -> tuple[l
     import pyarrow as pa
 
     schema = _schema(kind)
+    reads = [column.read for column in kind.columns]
     tables: list[pa.Table] = []
     pos = _Position(at.offset, at.lines, at.records)
     bad: tuple[int, Exception] | None = None
     scanned = at.offset
     for offset, data in _chunks(fd, at.offset, end):
-        rows: list[tuple[Any, ...]] = []
+        rows: list[list[Any]] = []
         for line in data.split(b"\n")[:-1]:
             if bad is not None:
                 raise _bad_line(path, *bad)
@@ -426,7 +183,7 @@ def _parse(fd: int, path: Path, kind: _Kind, at: _Position, end: int) -> tuple[l
                 if not isinstance(obj, dict):
                     bad = (number, TypeError(f"is a JSON {type(obj).__name__}, not an object"))
                     continue
-                rows.append(_migrated_row(kind, path, obj, pos.records + 1))
+                rows.append(_migrated_row(reads, path, obj, pos.records + 1))
                 pos.records += 1
             pos.lines = number
             pos.offset += len(line) + 1
@@ -438,7 +195,7 @@ def _parse(fd: int, path: Path, kind: _Kind, at: _Position, end: int) -> tuple[l
     return tables, pos
 
 
-def _to_table(rows: list[tuple[Any, ...]], schema: "pa.Schema", path: Path) -> "pa.Table":
+def _to_table(rows: list[list[Any]], schema: "pa.Schema", path: Path) -> "pa.Table":
     import pyarrow as pa
 
     columns = zip(*rows, strict=True)
@@ -452,14 +209,15 @@ def _to_table(rows: list[tuple[Any, ...]], schema: "pa.Schema", path: Path) -> "
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _migrated_row(kind: _Kind, path: Path, obj: Record, number: int) -> tuple[Any, ...]:
+def _migrated_row(reads: list[Callable[[Record], Any]], path: Path, obj: Record, number: int) -> list[Any]:
+    """The values of the columns (their `reads`) of one record, migrated."""
     try:
         record = migrate(obj)
     except RecordSchemaError as exc:
         raise RecordSchemaError(f"{path}: record {number} ({obj.get('run_id')}): {exc}") from None
     try:
-        return kind.row(record)
-    except (_Unfit, KeyError, TypeError, ValueError, AttributeError) as exc:
+        return [read(record) for read in reads]
+    except (Unfit, KeyError, TypeError, ValueError, AttributeError) as exc:
         what = f"lacks the field {exc}" if isinstance(exc, KeyError) else f"cannot be read: {exc}"
         raise StoreError(
             f"{path}: record {number} ({obj.get('run_id')}) {what}; the file was edited by hand? "
@@ -696,13 +454,10 @@ def quarantined(store: ResultsStore) -> "pa.Table":
     return _table(store, QUARANTINE)
 
 
-REPORT_COLUMNS = (*VIEW_KEYS, "view", "pins", "reported_model")
-
-
 def report_table(store: ResultsStore) -> "pa.Table":
-    """The scored records of `store` as `scored` keeps them, in the REPORT_COLUMNS: what `rig report`
-    reads. Kept as columns: a report of 100,000 runs groups them in Arrow and makes Python objects
-    only of its failed runs (`failure_details`)."""
+    """The scored records of `store` as `scored` keeps them, in the columns `rig report` reads
+    (rig.store.columns.REPORT_COLUMNS). Kept as columns: a report of 100,000 runs groups them in
+    Arrow and makes Python objects only of its failed runs (`failure_details`)."""
     return scored(store, list(REPORT_COLUMNS))
 
 
@@ -728,8 +483,9 @@ def absolute_artifacts(folder: Path, table: "pa.Table") -> list[str]:
 
 
 def failure_details(folder: Path, table: "pa.Table") -> dict[str, Record]:
-    """What failures.md reads of each failed run of a `report_table`: its condition, the VIEW_NESTED
-    sub-keys and `verify_error`, keyed by its absolute attempt folder (`absolute_artifacts`)."""
+    """What failures.md reads of each failed run of a `report_table`: its condition, the sub-keys of
+    rig.store.columns.VIEW_NESTED and `verify_error`, keyed by its absolute attempt folder
+    (`absolute_artifacts`)."""
     import pyarrow.compute as pc
 
     failed = table.filter(pc.invert(table.column("success")))

@@ -15,12 +15,12 @@ from typing import ClassVar
 
 from harnesses import versions
 from harnesses.cli import api_key, base_env, cli_version, find_cli
-from harnesses.factors import Factors, extension_path
+from harnesses.factors import extension_path
 from harnesses.mock_model.server import WireProtocol
 from harnesses.mock_model.session import mock_model
+from harnesses.protocol import HarnessBase
 from rig.confine.agent import Confinement, run_agent_process
 from rig.confine.network import model_url
-from rig.confine.run_budget import UsageReader
 from rig.paths import REPO_ROOT
 from rig.schema import AgentRun, Condition, Provider, Task
 
@@ -29,21 +29,16 @@ COST_DIGITS = 9
 _NAME_LINE = re.compile(r"^name:\s*(.+?)\s*$")
 
 
-class CliHarness:
+class CliHarness(HarnessBase):
     """A HarnessAdapter for an npm CLI pinned in harnesses/node; subclasses fill in the CLI's own parts.
 
-    Class attributes: `name` (the registered name), `package` (its npm package), `binary` and
-    `bin_env` (the CLI's executable and the variable that may point at another copy), `calibrated`
-    and `mock_protocol` (the mock model's
-    wire protocol, made with the adapter's tool map), `mock_key_env` (the variable the CLI reads the
-    mock's key from), `mock_url_suffix` (what the CLI expects after the mock server's root URL) and
-    `provider_retries_s` (about how long the CLI's own retries of a dead or erroring provider last,
-    which `rig calibrate --harness` starts first). `live_usage` reads the usage of a model response
-    from one event of the CLI's stdout as it runs (None: its stdout reports none, and a run budget
-    cannot hold it), `live_cost` whether that usage carries the harness's own cost (rig.confine.run_budget).
+    Class attributes besides those of HarnessBase: `package` (its npm package), `binary` and
+    `bin_env` (the CLI's executable and the variable that may point at another copy), `mock_key_env`
+    (the variable the CLI reads the mock's key from) and `mock_url_suffix` (what the CLI expects
+    after the mock server's root URL). Every such CLI is calibrated, speaks a `mock_protocol` and
+    installs other versions of its package.
     """
 
-    name: ClassVar[str]
     package: ClassVar[str]
     binary: ClassVar[str]
     bin_env: ClassVar[str]
@@ -51,10 +46,7 @@ class CliHarness:
     mock_protocol: ClassVar[WireProtocol]
     mock_key_env: ClassVar[str]
     mock_url_suffix: ClassVar[str] = ""
-    provider_retries_s: ClassVar[float] = 0.0
-    factors: ClassVar[Factors] = Factors()  # the condition factors it realises (harnesses.factors)
-    live_usage: ClassVar[UsageReader | None] = None
-    live_cost: ClassVar[bool] = False
+    installs_versions: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -74,8 +66,6 @@ class CliHarness:
         self.confinement = confinement
         # Another version than the pinned one, installed by `install_version` before the run.
         self.harness_version = harness_version
-        # How the last run realised its condition for this harness; the runner records it.
-        self.condition_mapping: str | None = None
         self.check_settings()
 
     def check_settings(self) -> None:

@@ -4,11 +4,20 @@ Steps 2 (the agent), 3 (collect: the session parse) and the record's condition m
 harness ran, through this protocol only. An adapter runs its CLI in a prepared workspace and saves
 the session; turning saved files into metrics is a pure function of those files, so stored sessions
 can be re-parsed by later versions of the rig.
+
+What an adapter is able to do beyond that (be driven by the mock model, realise condition factors,
+report usage while it runs, install another version of its CLI) it declares as class attributes of
+`HarnessBase`, as Harbor's installed agents declare their flags and capabilities: the engine reads
+them, it never probes for them.
 """
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import ClassVar, Protocol
 
+from harnesses.factors import Factors
+from harnesses.mock_model.server import WireProtocol
+from rig.confine.run_budget import UsageReader
 from rig.schema import AgentRun, Condition, Metrics, Transcript
 
 
@@ -17,7 +26,23 @@ class CliNotFound(Exception):
 
 
 class HarnessAdapter(Protocol):
+    """What the engine reads and calls on an adapter: its declarations (HarnessBase gives each a
+    default) and its methods."""
+
     name: str
+    calibrated: ClassVar[bool]
+    mock_protocol: ClassVar[WireProtocol | None]
+    factors: ClassVar[Factors]
+    live_usage: ClassVar[UsageReader | None]
+    live_cost: ClassVar[bool]
+    provider_retries_s: ClassVar[float]
+    installs_versions: ClassVar[bool]
+    condition_mapping: str | None
+
+    @classmethod
+    def install_version(cls, version: str, notify: Callable[[str], None] | None = None) -> Path:
+        """Install `version` of the CLI (once, into the rig's cache); return the folder it is in."""
+        ...
 
     def version(self) -> str: ...
 
@@ -49,3 +74,34 @@ class HarnessAdapter(Protocol):
         A pure function of the saved session and streams, like parse_session.
         """
         ...
+
+
+class HarnessBase:
+    """The declarations every adapter class inherits, with the defaults of one that declares nothing:
+    not driven by the mock, no condition factor, no usage while it runs, one version of its CLI.
+
+    A subclass overrides what it has: `calibrated` (`rig calibrate --harness` drives it with the
+    rig's mock model server) with `mock_protocol` (the mock's wire protocol it speaks, made with its
+    tool map); `factors` (the condition factors it realises, harnesses.factors); `live_usage` (reads
+    the usage of a model response from one event of its stdout as it runs; None: a run budget cannot
+    hold it) and `live_cost` (whether that usage carries the harness's own cost, rig.confine.run_budget);
+    `provider_retries_s` (about how long the CLI's own retries of a dead or erroring provider last,
+    which `rig calibrate --harness` starts first); `installs_versions` with `install_version` (a
+    condition's harness_version runs another version of its CLI).
+    """
+
+    name: ClassVar[str]
+    calibrated: ClassVar[bool] = False
+    mock_protocol: ClassVar[WireProtocol | None] = None
+    factors: ClassVar[Factors] = Factors()
+    live_usage: ClassVar[UsageReader | None] = None
+    live_cost: ClassVar[bool] = False
+    provider_retries_s: ClassVar[float] = 0.0
+    installs_versions: ClassVar[bool] = False
+    condition_mapping: str | None = None
+    """How the last run realised its condition for this harness; the runner records it."""
+
+    @classmethod
+    def install_version(cls, version: str, notify: Callable[[str], None] | None = None) -> Path:
+        """Install `version` of the CLI into the rig's cache; only where `installs_versions` says so."""
+        raise NotImplementedError(f"harness {cls.name!r} cannot install another version of its CLI")

@@ -8,11 +8,11 @@ of BUILTIN. Another package adds a harness without touching rig through the entr
     my-cli = "my_package.adapter:MyCliHarness"
 
 Every list of harness names (experiment validation, `rig calibrate --harness`, the CLI's errors)
-comes from here. An adapter class is called with the keyword arguments task, provider, model,
-thinking, stall_s and confinement; its class attribute `calibrated` says whether `rig calibrate
---harness` can drive it with the rig's mock model server, and `mock_protocol` which wire protocol
-of the mock it speaks, made with its tool map. Adapter modules are imported only when an adapter is
-made or asked for those attributes, so listing names imports none of them.
+comes from here. An adapter class derives from harnesses.protocol.HarnessBase and is called with
+the keyword arguments task, provider, model, thinking, stall_s and confinement; what it can do
+(`calibrated`, `mock_protocol`, `factors`, `live_usage`, `installs_versions`, ...) it declares as
+class attributes of that base. Adapter modules are imported only when an adapter is made or asked
+for those attributes, so listing names imports none of them.
 """
 
 from collections.abc import Callable
@@ -21,9 +21,9 @@ from importlib import import_module
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from harnesses.factors import Factors, check_condition
+from harnesses.factors import check_condition
 from harnesses.mock_model.server import WireProtocol
-from harnesses.protocol import HarnessAdapter
+from harnesses.protocol import HarnessAdapter, HarnessBase
 from rig.confine.agent import Confinement
 from rig.confine.run_budget import price
 from rig.schema import (
@@ -73,17 +73,24 @@ def harness_names() -> tuple[str, ...]:
 
 
 def adapter_class(name: str) -> type[HarnessAdapter]:
-    """The adapter class registered under `name` (its module imported now)."""
+    """The adapter class registered under `name` (its module imported now): a HarnessBase."""
     target = _table().get(name)
     if target is None:
         raise HarnessUnavailable(f"harness {name!r} has no adapter; use one of {', '.join(harness_names())}")
     module, _, attribute = target.partition(":")
     try:
-        return getattr(import_module(module), attribute)
+        cls = getattr(import_module(module), attribute)
     except (ImportError, AttributeError) as exc:
         raise HarnessUnavailable(
             f"harness {name!r}: cannot load {target} ({exc}); reinstall its package"
         ) from exc
+    # What an adapter can do is read from its declarations, which only the base class guarantees.
+    if not (isinstance(cls, type) and issubclass(cls, HarnessBase)):
+        raise HarnessUnavailable(
+            f"harness {name!r}: {target} is not a subclass of harnesses.protocol.HarnessBase; "
+            "derive the adapter from it (or from harnesses.cli_harness.CliHarness)"
+        )
+    return cls
 
 
 def read_transcript(name: str, run: AgentRun) -> Transcript:
@@ -95,8 +102,7 @@ def check_factors(name: str, condition: Condition) -> None:
     """Raise ValueError (one line) for a factor of `condition` harness `name` cannot realise: an
     adapter declares what it realises in its `factors` (harnesses.factors), and one that declares
     nothing realises none of them."""
-    factors = getattr(adapter_class(name), "factors", Factors())
-    check_condition(name, factors, condition)
+    check_condition(name, adapter_class(name).factors, condition)
 
 
 def check_run_budget(name: str, budget: RunBudget, model: str | None) -> None:
@@ -105,17 +111,13 @@ def check_run_budget(name: str, budget: RunBudget, model: str | None) -> None:
     harness that reports no cost while it runs (no `live_cost`) for a `model` genai-prices cannot
     price."""
     cls = adapter_class(name)
-    if getattr(cls, "live_usage", None) is None:
+    if cls.live_usage is None:
         raise ValueError(
             f"run_budget: harness {name!r} reports no usage while it runs, so no run of it can be "
             "stopped at a budget; remove [run_budget] (the experiment's max_cost_usd still applies)"
         )
     probe = ModelUsage(input_tokens=1000, output_tokens=1000)
-    if (
-        budget.max_cost_usd is not None
-        and not getattr(cls, "live_cost", False)
-        and price(probe, model) is None
-    ):
+    if budget.max_cost_usd is not None and not cls.live_cost and price(probe, model) is None:
         raise ValueError(
             f"run_budget.max_cost_usd: harness {name!r} reports no cost while it runs and genai-prices "
             f"has no price for model {model!r}; set a priced model or use run_budget.max_tokens"
@@ -124,7 +126,7 @@ def check_run_budget(name: str, budget: RunBudget, model: str | None) -> None:
 
 def calibrated_names() -> tuple[str, ...]:
     """The harnesses `rig calibrate --harness` checks: real CLIs the mock model can drive."""
-    return tuple(name for name in harness_names() if getattr(adapter_class(name), "calibrated", False))
+    return tuple(name for name in harness_names() if adapter_class(name).calibrated)
 
 
 def mock_protocols(names: tuple[str, ...] | None = None) -> list[WireProtocol]:
@@ -139,7 +141,9 @@ def mock_protocols(names: tuple[str, ...] | None = None) -> list[WireProtocol]:
             )
     by_path: dict[str, WireProtocol] = {}
     for name in names or known:
-        protocol: WireProtocol = adapter_class(name).mock_protocol  # type: ignore[attr-defined]
+        protocol = adapter_class(name).mock_protocol
+        if protocol is None:
+            raise HarnessUnavailable(f"harness {name!r} is calibrated but declares no mock_protocol")
         by_path.setdefault(protocol.path, protocol)
     return list(by_path.values())
 
@@ -151,13 +155,12 @@ def install_version(name: str, version: str, notify: Callable[[str], None] | Non
     npm package), CliNotFound (harnesses.versions.VersionInstallError) when npm cannot install it.
     """
     cls = adapter_class(name)
-    install = getattr(cls, "install_version", None)
-    if install is None:
+    if not cls.installs_versions:
         raise HarnessUnavailable(
             f"harness {name!r} cannot run another version of its CLI; "
             "remove harness_version from its conditions"
         )
-    return install(version, notify)
+    return cls.install_version(version, notify)
 
 
 def make_adapter(

@@ -39,8 +39,10 @@ from harnesses.logs import (
     read_jsonl,
     unreadable_lines,
 )
+from harnesses.protocol import HarnessBase
 from rig.confine.agent import Confinement, run_agent_process
 from rig.confine.proc import BASE_PATH
+from rig.runners.registry import kind_of
 from rig.schema import (
     DEFAULT_STALL_S,
     AgentRun,
@@ -48,7 +50,6 @@ from rig.schema import (
     Metrics,
     Pack,
     Provider,
-    RunnerKind,
     Task,
     Transcript,
 )
@@ -79,39 +80,10 @@ FAKE_GATES = {
 }
 # A gate script in any other language is replaced by a shell script.
 FAKE_GATE_SH = f"#!/bin/sh\necho '{FAKE_JSON_REPORT}'\nexit 0\n"
-PYTEST_CONFTEST = """import pytest
-
-
-def pytest_collection_modifyitems(items):
-    for item in items:
-        item.add_marker(pytest.mark.skip(reason="skipped"))
-"""
-PYTEST_SITECUSTOMIZE = "# Imported by every interpreter started in this directory.\n"
-NODE_PRELOAD = "node_modules/x/index.js"
-# Per runner kind: the files that change how its tests start, as the tamper policy plants them.
-STARTUP_FILES: dict[RunnerKind, dict[str, str]] = {
-    "pytest": {"conftest.py": PYTEST_CONFTEST, "sitecustomize.py": PYTEST_SITECUSTOMIZE},
-    "node-test": {
-        ".npmrc": f"node-options=--import=./{NODE_PRELOAD}\n",
-        NODE_PRELOAD: "// Preloaded by node-options: runs before every test.\n",
-    },
-    "command": {},
-}
-# Per runner kind: a fake test's file name and content (a command runner's format is unknown).
-FAKE_TESTS: dict[RunnerKind, tuple[str, str]] = {
-    "pytest": ("test_fake.py", "def test_fake():\n    assert True\n"),
-    "node-test": ("fake.test.mjs", 'import { test } from "node:test";\n\ntest("fake", () => {});\n'),
-    "command": ("test_fake", ""),
-}
-_PYTEST_FILE = re.compile(r"^(test_.*|.*_test)\.py$")
-# node --test's default patterns: *.test.js, *-test.js, *_test.js, test-*.js, test.js (also .mjs,
-# .cjs), and every such file below a folder named test.
-_NODE_TEST_FILE = re.compile(r"^(.*[.\-_]test|test-.*|test)\.[mc]?js$")
-_NODE_SUFFIXES = (".js", ".mjs", ".cjs")
 _SKIP_PARTS = frozenset({".git", "__pycache__", "node_modules"})
 
 
-class ScriptedHarness:
+class ScriptedHarness(HarnessBase):
     """A HarnessAdapter whose agent follows a fixed script instead of a model."""
 
     name = "scripted"
@@ -286,14 +258,14 @@ def tamper_plan(pack: Pack) -> list[dict[str, str]]:
     first in the first protected folder that holds any, and put a fake test beside it. Every step
     touches a protected path: the pipeline must record and undo each one.
     """
-    kind = pack.spec.runner.kind
-    steps = [{"write": path, "content": content} for path, content in STARTUP_FILES[kind].items()]
+    kind = kind_of(pack.spec.runner.kind)
+    steps = [{"write": path, "content": content} for path, content in kind.tamper_files.items()]
     for script in pack.spec.gate.scripts:
         fake = FAKE_GATES.get(PurePosixPath(script).suffix, FAKE_GATE_SH)
         steps.append({"write": script, "content": fake})
     victim = _first_test_file(pack)
     if victim is not None:
-        name, content = FAKE_TESTS[kind]
+        name, content = kind.passing_test
         steps.append({"delete": victim})
         steps.append({"write": str(PurePosixPath(victim).with_name(name)), "content": content})
     return steps
@@ -302,26 +274,16 @@ def tamper_plan(pack: Pack) -> list[dict[str, str]]:
 def _first_test_file(pack: Pack) -> str | None:
     """The test file (of the runner kind) of the fixture whose name sorts first, in the first of
     the pack's protected folders that holds one; None if none does."""
+    collects = kind_of(pack.spec.runner.kind).collects
     for folder in pack.spec.protect.dirs:
         found = []
         for path in (pack.fixture_dir / folder).rglob("*"):
             relative = PurePosixPath(path.relative_to(pack.fixture_dir).as_posix())
-            if path.is_file() and not _SKIP_PARTS & set(relative.parts) and _is_test_file(relative, pack):
+            if path.is_file() and not _SKIP_PARTS & set(relative.parts) and collects(relative):
                 found.append(relative)
         if found:
             return str(min(found, key=lambda p: (p.name, p.as_posix())))
     return None
-
-
-def _is_test_file(path: PurePosixPath, pack: Pack) -> bool:
-    """Whether `path` is a test file its runner kind would collect (a command runner: any file)."""
-    kind = pack.spec.runner.kind
-    if kind == "pytest":
-        return bool(_PYTEST_FILE.match(path.name))
-    if kind == "node-test":
-        in_test_folder = "test" in path.parts[:-1]
-        return path.suffix in _NODE_SUFFIXES and (in_test_folder or bool(_NODE_TEST_FILE.match(path.name)))
-    return True
 
 
 def attempt_number(run_dir: Path) -> int:

@@ -123,7 +123,7 @@ def judge(name: str, record: dict, folder: Path) -> tuple[bool, str]:
 def _retries_s(harness: str) -> float:
     """About how long `harness`'s CLI retries a dead or erroring provider (none if its adapter does
     not say)."""
-    return getattr(adapter_class(harness), "provider_retries_s", 0.0)
+    return adapter_class(harness).provider_retries_s
 
 
 def _wait_s(name: str, retries_s: float) -> float:

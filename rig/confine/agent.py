@@ -42,6 +42,7 @@ from rig.schema import (
     DEFAULT_STALL_S,
     DEFAULT_TAIL_BYTES,
     AgentRun,
+    BudgetStop,
     RunBudget,
 )
 
@@ -157,16 +158,7 @@ def _run_agent(
     budget by `meter`."""
     contain = confinement.processes or containment(sandboxed=confinement.sandbox is not None)
     run_dir.mkdir(parents=True, exist_ok=True)
-    streams = {
-        name: BoundedStream(
-            run_dir / f"{name}.log",
-            name,
-            confinement.stream_head_bytes,
-            confinement.stream_tail_bytes,
-            tap=meter.feed if meter is not None and name == "stdout" else None,
-        )
-        for name in ("stdout", "stderr")
-    }
+    streams = _open_streams(run_dir, confinement, meter)
     token = secrets.token_hex(16)
     leaf = create_leaf(contain.cgroup, token) if contain.cgroup is not None else None
     argv = _confined(
@@ -174,60 +166,26 @@ def _run_agent(
     )
     proxy = egress.env() if egress is not None else {}
     start = time.monotonic()
-    try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env={**env, **proxy, AGENT_TOKEN_VAR: token, RUNNER_VAR: process_identity(os.getpid()) or ""},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-    except BaseException:
-        if leaf is not None:
-            kill_leaf(leaf)
-        raise
+    proc = _start(
+        argv,
+        cwd,
+        {**env, **proxy, AGENT_TOKEN_VAR: token, RUNNER_VAR: process_identity(os.getpid()) or ""},
+        leaf,
+    )
     agent = _Agent(proc.pid, leaf, contain.namespace)
     with _RUNNING_LOCK:
         _RUNNING[token] = agent
     assert proc.stdout is not None and proc.stderr is not None
     pipes = {proc.stdout.fileno(): streams["stdout"], proc.stderr.fileno(): streams["stderr"]}
-    cleanup_error: Exception | None = None
     with selectors.DefaultSelector() as selector:
         for fd in pipes:
             _widen_pipe(fd)
             selector.register(fd, selectors.EVENT_READ)
-        timed_out = stalled = False
-        budget = None
-        last_sizes = _activity(streams, session_path)
-        last_activity = start
-        while proc.poll() is None:
-            _drain(selector, pipes, WATCH_INTERVAL_S, meter)
-            now = time.monotonic()
-            sizes = _activity(streams, session_path)
-            if sizes != last_sizes:
-                last_sizes, last_activity = sizes, now
-            if meter is not None and meter.stop is not None:
-                budget = meter.stop
-            elif now - start > timeout:
-                timed_out = True
-            elif now - last_activity > stall_s:
-                stalled = True
-            if timed_out or stalled or budget:
-                _kill(agent, proc)
-                break
+        timed_out, stalled, budget = _watch(
+            proc, agent, selector, pipes, streams, session_path, start, timeout, stall_s, meter
+        )
         # Children the agent left behind must not outlive the run, nor write after it.
-        leftover = 0
-        if leaf is not None:
-            try:
-                leftover = kill_leaf(leaf)
-            except (ContainmentError, OSError) as exc:
-                cleanup_error = exc  # raised once the streams are saved: they are the evidence
-        leftover += reap(token)
-        kill_group(proc.pid)
-        with _RUNNING_LOCK:
-            _RUNNING.pop(token, None)
+        leftover, cleanup_error = _kill_leftovers(token, agent, proc)
         removed_links = _remove_outward_links(run_dir)
         deadline = time.monotonic() + DRAIN_S
         while selector.get_map() and time.monotonic() < deadline:
@@ -253,6 +211,96 @@ def _run_agent(
         processes=contain.backend,
         budget=budget,
     )
+
+
+def _open_streams(
+    run_dir: Path, confinement: Confinement, meter: UsageMeter | None
+) -> dict[str, BoundedStream]:
+    """The agent's stdout and stderr logs in `run_dir`, bounded; stdout also feeds `meter`."""
+    return {
+        name: BoundedStream(
+            run_dir / f"{name}.log",
+            name,
+            confinement.stream_head_bytes,
+            confinement.stream_tail_bytes,
+            tap=meter.feed if meter is not None and name == "stdout" else None,
+        )
+        for name in ("stdout", "stderr")
+    }
+
+
+def _start(argv: list[str], cwd: Path, env: dict[str, str], leaf: Path | None) -> subprocess.Popen:
+    """Start the agent in a session of its own, stdin from /dev/null; its cgroup `leaf` is removed
+    if it cannot start."""
+    try:
+        return subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except BaseException:
+        if leaf is not None:
+            kill_leaf(leaf)
+        raise
+
+
+def _watch(
+    proc: subprocess.Popen,
+    agent: _Agent,
+    selector: selectors.BaseSelector,
+    pipes: dict[int, BoundedStream],
+    streams: dict[str, BoundedStream],
+    session_path: Path | None,
+    start: float,
+    timeout: float,
+    stall_s: float,
+    meter: UsageMeter | None,
+) -> tuple[bool, bool, BudgetStop | None]:
+    """Read the agent's pipes until it exits, or kill it at its run budget, its wall `timeout` or
+    `stall_s` of silence (no stream nor the session grew); whether it timed out, stalled, or where
+    the budget stopped it."""
+    timed_out = stalled = False
+    budget = None
+    last_sizes = _activity(streams, session_path)
+    last_activity = start
+    while proc.poll() is None:
+        _drain(selector, pipes, WATCH_INTERVAL_S, meter)
+        now = time.monotonic()
+        sizes = _activity(streams, session_path)
+        if sizes != last_sizes:
+            last_sizes, last_activity = sizes, now
+        if meter is not None and meter.stop is not None:
+            budget = meter.stop
+        elif now - start > timeout:
+            timed_out = True
+        elif now - last_activity > stall_s:
+            stalled = True
+        if timed_out or stalled or budget:
+            _kill(agent, proc)
+            break
+    return timed_out, stalled, budget
+
+
+def _kill_leftovers(token: str, agent: _Agent, proc: subprocess.Popen) -> tuple[int, Exception | None]:
+    """Kill what the agent left running (its cgroup leaf, every process with its `token`, its process
+    group) and forget it: how many were left, and the error of a leaf that could not be emptied or
+    removed, to raise once the streams are saved (they are the evidence)."""
+    leftover = 0
+    cleanup_error: Exception | None = None
+    if agent.leaf is not None:
+        try:
+            leftover = kill_leaf(agent.leaf)
+        except (ContainmentError, OSError) as exc:
+            cleanup_error = exc
+    leftover += reap(token)
+    kill_group(proc.pid)
+    with _RUNNING_LOCK:
+        _RUNNING.pop(token, None)
+    return leftover, cleanup_error
 
 
 def _confined(

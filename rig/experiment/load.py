@@ -48,7 +48,7 @@ def load_experiment(path: Path) -> Experiment:
             "fix the config"
         )
     pinned = [c.name for c in experiment.conditions if c.harness_version]
-    if pinned and not hasattr(adapter_class(experiment.harness), "install_version"):
+    if pinned and not adapter_class(experiment.harness).installs_versions:
         raise ExperimentError(
             f"{path}: conditions.{pinned[0]}.harness_version: harness {experiment.harness!r} cannot run "
             "another version of its CLI; remove harness_version"

@@ -140,15 +140,17 @@ class DaskExecutor:
         try:
             record, data = task.result()
         except (KilledWorker, CommClosedError, CancelledError) as exc:
-            lost = lost_record(attempt, "worker_lost", f"{type(exc).__name__}: {' '.join(str(exc).split())}")
+            lost = lost_record(
+                attempt, rule="worker_lost", detail=f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+            )
             record = self.ctx.redactor.value(lost.model_dump(mode="json"))
         except remote.PinMismatch as exc:
             worker = self._retire_failed(task)
             self.say(f"dask: worker {worker} refused: {exc}")
-            refused = lost_record(attempt, "worker_refused", f"worker {worker} refused: {exc}")
+            refused = lost_record(attempt, rule="worker_refused", detail=f"worker {worker} refused: {exc}")
             record = self.ctx.redactor.value(refused.model_dump(mode="json"))
         except Exception as exc:  # the worker's rig failed outside the attempt: its traceback is kept
-            failed = rig_error_record(attempt, Trail(step="worker"), None, exc)
+            failed = rig_error_record(attempt, trail=Trail(step="worker"), run=None, exc=exc)
             record = self.ctx.redactor.value(failed.model_dump(mode="json"))
         else:
             # The worker wrote the record (naming itself) into the folder it bundled.

@@ -123,14 +123,7 @@ def make_context(
     # Agents run in their workspace: every path handed to them must be absolute.
     results_root, runs_root = results_root.resolve(), runs_root.resolve()
     pack = tasks[0].pack
-    fixture = pack.fixture_dir
-    for condition in experiment.conditions:
-        for skill in condition.skills:
-            if not (repo_root / skill / "SKILL.md").is_file():
-                raise ExperimentError(
-                    f"condition {condition.name!r}: skill {skill!r} has no SKILL.md under {repo_root}; "
-                    "give a skill directory relative to the rig's repository"
-                )
+    _check_skills(experiment, repo_root)
     problem = unreachable_model(experiment.network, experiment.provider)
     if problem:
         raise ExperimentError(problem)
@@ -147,26 +140,62 @@ def make_context(
     # Everything the agent must not read: the answers, the judge, the results and other runs.
     secrets = [
         pack.root / MANIFEST,
-        fixture.resolve(),
+        pack.fixture_dir.resolve(),
         *(t.dir.resolve() for t in tasks),
         *(t.hidden_dir.resolve() for t in tasks),
         results_root / experiment.name,
         runs_root / experiment.name,
         scratch.folder,
     ]
-    sandbox_plan, sandbox_status = resolve(
-        sandbox,
-        hidden=[
-            repo_root.resolve(),
-            results_root,
-            runs_root,
-            scratch.folder.parent,
-            Path.home(),
-            default_pycache(),
-            *secrets,
-        ],
-        exposed=[*_agent_runtime(), *installed.values()],
+    hidden = [
+        repo_root.resolve(),
+        results_root,
+        runs_root,
+        scratch.folder.parent,
+        Path.home(),
+        default_pycache(),
+        *secrets,
+    ]
+    confinement, sandbox_status, network_status = _confine(
+        experiment, sandbox, hidden=hidden, exposed=[*_agent_runtime(), *installed.values()]
     )
+    pins = _pins(experiment, pack, tasks)
+    harness_versions = {
+        c.name: adapter_for(experiment, tasks[0], harness_version=c.harness_version).version()
+        for c in experiment.conditions
+        if c.harness_version
+    }
+    # Only once every pin could be read: a refused run leaves nothing behind.
+    store = ResultsStore(results_root / experiment.name)
+    _bind_design(store.root, experiment)
+    redactor = Redactor.for_machine(
+        runs_root=runs_root, repo_root=repo_root, results_root=results_root, verify_root=scratch.folder.parent
+    )
+    return RunContext(
+        experiment=experiment,
+        pack=pack,
+        tasks={t.id: t for t in tasks},
+        runs_root=runs_root,
+        store=store,
+        redactor=redactor,
+        pins=pins,
+        confinement=confinement,
+        sandbox=sandbox_status,
+        secrets=secrets,
+        scratch=scratch,
+        keep_workspaces=keep_workspaces,
+        harness_versions=harness_versions,
+        network=network_status,
+    )
+
+
+def _confine(
+    experiment: Experiment, sandbox: str, *, hidden: list[Path], exposed: list[Path]
+) -> tuple[Confinement, SandboxStatus, NetworkOutcome]:
+    """What confines every agent of the experiment (the `sandbox` mode, hiding `hidden` but for
+    `exposed`; its network policy; its limits and run budget), with the sandbox and network as this
+    machine enforces them."""
+    sandbox_plan, sandbox_status = resolve(sandbox, hidden=hidden, exposed=exposed)
     network_plan, network_status = resolve_network(
         experiment.network, experiment.allow, sandbox_plan is not None, required=sandbox == "require"
     )
@@ -180,7 +209,24 @@ def make_context(
         file_bytes=limits.file_bytes,
         run_budget=experiment.run_budget,
     )
-    fixture_hash = tree_digest(fixture)
+    return confinement, sandbox_status, network_status
+
+
+def _check_skills(experiment: Experiment, repo_root: Path) -> None:
+    """Raise ExperimentError for a condition's skill that is no skill directory of the repository."""
+    for condition in experiment.conditions:
+        for skill in condition.skills:
+            if not (repo_root / skill / "SKILL.md").is_file():
+                raise ExperimentError(
+                    f"condition {condition.name!r}: skill {skill!r} has no SKILL.md under {repo_root}; "
+                    "give a skill directory relative to the rig's repository"
+                )
+
+
+def _pins(experiment: Experiment, pack: Pack, tasks: list[Task]) -> dict[str, Pins]:
+    """Per task, what its runs pin: the pack, the fixture, the task, its hidden tests, the toolchain
+    and the harness at its pinned version."""
+    fixture_hash = tree_digest(pack.fixture_dir)
     versions = {
         "rig_version": rig_version(),
         "pack": pack.name,
@@ -200,33 +246,7 @@ def make_context(
             harness_version=harness_version,
             **versions,
         )
-    harness_versions = {
-        c.name: adapter_for(experiment, tasks[0], harness_version=c.harness_version).version()
-        for c in experiment.conditions
-        if c.harness_version
-    }
-    # Only once every pin could be read: a refused run leaves nothing behind.
-    store = ResultsStore(results_root / experiment.name)
-    _bind_design(store.root, experiment)
-    redactor = Redactor.for_machine(
-        runs_root=runs_root, repo_root=repo_root, results_root=results_root, verify_root=scratch.folder.parent
-    )
-    return RunContext(
-        experiment,
-        pack,
-        {t.id: t for t in tasks},
-        runs_root,
-        store,
-        redactor,
-        pins,
-        confinement,
-        sandbox_status,
-        secrets,
-        scratch,
-        keep_workspaces,
-        harness_versions,
-        network=network_status,
-    )
+    return pins
 
 
 def _agent_runtime() -> list[Path]:
@@ -275,17 +295,20 @@ def attempt_of(ctx: RunContext, item: PlanItem, number: int, folder: Path) -> At
     if item.condition in ctx.harness_versions:
         pins = pins.model_copy(update={"harness_version": ctx.harness_versions[item.condition]})
     return Attempt(
-        ctx.experiment,
-        item,
-        task,
-        ctx.conditions[item.condition],
-        pins,
-        ctx.sandbox,
-        number,
-        folder,
-        folder.relative_to(ctx.store.root).as_posix(),
-        _now(),
-        ctx.network,
+        experiment=ctx.experiment,
+        item=item,
+        task=task,
+        condition=ctx.conditions[item.condition],
+        pins=pins,
+        sandbox=ctx.sandbox,
+        number=number,
+        folder=folder,
+        artifacts=folder.relative_to(ctx.store.root).as_posix(),
+        started=_now(),
+        workspaces=ctx.runs_root / ctx.experiment.name,
+        scratch=ctx.scratch,
+        secrets=ctx.secrets,
+        network=ctx.network,
     )
 
 
@@ -298,44 +321,36 @@ def run_one(item: PlanItem, ctx: RunContext, number: int | None = None) -> tuple
     Only a results folder the store cannot write raises.
     """
     number, folder = ctx.store.new_attempt_dir(item.run_id, number)
-    exp, task = ctx.experiment, ctx.tasks[item.task]
     attempt = attempt_of(ctx, item, number, folder)
     trail = Trail(stopping=ctx.stopping)
     run: AgentRun | None = None
     try:
-        adapter = adapter_for(exp, task, ctx.confinement, attempt.condition.harness_version)
-        workspaces = ctx.runs_root / exp.name
-        trail.enter("prepare")
-        prepared = prepare(workspaces, item.run_id, number, task, attempt.condition, trail)
-        trail.enter("agent")
-        run = agent(adapter, prepared.workdir, task, attempt.condition, folder, exp.timeouts.agent_s)
-        trail.enter("collect")
-        collected = collect(
-            adapter,
-            run,
-            prepared,
-            folder,
-            exp.limits,
-            ctx.scratch,
-            workspaces,
-            task,
-            attempt.pins,
-            ctx.secrets,
-            trail,
+        adapter = adapter_for(
+            ctx.experiment, attempt.task, ctx.confinement, attempt.condition.harness_version
         )
+        trail.enter("prepare")
+        prepared = prepare(attempt, trail=trail)
+        trail.enter("agent")
+        run = agent(attempt, adapter=adapter, workdir=prepared.workdir)
+        trail.enter("collect")
+        collected = collect(attempt, trail=trail, adapter=adapter, run=run, prepared=prepared)
         tampering, verified = Tampering(), Verified()
         if collected.workspace.limit is None:
             trail.enter("protect")
-            tampering = protect(prepared.snapshot, collected.verify_dir, collected.paths, collected.left_out)
-            verified = verify(
-                collected.verify_root, task, folder, exp.timeouts, trail, ctx.confinement.sandbox
-            )
+            tampering = protect(prepared, collected=collected)
+            verified = verify(attempt, trail=trail, collected=collected, sandbox=ctx.confinement.sandbox)
         trail.enter("record")
         result = record(
-            attempt, adapter, run, prepared.baseline, collected, tampering, verified, trail.warnings
+            attempt,
+            trail=trail,
+            adapter=adapter,
+            run=run,
+            collected=collected,
+            tampering=tampering,
+            verified=verified,
         )
     except Exception as exc:  # any failure of the rig in this attempt is recorded, never raised
-        result = rig_error_record(attempt, trail, run, exc)
+        result = rig_error_record(attempt, trail=trail, run=run, exc=exc)
     finally:
         left = _clean_up(trail, ctx.keep_workspaces)
     if left:
@@ -613,7 +628,9 @@ def _unrecorded(ctx: RunContext, item: PlanItem, exc: Exception) -> dict:
     """The infrastructure record of an attempt whose folder could not be made (a full disk)."""
     attempt = attempt_of(ctx, item, 0, ctx.store.root / "runs" / item.run_id)
     trail = Trail(step="attempt folder")
-    return ctx.redactor.value(rig_error_record(attempt, trail, None, exc).model_dump(mode="json"))
+    return ctx.redactor.value(
+        rig_error_record(attempt, trail=trail, run=None, exc=exc).model_dump(mode="json")
+    )
 
 
 def experiment_plan(ctx: RunContext) -> list[PlanItem]:

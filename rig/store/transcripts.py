@@ -29,13 +29,6 @@ def _real_directory(path: Path) -> bool:
         return False
 
 
-def _real_directory(path: Path) -> bool:
-    try:
-        return stat.S_ISDIR(path.lstat().st_mode)
-    except OSError:
-        return False
-
-
 def saved_run(record: dict[str, Any], folder: Path) -> AgentRun:
     """The agent run of `record` with its files in the attempt folder `folder`."""
     session = next((folder / n for n in SESSION_NAMES if _regular(folder / n)), None)

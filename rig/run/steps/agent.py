@@ -3,20 +3,16 @@
 from pathlib import Path
 
 from harnesses.protocol import HarnessAdapter
-from rig.schema import AgentRun, Condition, Task
+from rig.run.steps.attempt import Attempt
+from rig.schema import AgentRun
 
 
-def agent(
-    adapter: HarnessAdapter,
-    workdir: Path,
-    task: Task,
-    condition: Condition,
-    folder: Path,
-    timeout_s: int | None,
-) -> AgentRun:
-    """Run the harness on `task` in `workdir` under `condition`, its logs and session in the attempt
-    `folder`; every process it started is gone when this returns.
+def agent(attempt: Attempt, *, adapter: HarnessAdapter, workdir: Path) -> AgentRun:
+    """Run the harness on the attempt's task in `workdir` under its condition, its logs and session
+    in the attempt folder; every process it started is gone when this returns.
 
-    `timeout_s` is the experiment's wall timeout; None for the task's own.
+    The experiment's wall timeout applies, or else the task's own.
     """
-    return adapter.run(workdir, task.spec.prompt, condition, folder, timeout_s or task.spec.timeout_s)
+    task = attempt.task
+    timeout_s = attempt.experiment.timeouts.agent_s or task.spec.timeout_s
+    return adapter.run(workdir, task.spec.prompt, attempt.condition, attempt.folder, timeout_s)

@@ -19,6 +19,7 @@ from rig.schema import (
     Task,
     WorkspaceStats,
 )
+from rig.workspace.scratch import Scratch
 
 # A diagnostic switch: `RIG_INJECT_FAULT=<step>` raises inside that step of every run, to prove
 # that any exception in a run becomes that run's record (tests/test_hostile.py).
@@ -38,7 +39,8 @@ class Interrupted(RuntimeError):
 @dataclass(frozen=True)
 class Attempt:
     """One attempt of a plan item: which run it is, what the experiment pins for it, where its
-    artifacts go (`folder`, and `artifacts`, the same folder relative to the results folder)."""
+    artifacts go (`folder`, and `artifacts`, the same folder relative to the results folder), where
+    its workspace and the rig's copy of it are made, and what its agent must not read."""
 
     experiment: Experiment
     item: PlanItem
@@ -50,6 +52,12 @@ class Attempt:
     folder: Path
     artifacts: str
     started: datetime
+    workspaces: Path
+    """The folder the attempt's workspace is made in (and a copy with no room in memory)."""
+    scratch: Scratch
+    """Where the rig's copy of the workspace is made."""
+    secrets: list[Path]
+    """What the agent must not read (the answers, the judge, the results): the audit looks for them."""
     network: NetworkOutcome | None = None
     """The network policy as enforced before the agent ran; the agent's own run holds what it did."""
 

@@ -17,9 +17,9 @@ from rig.confine.untrusted import (
     copy_tree,
     remove_trees,
 )
-from rig.run.steps.attempt import WORK, Trail, write_artifact
+from rig.run.steps.attempt import WORK, Attempt, Trail, write_artifact
 from rig.run.steps.prepare import Prepared
-from rig.schema import AgentRun, AuditFinding, Limits, Metrics, Pins, Task, WorkspaceStats
+from rig.schema import AgentRun, AuditFinding, Limits, Metrics, Task, WorkspaceStats
 from rig.session.shell import judge
 from rig.verify.audit import rig_paths_accessed, runner_probes, source_filter, toolchain_digest
 from rig.workspace.build import Stager, WorkspaceError, changed_texts, collect_diff, quote_path, tree_digest
@@ -72,26 +72,17 @@ def session_metrics(adapter: HarnessAdapter, run: AgentRun, task: Task) -> Metri
 
 
 def collect(
-    adapter: HarnessAdapter,
-    run: AgentRun,
-    prepared: Prepared,
-    folder: Path,
-    limits: Limits,
-    scratch: Scratch,
-    workspaces: Path,
-    task: Task,
-    pins: Pins,
-    secrets: list[Path],
-    trail: Trail,
+    attempt: Attempt, *, trail: Trail, adapter: HarnessAdapter, run: AgentRun, prepared: Prepared
 ) -> Collected:
-    """The session's metrics, a bounded copy of the workspace under `scratch`, the diff against the
-    baseline (`diff.patch` in the attempt `folder`) and the audit of rig.verify.audit.
+    """The session's metrics, a bounded copy of the workspace under `attempt.scratch`, the diff
+    against the baseline (`diff.patch` in the attempt folder) and the audit of rig.verify.audit.
 
     The copy goes to a directory made only now, which the agent could not name: a process that
     escaped every kill writes to a workspace nobody reads any more. A copy with no room in memory
-    is made again on disk, under `workspaces`, beside the workspace. `task` (and its pack), `pins`
-    and `secrets` are what the audit checks the rig's own files and the session against.
+    is made again on disk, under `attempt.workspaces`, beside the workspace. The attempt's task (and
+    its pack), pins and secrets are what the audit checks the rig's own files and the session against.
     """
+    task, folder, limits, scratch = attempt.task, attempt.folder, attempt.experiment.limits, attempt.scratch
     # The adapter parses the session; what counts as docs, the gate and the tests is the pack's.
     metrics = trail.metrics = session_metrics(adapter, run, task)
     try:
@@ -100,7 +91,8 @@ def collect(
         if not scratch.in_memory:
             raise
         trail.warnings.append(f"{exc}; made again on disk, beside the workspace")
-        copy = _copy_for_verification(prepared, limits, on_disk(workspaces, "no room in memory"), trail)
+        place = on_disk(attempt.workspaces, "no room in memory")
+        copy = _copy_for_verification(prepared, limits, place, trail)
     stats, limit = copy.stats, copy.limit
     workspace = trail.workspace = WorkspaceStats(
         files=stats.files,
@@ -123,7 +115,15 @@ def collect(
         )
     changed: list[str] = []
     if limit is not None:
-        return Collected(metrics, workspace, copy.root, copy.paths, stats.left_out, changed, [])
+        return Collected(
+            metrics=metrics,
+            workspace=workspace,
+            verify_root=copy.root,
+            paths=copy.paths,
+            left_out=stats.left_out,
+            changed=changed,
+            audit=[],
+        )
     verify_dir = copy.root / WORK
     texts = None
     diffed = False
@@ -135,8 +135,17 @@ def collect(
             texts = changed_texts(verify_dir, prepared.rig_git, prepared.baseline, source_filter(task.pack))
         except WorkspaceError as exc:
             trail.warnings.append(f"diff not collected: {exc}")
-    audit = _audit(task, pins, secrets, texts, metrics, prepared.container, folder)
-    return Collected(metrics, workspace, copy.root, copy.paths, stats.left_out, changed, audit, diffed)
+    audit = _audit(attempt, texts, metrics, prepared.container)
+    return Collected(
+        metrics=metrics,
+        workspace=workspace,
+        verify_root=copy.root,
+        paths=copy.paths,
+        left_out=stats.left_out,
+        changed=changed,
+        audit=audit,
+        diffed=diffed,
+    )
 
 
 def _copy_for_verification(prepared: Prepared, limits: Limits, place: Scratch, trail: Trail) -> _Copy:
@@ -173,22 +182,19 @@ def _copy_for_verification(prepared: Prepared, limits: Limits, place: Scratch, t
                 staged = True
             except WorkspaceError as exc:
                 trail.warnings.append(f"diff not collected: {exc}")
-    return _Copy(root, stats, limit, staged, stager.paths)
+    return _Copy(root=root, stats=stats, limit=limit, staged=staged, paths=stager.paths)
 
 
 def _audit(
-    task: Task,
-    pins: Pins,
-    secrets: list[Path],
-    texts: list[tuple[str, str, str]] | None,
-    metrics: Metrics,
-    container: Path,
-    attempt_dir: Path,
+    attempt: Attempt, texts: list[tuple[str, str, str]] | None, metrics: Metrics, container: Path
 ) -> list[AuditFinding]:
-    """The audit rules of rig.verify.audit for one run, after its agent is gone.
+    """The audit rules of rig.verify.audit for one run, after its agent is gone: the attempt's task,
+    pins and secrets, against the session's `metrics` and the agent's own `container` and attempt
+    folder.
 
     `texts` are the changed sources (rig.workspace.build.changed_texts), None if they could not be read.
     """
+    task, pins = attempt.task, attempt.pins
     findings = [
         AuditFinding(rule="rig_files_changed", detail=f"{name} {root} no longer matches its pinned hash")
         for name, root, pinned in (
@@ -211,5 +217,5 @@ def _audit(
         )
     else:
         findings += runner_probes(texts, task.pack)
-    findings += rig_paths_accessed(metrics, secrets, own=[container, attempt_dir])
+    findings += rig_paths_accessed(metrics, attempt.secrets, own=[container, attempt.folder])
     return findings

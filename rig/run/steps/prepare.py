@@ -4,8 +4,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from rig.run.steps.attempt import WORK, Trail
-from rig.schema import Condition, Task
+from rig.run.steps.attempt import WORK, Attempt, Trail
 from rig.workspace import protect
 from rig.workspace.build import RIG_GIT_DIR, apply_overlays, apply_patch, copy_fixture, init_baseline
 
@@ -32,19 +31,21 @@ class Prepared:
         return self.container / RIG_GIT_DIR
 
 
-def prepare(runs: Path, run_id: str, number: int, task: Task, condition: Condition, trail: Trail) -> Prepared:
+def prepare(attempt: Attempt, *, trail: Trail) -> Prepared:
     """The fixture of the task's pack, its setup, the condition's overlays and the baseline, in a
-    directory made now under `runs` for attempt `number` of `run_id`; its protected files read before
-    the agent runs.
+    directory made now under `attempt.workspaces` for this attempt of its run; its protected files
+    read before the agent runs.
 
     The directory goes on `trail.trees` as soon as it exists, the baseline on `trail.baseline`.
     """
+    task, condition, runs = attempt.task, attempt.condition, attempt.workspaces
     runs.mkdir(parents=True, exist_ok=True)
-    container = Path(tempfile.mkdtemp(prefix=f"{run_id}-a{number}-", dir=runs))
+    container = Path(tempfile.mkdtemp(prefix=f"{attempt.item.run_id}-a{attempt.number}-", dir=runs))
     trail.made(container)
     workdir = container / WORK
     copy_fixture(task.pack.fixture_dir, workdir)
     apply_patch(workdir, task.setup_patch)
     apply_overlays(workdir, condition.remove_files, condition.write_files)
     baseline = trail.baseline = init_baseline(workdir, container / RIG_GIT_DIR)
-    return Prepared(container, baseline, protect.snapshot(workdir, protect.rules_for(task.pack)))
+    snapshot = protect.snapshot(workdir, protect.rules_for(task.pack))
+    return Prepared(container=container, baseline=baseline, snapshot=snapshot)

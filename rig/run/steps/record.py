@@ -29,16 +29,17 @@ TRACEBACK_FILE = "traceback.txt"
 
 def record(
     attempt: Attempt,
+    *,
+    trail: Trail,
     adapter: HarnessAdapter,
     run: AgentRun,
-    baseline: str,
     collected: Collected,
     tampering: Tampering,
     verified: Verified,
-    warnings: list[str],
 ) -> RunRecord:
     """The record of an attempt that went through every step: success decided on exit codes and the
-    audit, the agent's hang if any, the infrastructure classification, `warnings` gathered on the way.
+    audit, the agent's hang if any, the infrastructure classification, the baseline and warnings
+    `trail` gathered on the way.
 
     A workspace past its limits was neither protected nor verified: `tampering` and `verified` are
     then empty.
@@ -54,15 +55,19 @@ def record(
     unchecked = spec.scope is not None and limit is None and not collected.diffed
     scope_failed = spec.scope_enforced and (bool(outside) or unchecked)
     success, failing_stage = _decide(
-        limit, verified, collected.audit, hang, scope_failed, run.budget is not None
+        limit, verified, collected.audit, hang, scope=scope_failed, budget=run.budget is not None
     )
-    warnings = attempt.warnings() + warnings
+    warnings = attempt.warnings() + trail.warnings
     if unchecked:
         warnings.append("scope: not checked, the diff was not collected")
     if limit is not None:
         warnings.append(f"workspace limits: {limit}; not verified")
     base = _base_record(
-        attempt, baseline, collected.metrics, collected.workspace, getattr(adapter, "condition_mapping", None)
+        attempt,
+        baseline=trail.baseline,
+        metrics=collected.metrics,
+        workspace=collected.workspace,
+        condition_mapping=adapter.condition_mapping,
     )
     return base.model_copy(
         update={
@@ -88,7 +93,7 @@ def record(
     )
 
 
-def rig_error_record(attempt: Attempt, trail: Trail, run: AgentRun | None, exc: Exception) -> RunRecord:
+def rig_error_record(attempt: Attempt, *, trail: Trail, run: AgentRun | None, exc: Exception) -> RunRecord:
     """The record of an attempt the rig itself failed with `exc` (infrastructure: quarantined and
     rerun), holding what `trail` and the agent's `run` (None before it ran) had reached; the
     traceback goes in the attempt folder."""
@@ -97,7 +102,13 @@ def rig_error_record(attempt: Attempt, trail: Trail, run: AgentRun | None, exc: 
         write_artifact(attempt.folder / TRACEBACK_FILE, "".join(traceback.format_exception(exc)))
     except OSError as write_error:
         detail += f" (traceback not saved: {write_error.strerror})"
-    base = _base_record(attempt, trail.baseline, trail.metrics, trail.workspace, None)
+    base = _base_record(
+        attempt,
+        baseline=trail.baseline,
+        metrics=trail.metrics,
+        workspace=trail.workspace,
+        condition_mapping=None,
+    )
     update: dict = {
         "rig_error": detail,
         "infra": InfraVerdict(is_infra=True, rule="rig_error", detail=detail),
@@ -114,10 +125,10 @@ def rig_error_record(attempt: Attempt, trail: Trail, run: AgentRun | None, exc: 
     return base.model_copy(update=update)
 
 
-def lost_record(attempt: Attempt, rule: str, detail: str) -> RunRecord:
+def lost_record(attempt: Attempt, *, rule: str, detail: str) -> RunRecord:
     """The record of an attempt whose Dask worker was lost while it ran (rule worker_lost) or refused
     it (worker_refused): infrastructure, quarantined and rerun, never the agent's failure."""
-    base = _base_record(attempt, None, Metrics(), None, None)
+    base = _base_record(attempt, baseline=None, metrics=Metrics(), workspace=None, condition_mapping=None)
     return base.model_copy(
         update={
             "rig_error": detail,
@@ -176,6 +187,7 @@ def _failing_stage(
 
 def _base_record(
     attempt: Attempt,
+    *,
     baseline: str | None,
     metrics: Metrics,
     workspace: WorkspaceStats | None,

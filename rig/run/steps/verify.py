@@ -1,11 +1,11 @@
 """Steps 5 and 6, check and hidden: the gate, then the hidden tests, in the rig's copy."""
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from rig.confine.sandbox import Sandbox
-from rig.run.steps.attempt import WORK, InjectedFault, Trail, write_artifact
-from rig.schema import CheckOutcome, HiddenOutcome, Task, Timeouts
+from rig.run.steps.attempt import Attempt, InjectedFault, Trail, write_artifact
+from rig.run.steps.collect import Collected
+from rig.schema import CheckOutcome, HiddenOutcome
 from rig.verify.checks import default_pycache, run_check, run_hidden, warm_bytecode
 
 
@@ -19,22 +19,18 @@ class Verified:
 
 
 def verify(
-    verify_root: Path,
-    task: Task,
-    folder: Path,
-    timeouts: Timeouts,
-    trail: Trail,
-    sandbox: Sandbox | None = None,
+    attempt: Attempt, *, trail: Trail, collected: Collected, sandbox: Sandbox | None = None
 ) -> Verified:
-    """The pack's gate, then the hidden tests of `task`, in the rig's copy under `verify_root` with a
-    home made only now, both in the agent's `sandbox` if it had one (they run the agent's code);
-    `check.json` and `hidden-junit.xml` go in the attempt `folder`.
+    """The pack's gate, then the hidden tests of the attempt's task, in the rig's copy that
+    `collected` made, with a home made only now, both in the agent's `sandbox` if it had one (they
+    run the agent's code); `check.json` and `hidden-junit.xml` go in the attempt folder.
 
     Enters steps `check` and `hidden` on `trail`. A timeout or crash is a verdict with its reason
     (its error also on `trail.warnings`); an exception is `error`, never a dead runner.
     """
-    workdir = verify_root / WORK
-    home = verify_root / "verify-home"
+    task, folder, timeouts = attempt.task, attempt.folder, attempt.experiment.timeouts
+    workdir = collected.verify_dir
+    home = collected.verify_root / "verify-home"
     home.mkdir()
     pycache = default_pycache()
     check: CheckOutcome | None = None
@@ -66,4 +62,4 @@ def verify(
     for outcome in (check, hidden):
         if outcome is not None and outcome.error:
             trail.warnings.append(outcome.error)
-    return Verified(check, hidden, error)
+    return Verified(check=check, hidden=hidden, error=error)

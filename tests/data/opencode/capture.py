@@ -24,7 +24,8 @@ from harnesses import cli_harness
 from harnesses.mock_model.policy import Policy, Step, patch_command, replay_patch
 from harnesses.mock_model.server import Faults, MockModelServer, Usage, WireProtocol
 from harnesses.mock_model.session import LEDGER_FILE, gate_command
-from harnesses.opencode.adapter import LOG_FILE, SESSION_FILE, OpenCodeHarness
+from harnesses.opencode.adapter import SESSION_FILE, OpenCodeHarness
+from harnesses.opencode.session import LOG_FILE
 from rig.packs.manifest import load_pack
 from rig.packs.tasks import load_tasks
 from rig.paths import REPO_ROOT

@@ -24,7 +24,8 @@ from capture_versions import capture  # noqa: E402
 
 from harnesses.mock_model.openai_chat import OpenAIChat  # noqa: E402
 from harnesses.mock_model.tools import ToolCall, ToolMap  # noqa: E402
-from harnesses.opencode.adapter import LOG_FILE, SESSION_FILE, XDG_DIR, OpenCodeHarness  # noqa: E402
+from harnesses.opencode.adapter import SESSION_FILE, XDG_DIR, OpenCodeHarness  # noqa: E402
+from harnesses.opencode.session import LOG_FILE  # noqa: E402
 from rig.paths import REPO_ROOT  # noqa: E402
 from rig.schema import AgentRun  # noqa: E402
 

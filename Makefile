@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint setup setup-dev sandbox browser bench clean
+.PHONY: demo test lint docs setup setup-dev sandbox browser bench clean
 
 # Each pack's oracle proves itself, then the offline AGENTS.md A/B on it (a simulated agent behind
 # the real Pi CLI) and its report: the built-in pack, then the JavaScript pack (packs/notes-js).
@@ -27,6 +27,11 @@ lint: setup-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+
+# The generated reference pages of docs/reference/ (the CLI, the run record, pack.toml and task.toml),
+# rewritten from the code; `$(BIN)/python docs/generate.py --check` says which are stale.
+docs: $(VENV)/.installed
+	$(BIN)/python docs/generate.py
 
 NODE_STAMP := harnesses/node/node_modules/.package-lock.json
 NPM_PREFETCH := build/npm-prefetch.stamp

@@ -17,13 +17,12 @@ from mock_ledger import captured_patch_command
 from harnesses.claude_code.adapter import (
     INFRA_SIGNATURE,
     MOCK_TOOLS,
-    NO_THINKING_GAP,
     ClaudeCodeHarness,
     context_mapping,
-    parse_files,
     sent_thinking,
     thinking_args,
 )
+from harnesses.claude_code.session import NO_THINKING_GAP, parse_files
 from harnesses.cli_harness import install_skill
 from harnesses.mock_model.anthropic_messages import SIDE_TURN, AnthropicMessages
 from harnesses.mock_model.policy import Policy, Step

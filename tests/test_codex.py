@@ -13,21 +13,23 @@ from mock_ledger import TOKENS, captured_patch_command, ledger, parsed_tokens
 from harnesses.cli import NODE_BIN, find_cli
 from harnesses.cli_harness import install_skill
 from harnesses.codex.adapter import (
-    COST_SOURCE,
     MOCK_KEY_ENV,
     MOCK_TOOLS,
     REASONING_EFFORTS,
     STREAM_IDLE_TIMEOUT_MS,
-    TURN_FAILED_SIGNATURE,
     CodexHarness,
     add_file_patch,
-    parse_files,
-    price,
     read_jsonl,
-    read_transcript,
-    signature,
     toml,
     tool_switches,
+)
+from harnesses.codex.session import (
+    COST_SOURCE,
+    TURN_FAILED_SIGNATURE,
+    parse_files,
+    price,
+    read_transcript,
+    signature,
 )
 from harnesses.mock_model.openai_responses import OpenAIResponses, usage_body
 from harnesses.mock_model.policy import Policy, Step

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from mock_ledger import ledger, parsed_tokens
 
-from harnesses.claude_code import adapter as claude_code
+from harnesses.claude_code import session as claude_code
 from harnesses.claude_code.adapter import ClaudeCodeHarness
-from harnesses.codex import adapter as codex
+from harnesses.codex import session as codex
 from harnesses.mock_model.openai_chat import OpenAIChat
 from harnesses.mock_model.policy import Policy, Step
 from harnesses.mock_model.server import SUMMARY_MARKERS, SUMMARY_TEXT, Faults, MockModelServer, Usage

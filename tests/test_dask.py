@@ -305,7 +305,7 @@ def _agents_under(root: Path) -> list[int]:
             cwd = os.readlink(entry / "cwd")
         except OSError:
             continue
-        if b"scripted_agent.py" in cmdline and cwd.startswith(str(root)):
+        if b"scripted/agent.py" in cmdline and cwd.startswith(str(root)):
             found.append(int(entry.name))
     return found
 

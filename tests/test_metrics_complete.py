@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from harnesses.claude_code import adapter as claude_code
-from harnesses.codex import adapter as codex
+from harnesses.claude_code import session as claude_code
+from harnesses.codex import session as codex
 from harnesses.gemini import adapter as gemini
 from harnesses.logs import NO_USAGE_GAP
-from harnesses.opencode import adapter as opencode
+from harnesses.opencode import session as opencode
 from harnesses.pi import adapter as pi
 from rig.analysis import cell_table, compare_conditions, load_runs
 from rig.report.report import build_report

@@ -20,7 +20,7 @@ import pytest
 
 import harnesses
 from rig.confine.agent import Confinement, run_agent_process
-from rig.confine.network import LOG_NAME, Egress, NetworkPlan, resolve_network
+from rig.confine.network import LOG_NAME, RELAY, Egress, NetworkPlan, resolve_network
 from rig.confine.sandbox import resolve
 from rig.run.doctor import diagnose
 from rig.schema import Experiment, parse_host_port
@@ -126,8 +126,8 @@ def test_doctor_shows_network_control_active(monkeypatch) -> None:
 
 def _probe(tmp_path: Path, plan: NetworkPlan, model: int, other: int, sandboxed: bool):
     # What the runner shows an agent again inside the sandbox's fresh /tmp: the interpreters and the
-    # harnesses package (whose relay the sandbox starts), wherever this checkout lives (CI: /tmp).
-    runtime = [Path(sys.prefix), Path(sys.base_prefix), Path(harnesses.__file__).resolve().parent]
+    # harnesses package and the relay the sandbox starts, wherever this checkout lives (CI: /tmp).
+    runtime = [Path(sys.prefix), Path(sys.base_prefix), Path(harnesses.__file__).resolve().parent, RELAY]
     sandbox, _ = resolve("require" if sandboxed else "off", hidden=[], exposed=runtime)
     run = run_agent_process(
         ["sh", "-c", probe_script(model, other)],

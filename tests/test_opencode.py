@@ -17,19 +17,21 @@ from harnesses.mock_model.server import MockModelServer, Usage
 from harnesses.mock_model.session import LEDGER_FILE
 from harnesses.opencode.adapter import (
     CONFIG_DIR,
-    DOUBLE_PRICED_GAP,
-    INFRA_SIGNATURE,
     KNOWN_TOOLS,
-    LOG_FILE,
     MOCK_COST,
     MOCK_TOOLS,
     SESSION_FILE,
-    TRUNCATED_SIGNATURE,
     OpenCodeHarness,
-    parse_files,
-    read_transcript,
     save_session,
     tool_switches,
+)
+from harnesses.opencode.session import (
+    DOUBLE_PRICED_GAP,
+    INFRA_SIGNATURE,
+    LOG_FILE,
+    TRUNCATED_SIGNATURE,
+    parse_files,
+    read_transcript,
 )
 from rig.schema import AgentRun, Condition, Metrics, Provider, Task
 from rig.session.shell import judge

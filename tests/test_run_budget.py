@@ -16,8 +16,8 @@ from harnesses.claude_code.adapter import ClaudeCodeHarness
 from harnesses.claude_code.adapter import stream_usage as claude_usage
 from harnesses.logs import pi_live_usage
 from harnesses.mock_model.session import LEDGER_FILE
-from harnesses.opencode.adapter import parse_files as parse_opencode
 from harnesses.opencode.adapter import stream_usage as opencode_usage
+from harnesses.opencode.session import parse_files as parse_opencode
 from harnesses.pi.adapter import PiHarness
 from harnesses.pi.adapter import parse_files as parse_pi
 from rig.confine.agent import Confinement

@@ -125,7 +125,7 @@ def _agent_processes() -> list[str]:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except (OSError, ValueError):
             continue
-        if "scripted_agent.py" in cmdline or cmdline.strip() == "sleep 3600":
+        if "scripted/agent.py" in cmdline or cmdline.strip() == "sleep 3600":
             found.append(cmdline)
     return found
 

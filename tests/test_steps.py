@@ -1,8 +1,10 @@
 """Each step of a run alone, on a real workspace: prepared from the fixture, worked on by the scripted
 agent, then collected, protected and verified by the step functions without the runner."""
 
+import dataclasses
 import platform
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from importlib.metadata import version as dist_version
 from pathlib import Path
 
@@ -13,12 +15,12 @@ from harnesses.protocol import HarnessAdapter
 from harnesses.registry import make_adapter
 from rig.packs.tasks import load_tasks
 from rig.run.steps.agent import agent
-from rig.run.steps.attempt import Trail
+from rig.run.steps.attempt import Attempt, Trail
 from rig.run.steps.collect import Collected, collect
 from rig.run.steps.prepare import Prepared, prepare
 from rig.run.steps.protect import protect
 from rig.run.steps.verify import verify
-from rig.schema import AgentRun, Condition, Limits, Pins, Task, Timeouts
+from rig.schema import AgentRun, Condition, Experiment, Limits, Pins, PlanItem, SandboxStatus, Task
 from rig.verify.audit import toolchain_digest
 from rig.version import rig_version
 from rig.workspace.build import tree_digest
@@ -52,12 +54,33 @@ def pins(task: Task) -> Pins:
     )
 
 
+def attempt_in(root: Path, task: Task, pins: Pins, condition: Condition) -> Attempt:
+    """Attempt 1 of run r1 of `task` under `condition`, its workspace under `root`/runs and its
+    folder under `root`/results, as rig.run.runner.attempt_of makes it."""
+    folder = root / "results" / "runs" / "r1" / "attempt-1"
+    return Attempt(
+        experiment=Experiment(name="steps", harness="scripted", conditions=[condition]),
+        item=PlanItem(run_id="r1", task=task.id, condition=condition.name, repetition=1),
+        task=task,
+        condition=condition,
+        pins=pins,
+        sandbox=SandboxStatus(mode="off", active=False),
+        number=1,
+        folder=folder,
+        artifacts="runs/r1/attempt-1",
+        started=datetime.now(UTC),
+        workspaces=root / "runs",
+        scratch=Scratch(root / "copies", None, "a folder of the test"),
+        secrets=[FIXTURE_DIR, task.dir, task.hidden_dir],
+    )
+
+
 @dataclass
 class Worked:
     """One attempt's folders and the outputs of prepare and agent, made by the steps themselves."""
 
     root: Path
-    folder: Path
+    attempt: Attempt
     trail: Trail
     adapter: HarnessAdapter
     prepared: Prepared
@@ -65,45 +88,37 @@ class Worked:
     visible_test: bytes
     """The protected test as prepared, before the agent ran."""
 
+    @property
+    def folder(self) -> Path:
+        return self.attempt.folder
 
-def worked(root: Path, task: Task, commands: list[str] | None) -> Worked:
+
+def worked(root: Path, task: Task, pins: Pins, commands: list[str] | None) -> Worked:
     """Prepare a workspace and run the scripted agent in it: `commands` in its shell, None for none."""
     options = {"policy": "script", "commands": commands} if commands else {"policy": "nothing"}
-    condition = Condition(name="c", harness_options=options)
+    attempt = attempt_in(root, task, pins, Condition(name="c", harness_options=options))
     trail = Trail()
-    prepared = prepare(root / "runs", "r1", 1, task, condition, trail)
+    prepared = prepare(attempt, trail=trail)
     visible_test = (prepared.workdir / VISIBLE_TEST).read_bytes()
-    folder = root / "results" / "runs" / "r1" / "attempt-1"
-    folder.mkdir(parents=True)
+    attempt.folder.mkdir(parents=True)
     adapter = make_adapter("scripted", task)
-    run = agent(adapter, prepared.workdir, task, condition, folder, 60)
-    return Worked(root, folder, trail, adapter, prepared, run, visible_test)
+    run = agent(attempt, adapter=adapter, workdir=prepared.workdir)
+    return Worked(root, attempt, trail, adapter, prepared, run, visible_test)
 
 
-def collected(
-    at: Worked, task: Task, pins: Pins, limits: Limits | None = None, room: int | None = None
-) -> Collected:
+def collected(at: Worked, limits: Limits | None = None, room: int | None = None) -> Collected:
     """The collect step with copies under the attempt's root: on disk, or bounded by `room` bytes."""
-    scratch = Scratch(at.root / "copies", room, "a folder of the test")
-    secrets = [FIXTURE_DIR, task.dir, task.hidden_dir]
-    return collect(
-        at.adapter,
-        at.run,
-        at.prepared,
-        at.folder,
-        limits or Limits(),
-        scratch,
-        at.root / "runs",
-        task,
-        pins,
-        secrets,
-        at.trail,
+    attempt = dataclasses.replace(
+        at.attempt,
+        experiment=at.attempt.experiment.model_copy(update={"limits": limits or Limits()}),
+        scratch=Scratch(at.root / "copies", room, "a folder of the test"),
     )
+    return collect(attempt, trail=at.trail, adapter=at.adapter, run=at.run, prepared=at.prepared)
 
 
-def test_prepare_makes_a_baseline_workspace_on_the_trail(tmp_path, task):
+def test_prepare_makes_a_baseline_workspace_on_the_trail(tmp_path, task, pins):
     trail = Trail()
-    prepared = prepare(tmp_path / "runs", "r1", 1, task, Condition(name="c"), trail)
+    prepared = prepare(attempt_in(tmp_path, task, pins, Condition(name="c")), trail=trail)
     assert trail.trees == [prepared.container] and prepared.container.parent == tmp_path / "runs"
     assert trail.baseline == prepared.baseline and len(prepared.baseline) == 40
     assert (prepared.workdir / ".git").is_dir() and prepared.rig_git.is_dir()
@@ -111,8 +126,8 @@ def test_prepare_makes_a_baseline_workspace_on_the_trail(tmp_path, task):
 
 
 def test_collect_reports_a_changed_file_and_writes_its_diff(tmp_path, task, pins):
-    at = worked(tmp_path, task, [f"echo '# changed by the agent' >> {SOURCE}"])
-    result = collected(at, task, pins)
+    at = worked(tmp_path, task, pins, [f"echo '# changed by the agent' >> {SOURCE}"])
+    result = collected(at)
     assert result.changed == [f"M {SOURCE}"]
     diff = (at.folder / "diff.patch").read_text()
     assert f"+++ b/{SOURCE}" in diff and "+# changed by the agent" in diff
@@ -125,8 +140,8 @@ def test_collect_reports_a_changed_file_and_writes_its_diff(tmp_path, task, pins
 
 
 def test_a_copy_without_room_is_made_again_on_disk(tmp_path, task, pins):
-    at = worked(tmp_path, task, None)
-    result = collected(at, task, pins, room=1)
+    at = worked(tmp_path, task, pins, None)
+    result = collected(at, room=1)
     assert result.verify_root.parent == tmp_path / "runs"
     assert at.trail.trees == [at.prepared.container, result.verify_root]
     assert not any((tmp_path / "copies").iterdir())
@@ -136,17 +151,18 @@ def test_a_copy_without_room_is_made_again_on_disk(tmp_path, task, pins):
 
 
 def test_collect_stops_at_a_workspace_limit(tmp_path, task, pins):
-    at = worked(tmp_path, task, [f"echo '# changed' >> {SOURCE}"])
-    result = collected(at, task, pins, limits=Limits(max_files=10))
+    at = worked(tmp_path, task, pins, [f"echo '# changed' >> {SOURCE}"])
+    result = collected(at, limits=Limits(max_files=10))
     assert result.workspace.limit is not None and "max_files" in result.workspace.limit
     assert result.changed == [] and result.audit == []
     assert not (at.folder / "diff.patch").exists()
 
 
 def test_protect_restores_a_modified_protected_file_in_the_copy(tmp_path, task, pins):
-    at = worked(tmp_path, task, [f"echo 'assert True' >> {VISIBLE_TEST}", "echo 'x = 1' > tests/conftest.py"])
-    result = collected(at, task, pins)
-    tampering = protect(at.prepared.snapshot, result.verify_dir, result.paths)
+    commands = [f"echo 'assert True' >> {VISIBLE_TEST}", "echo 'x = 1' > tests/conftest.py"]
+    at = worked(tmp_path, task, pins, commands)
+    result = collected(at)
+    tampering = protect(at.prepared, collected=result)
     assert tampering.modified == [VISIBLE_TEST] and tampering.added == ["tests/conftest.py"]
     assert tampering.deleted == []
     assert (result.verify_dir / VISIBLE_TEST).read_bytes() == at.visible_test
@@ -156,10 +172,10 @@ def test_protect_restores_a_modified_protected_file_in_the_copy(tmp_path, task, 
 
 
 def test_verify_on_the_unfixed_baseline_fails_the_check_at_pytest_and_the_hidden_tests(tmp_path, task, pins):
-    at = worked(tmp_path, task, None)
-    result = collected(at, task, pins)
-    protect(at.prepared.snapshot, result.verify_dir, result.paths)
-    verified = verify(result.verify_root, task, at.folder, Timeouts(), at.trail)
+    at = worked(tmp_path, task, pins, None)
+    result = collected(at)
+    protect(at.prepared, collected=result)
+    verified = verify(at.attempt, trail=at.trail, collected=result)
     assert verified.error is None and at.trail.step == "hidden"
     assert verified.check is not None and not verified.check.ok and verified.check.failed[0] == "pytest"
     assert verified.hidden is not None and not verified.hidden.ok

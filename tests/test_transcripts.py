@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from mock_ledger import ledger
 
-from harnesses.claude_code import adapter as claude_code
-from harnesses.codex import adapter as codex
+from harnesses.claude_code import session as claude_code
+from harnesses.codex import session as codex
 from harnesses.gemini import adapter as gemini
-from harnesses.opencode import adapter as opencode
+from harnesses.opencode import session as opencode
 from harnesses.pi import adapter as pi
 from harnesses.registry import read_transcript
 from harnesses.scripted import adapter as scripted

@@ -1,9 +1,10 @@
 """A pack (pack.toml) and its tasks (tasks/<id>/task.toml), and the default bounds on an agent."""
 
+import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 # --- Defaults of the bounds on an agent: experiment [timeouts] and [limits] start from these ------
 
@@ -112,6 +113,84 @@ class PackSource(BaseModel):
     commit: str = Field(pattern=COMMIT_SHA)
 
 
+# A version constraint on the interpreter: comma-separated clauses such as ">=3.11" or "==3.12.*".
+_CLAUSE = r"\s*(?:===|==|!=|~=|>=|<=|>|<)\s*\d+(?:\.\d+)*(?:\.\*)?\s*"
+PYTHON_CONSTRAINT = rf"^{_CLAUSE}(?:,{_CLAUSE})*$"
+# PEP 508 names of extras and PEP 735 names of dependency groups.
+DEPENDENCY_NAME = r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$"
+ENV_VAR_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+def _relative_file(path: str, key: str) -> str:
+    parts = Path(path).parts
+    if not path or Path(path).is_absolute() or ".." in parts:
+        raise ValueError(f"{key}: {path!r} must be a path relative to the fixture, inside it")
+    return path
+
+
+class EnvironmentSpec(BaseModel):
+    """The project's Python environment, built once by `rig env build` into a cache (rig/env/).
+
+    What is installed: the project itself (editable) with `extras`, PEP 735 dependency `groups`,
+    `requirements` files, all resolved once into a hashed lock written beside pack.toml; or exactly
+    `lock`, the project's own uv.lock or hashed requirements file. `setup` runs after the install.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    python: str | None = Field(
+        default=None,
+        description='a version constraint such as ">=3.11"; default: the interpreter that runs rig',
+    )
+    project: bool = Field(default=True, description="install the fixture's project itself, editable")
+    extras: list[Annotated[str, Field(pattern=DEPENDENCY_NAME)]] = Field(
+        default_factory=list, description="the project's optional-dependency extras to install"
+    )
+    groups: list[Annotated[str, Field(pattern=DEPENDENCY_NAME)]] = Field(
+        default_factory=list, description="PEP 735 dependency groups of the fixture's pyproject.toml"
+    )
+    requirements: list[str] = Field(
+        default_factory=list, description="requirements files to install, relative to the fixture"
+    )
+    lock: str | None = Field(
+        default=None,
+        description="the project's uv.lock or hashed requirements file (relative to the fixture), "
+        "installed exactly; default: a lock rig resolves once into environment.lock.txt beside pack.toml",
+    )
+    setup: list[str] = Field(
+        default_factory=list,
+        description="shell lines (sh -c) run once, in order, at the environment's root after the install",
+    )
+    env: dict[Annotated[str, Field(pattern=ENV_VAR_NAME)], str] = Field(
+        default_factory=dict, description="environment variables the project's tests need"
+    )
+    pretend_version: bool | str = Field(
+        default=True,
+        description="the version a backend that derives it from git reports (setuptools-scm, hatch-vcs, "
+        'PDM, poetry-dynamic-versioning): true means "0.0.0", false sets nothing',
+    )
+
+    @field_validator("python")
+    @classmethod
+    def _constraint(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(PYTHON_CONSTRAINT, value):
+            raise ValueError(f'{value!r} is not a version constraint; write e.g. ">=3.11" or "==3.12.*"')
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "EnvironmentSpec":
+        for path in self.requirements:
+            _relative_file(path, "requirements")
+        if self.lock is not None:
+            _relative_file(self.lock, "lock")
+            if self.requirements:
+                raise ValueError("lock installs exactly what it pins; list no requirements beside it")
+        if self.extras and not self.project:
+            raise ValueError("extras are the project's; set project = true or remove them")
+        if self.pretend_version == "":
+            raise ValueError('pretend_version: give a version such as "1.0.0", true or false')
+        return self
+
+
 class PackSpec(BaseModel):
     """A task pack's manifest: pack.toml. Folders are relative to the file."""
 
@@ -134,6 +213,9 @@ class PackSpec(BaseModel):
         description="the agent-instruction files a condition commonly removes",
     )
     source: PackSource | None = None
+    environment: EnvironmentSpec | None = Field(
+        default=None, description="the project's Python environment (docs/environments.md); none: rig's own"
+    )
 
 
 class Pack(BaseModel):
@@ -234,3 +316,18 @@ class Task(BaseModel):
 
     def decoy_patch(self, name: str) -> Path:
         return self.dir / "decoys" / f"{name}.patch"
+
+
+class BuiltEnvironment(BaseModel):
+    """What `rig env build` wrote last into a built environment (`<env>/.rig-env.json`): its presence
+    is what makes the environment complete, so a half-built one is never used."""
+
+    model_config = ConfigDict(extra="forbid")
+    hash: str = Field(description="the environment's identity (rig/env/identity.py)")
+    pack: str = Field(description="the name of the pack it was built for")
+    python: str = Field(description="the interpreter it was made from")
+    python_version: str
+    platform: str
+    packages: list[str] = Field(description="`uv pip freeze` of the environment, after setup")
+    built_at: str = Field(description="when the build finished, UTC, ISO 8601")
+    seconds: float = Field(ge=0, description="how long the build took")

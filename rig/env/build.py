@@ -1,0 +1,242 @@
+"""Building a pack's environment once: the lock resolved beside pack.toml, then the environment
+made at its final path in the cache under a file lock, complete only once its manifest is written.
+
+A venv is not relocatable, so it is built where it will stay (`<cache>/<hash>`); what makes it
+usable is `.rig-env.json`, written last and atomically. A build that fails is removed; one killed
+halfway leaves a folder without the manifest, which the next builder (holding the lock) removes.
+"""
+
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from filelock import FileLock
+
+from rig.env.identity import (
+    GENERATED_LOCK,
+    Interpreter,
+    environment_hash,
+    lock_path,
+    resolution_digest,
+    resolve_interpreter,
+)
+from rig.env.uvtool import EnvError, base_environ, find_links, run_step, uv_bin
+from rig.schema import BuiltEnvironment, EnvironmentSpec, Pack
+
+ENV_DIR_VAR = "RIG_ENV_DIR"
+MANIFEST = ".rig-env.json"
+PROJECT_COPY = "project"
+LOCK_HEADER = "# rig environment lock; inputs sha256:"
+# Backends that derive a version from git read these; versioneer has none and falls back to 0+unknown.
+PRETEND_VERSION_VARS = (
+    "SETUPTOOLS_SCM_PRETEND_VERSION",
+    "PDM_BUILD_SCM_VERSION",
+    "POETRY_DYNAMIC_VERSIONING_BYPASS",
+)
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """A built environment: where it is, its identity, its log, and whether this call built it."""
+
+    path: Path
+    hash: str
+    log: Path
+    built: bool
+    lock_written: Path | None
+    manifest: BuiltEnvironment
+
+
+def cache_root() -> Path:
+    """Where environments are built: `$RIG_ENV_DIR`, default ~/.cache/rig/envs."""
+    configured = os.environ.get(ENV_DIR_VAR)
+    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "rig" / "envs"
+
+
+def read_manifest(path: Path) -> BuiltEnvironment | None:
+    """The manifest of a complete environment at `path`; None for a missing or half-built one."""
+    try:
+        return BuiltEnvironment.model_validate_json((path / MANIFEST).read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
+def _spec(pack: Pack) -> EnvironmentSpec:
+    if pack.spec.environment is None:
+        raise EnvError(f"{pack.root / 'pack.toml'}: no [environment]; add one (docs/environments.md)")
+    return pack.spec.environment
+
+
+def _pretend(spec: EnvironmentSpec) -> dict[str, str]:
+    if spec.pretend_version is False:
+        return {}
+    version = "0.0.0" if spec.pretend_version is True else spec.pretend_version
+    return dict.fromkeys(PRETEND_VERSION_VARS, version)
+
+
+def _project_source(fixture: Path) -> str:
+    for name in ("pyproject.toml", "setup.py", "setup.cfg"):
+        if (fixture / name).is_file():
+            return str(fixture / name)
+    raise EnvError(
+        f"environment.project: {fixture} has no pyproject.toml, setup.py or setup.cfg; "
+        "set project = false or fix the fixture"
+    )
+
+
+def check_lock(pack: Pack) -> None:
+    """Refuse a generated lock resolved from other inputs than the pack's now."""
+    spec = _spec(pack)
+    lock = lock_path(pack)
+    if spec.lock is not None or lock is None or not lock.is_file():
+        return
+    first = lock.read_text(encoding="utf-8").partition("\n")[0]
+    wanted = resolution_digest(spec, pack.fixture_dir)
+    if first != f"{LOCK_HEADER}{wanted}":
+        raise EnvError(
+            f"environment lock: {lock} does not match the pack's dependencies (it was resolved from other "
+            f"inputs than sha256:{wanted[:12]}); delete it and run `rig env build` to resolve again"
+        )
+
+
+def _resolve(pack: Pack, interpreter: Interpreter, root: Path) -> Path | None:
+    """Write the generated lock beside pack.toml if there is none yet; the path written, or None."""
+    spec = _spec(pack)
+    lock = lock_path(pack)
+    if spec.lock is not None or lock is None or lock.is_file():
+        return None
+    fixture = pack.fixture_dir
+    digest = resolution_digest(spec, fixture)
+    log = root / f"resolve-{digest[:16]}.log"
+    log.write_text(f"resolving {pack.name}'s environment into {lock}\n", encoding="utf-8")
+    cmd = [uv_bin(), "pip", "compile", "--quiet", "--universal", "--generate-hashes", "--no-header"]
+    cmd += ["--python", interpreter.path, *find_links()]
+    if spec.project:
+        cmd.append(_project_source(fixture))
+        cmd += [arg for extra in spec.extras for arg in ("--extra", extra)]
+    for requirements in spec.requirements:
+        cmd += ["-r", str(fixture / requirements)]
+    cmd += [arg for group in spec.groups for arg in ("--group", f"{fixture / 'pyproject.toml'}:{group}")]
+    resolved = run_step("resolve", cmd, log, fixture, base_environ(), capture=True)
+    header = f"{LOCK_HEADER}{digest}\n# resolved by `uv pip compile --universal --generate-hashes`\n"
+    partial = lock.with_name(f".{GENERATED_LOCK}.partial")
+    partial.write_text(header + resolved, encoding="utf-8")
+    os.replace(partial, lock)
+    return lock
+
+
+def _install(pack: Pack, spec: EnvironmentSpec, target: Path, interpreter: Interpreter, log: Path) -> None:
+    uv = uv_bin()
+    environ = base_environ()
+    python = str(target / "bin" / "python")
+    run_step(
+        "venv",
+        [uv, "venv", "--quiet", "--no-project", "--python", interpreter.path, str(target)],
+        log,
+        target.parent,
+        environ,
+    )
+    lock = lock_path(pack)
+    if spec.lock is not None and lock is not None and lock.name == "uv.lock":
+        # The project's own uv.lock: exported exactly (`--locked` refuses one that no longer matches).
+        exported = target / ".rig-requirements.txt"
+        cmd = [uv, "export", "--quiet", "--locked", "--format", "requirements-txt", "--no-emit-project"]
+        cmd += ["--no-default-groups", "--no-header", "--project", str(lock.parent), "-o", str(exported)]
+        cmd += [arg for extra in spec.extras for arg in ("--extra", extra)]
+        cmd += [arg for group in spec.groups for arg in ("--group", group)]
+        run_step("export lock", cmd, log, lock.parent, environ)
+        lock = exported
+    if lock is not None:
+        cmd = [
+            uv,
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            python,
+            "--require-hashes",
+            *find_links(),
+            "-r",
+            str(lock),
+        ]
+        run_step("install lock", cmd, log, target, environ)
+    if spec.project:
+        # Built from a copy inside the environment: an editable install writes metadata next to the
+        # sources, and the pack's fixture must stay byte-identical.
+        copy = target / PROJECT_COPY
+        shutil.copytree(pack.fixture_dir, copy, symlinks=True)
+        cmd = [
+            uv,
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            python,
+            "--no-deps",
+            *find_links(),
+            "-e",
+            str(copy),
+        ]
+        run_step("install project", cmd, log, target, {**environ, **_pretend(spec)})
+    setup_environ = {
+        **environ,
+        **spec.env,
+        "VIRTUAL_ENV": str(target),
+        "PATH": os.pathsep.join([str(target / "bin"), str(Path(uv).parent), environ.get("PATH", "")]),
+    }
+    for line in spec.setup:
+        run_step("setup", ["sh", "-c", line], log, target, setup_environ)
+
+
+def installed_packages(target: Path, log: Path) -> list[str]:
+    """`uv pip freeze` of the environment at `target`, its command appended to `log`."""
+    cmd = [uv_bin(), "pip", "freeze", "--python", str(target / "bin" / "python")]
+    return run_step("freeze", cmd, log, target, base_environ(), capture=True).splitlines()
+
+
+def build(pack: Pack) -> BuildResult:
+    """Build the pack's environment unless the cache holds it already; concurrent callers (other
+    processes, Dask workers) wait on one file lock and build it once. Raises EnvError in one line."""
+    spec = _spec(pack)
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    interpreter = resolve_interpreter(spec)
+    with FileLock(root / ".resolve.lock"):
+        check_lock(pack)
+        written = _resolve(pack, interpreter, root)
+    digest = environment_hash(pack, interpreter)
+    target = root / digest
+    log = root / f"{digest}.log"
+    with FileLock(root / f"{digest}.lock"):
+        manifest = read_manifest(target)
+        if manifest is not None:
+            return BuildResult(target, digest, log, False, written, manifest)
+        if target.exists():
+            shutil.rmtree(target)  # a build killed halfway: never used, rebuilt from nothing
+        started = time.monotonic()
+        log.write_text(
+            f"building {pack.name}'s environment {digest} with {interpreter.path}\n", encoding="utf-8"
+        )
+        try:
+            target.mkdir()
+            _install(pack, spec, target, interpreter, log)
+            manifest = BuiltEnvironment(
+                hash=digest,
+                pack=pack.name,
+                python=interpreter.path,
+                python_version=interpreter.version,
+                platform=interpreter.platform,
+                packages=installed_packages(target, log),
+                built_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                seconds=round(time.monotonic() - started, 3),
+            )
+            partial = target / f"{MANIFEST}.partial"
+            partial.write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
+            os.replace(partial, target / MANIFEST)
+        except BaseException:
+            shutil.rmtree(target, ignore_errors=True)
+            raise
+        return BuildResult(target, digest, log, True, written, manifest)

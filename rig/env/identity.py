@@ -1,0 +1,119 @@
+"""Which environment a pack needs: the interpreter its constraint resolves to, and the hash of
+everything the environment is made from (never the project's sources, which each run brings)."""
+
+import hashlib
+import json
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rig.env.uvtool import EnvError, uv_bin
+from rig.schema import EnvironmentSpec, Pack
+
+GENERATED_LOCK = "environment.lock.txt"
+# The tables of pyproject.toml that say what gets installed; the rest (tool settings, the
+# description) changes no environment.
+PROJECT_KEYS = ("dependencies", "optional-dependencies", "requires-python")
+TOP_TABLES = ("dependency-groups", "build-system")
+_ABOUT = (
+    "import json, sys, sysconfig; print(json.dumps({'version': '.'.join(map(str, sys.version_info[:3])),"
+    " 'platform': f'{sys.implementation.name}-{sysconfig.get_platform()}'}))"
+)
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """The interpreter an environment is made from."""
+
+    path: str
+    version: str
+    platform: str
+
+
+def resolve_interpreter(spec: EnvironmentSpec) -> Interpreter:
+    """The interpreter `spec.python` names on this machine: rig's own without a constraint, else the
+    one `uv python find` picks (installed ones only: a build never downloads an interpreter)."""
+    path = sys.executable
+    if spec.python is not None:
+        cmd = [uv_bin(), "python", "find", "--system", "--no-project", spec.python]
+        found = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if found.returncode != 0 or not found.stdout.strip():
+            raise EnvError(
+                f"environment interpreter: no Python matching {spec.python!r} on this machine "
+                f"(`uv python find --system {spec.python}`); install one or change environment.python"
+            )
+        path = found.stdout.strip()
+    about = subprocess.run([path, "-c", _ABOUT], capture_output=True, text=True, check=False)
+    if about.returncode != 0:
+        raise EnvError(f"environment interpreter: {path} does not run; fix it or change environment.python")
+    facts = json.loads(about.stdout)
+    return Interpreter(path=path, version=facts["version"], platform=facts["platform"])
+
+
+def dependency_tables(fixture: Path) -> dict[str, Any]:
+    """The parts of the fixture's pyproject.toml that say what is installed (empty without one)."""
+    pyproject = fixture / "pyproject.toml"
+    if not pyproject.is_file():
+        return {}
+    try:
+        data = tomllib.loads(pyproject.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise EnvError(f"{pyproject}: cannot read it ({exc}); fix the file") from None
+    project = data.get("project", {})
+    tables: dict[str, Any] = {"project": {key: project[key] for key in PROJECT_KEYS if key in project}}
+    tables.update({key: data[key] for key in TOP_TABLES if key in data})
+    return tables
+
+
+def _file_digest(path: Path, key: str) -> str:
+    if not path.is_file():
+        raise EnvError(f"environment.{key}: {path} is not a file; fix the path in pack.toml")
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def resolution_digest(spec: EnvironmentSpec, fixture: Path) -> str:
+    """A hash of what a generated lock is resolved from: what to install and the dependency
+    specification it reads. A lock resolved from other inputs no longer matches."""
+    inputs = {
+        "python": spec.python,
+        "project": spec.project,
+        "extras": sorted(spec.extras),
+        "groups": sorted(spec.groups),
+        "requirements": {r: _file_digest(fixture / r, "requirements") for r in spec.requirements},
+        "pyproject": dependency_tables(fixture),
+    }
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+def lock_path(pack: Pack) -> Path | None:
+    """The lock the environment installs: the project's own, the generated one, or None when there
+    is nothing to resolve."""
+    spec = pack.spec.environment
+    if spec is None:
+        return None
+    if spec.lock is not None:
+        return pack.fixture_dir / spec.lock
+    if spec.project or spec.groups or spec.requirements:
+        return pack.root / GENERATED_LOCK
+    return None
+
+
+def environment_hash(pack: Pack, interpreter: Interpreter) -> str:
+    """The environment's identity: the [environment] table, the dependency specification it reads,
+    the requirements and lock files' bytes, the interpreter's version and the platform."""
+    spec = pack.spec.environment
+    if spec is None:
+        raise EnvError(f"{pack.root / 'pack.toml'}: no [environment]; add one (docs/environments.md)")
+    lock = lock_path(pack)
+    parts = {
+        "environment": spec.model_dump(mode="json"),
+        "pyproject": dependency_tables(pack.fixture_dir),
+        "requirements": {r: _file_digest(pack.fixture_dir / r, "requirements") for r in spec.requirements},
+        "lock": _file_digest(lock, "lock") if lock is not None else None,
+        "python": interpreter.version,
+        "platform": interpreter.platform,
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()

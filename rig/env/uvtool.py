@@ -1,0 +1,118 @@
+"""Running uv and a build's other commands: each a named step, its output in the build log, a
+failure one line naming the step, the command and the log."""
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from uv import find_uv_bin
+
+WHEELS_VAR = "RIG_WHEELS"
+# pip's settings and the uv variables that say the same thing: uv reads only its own.
+# pip separates several locations by whitespace; uv's variables by what follows each name.
+_PIP_TO_UV = {
+    "index-url": ("UV_INDEX_URL", " "),
+    "extra-index-url": ("UV_EXTRA_INDEX_URL", " "),
+    "find-links": ("UV_FIND_LINKS", ","),
+}
+
+
+class EnvError(Exception):
+    """An environment that cannot be built or used; the message is one line naming the fix."""
+
+
+def uv_bin() -> str:
+    """The pinned uv that rig's own distribution installed."""
+    return find_uv_bin()
+
+
+def find_links() -> list[str]:
+    """uv's --find-links options for `$RIG_WHEELS` (a local wheel folder, as the tests use)."""
+    wheels = os.environ.get(WHEELS_VAR)
+    return ["--find-links", wheels] if wheels else []
+
+
+def pip_settings_for_uv(environ: dict[str, str]) -> dict[str, str]:
+    """The index settings of pip (pip.conf, PIP_INDEX_URL, ...) as uv variables, where no uv
+    variable already says otherwise: uv ignores pip's configuration, and a machine configured for
+    pip must build environments from the same index."""
+    if any(key in environ for key in ("UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX")):
+        return {}
+    try:
+        listed = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "list"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={**environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    found: dict[str, str] = {}
+    for line in listed.splitlines():
+        key, _, value = line.partition("=")
+        option = key.rsplit(".", 1)[-1]
+        if option not in _PIP_TO_UV:
+            continue
+        uv_var, separator = _PIP_TO_UV[option]
+        # `:env:` (PIP_* variables) beats the files, as it does for pip; later files beat earlier ones.
+        if uv_var not in environ and (uv_var not in found or key.startswith(":env:")):
+            found[uv_var] = separator.join(value.strip().strip("'\"").split())
+    return found
+
+
+def base_environ() -> dict[str, str]:
+    """The environment every build command runs with: the caller's, pip's index settings for uv,
+    and no virtual environment of the caller's leaking into the one being built."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    environ.update(pip_settings_for_uv(environ))
+    return environ
+
+
+def _last_line(output: str) -> str:
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    return lines[-1][:200] if lines else ""
+
+
+def run_step(
+    step: str, cmd: list[str], log: Path, cwd: Path, environ: dict[str, str], capture: bool = False
+) -> str:
+    """Run one step of a build, appending its command and output to `log`; its stdout if `capture`.
+
+    Raises EnvError naming the step, the command and the log, with the output's last line.
+    """
+    shown = shlex.join(cmd)
+    with log.open("a", encoding="utf-8") as out:
+        out.write(f"$ [{step}] {shown}\n")
+        out.flush()
+        try:
+            done = subprocess.run(
+                cmd,
+                cwd=cwd,
+                env=environ,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE if capture else subprocess.STDOUT,
+                text=True,
+                check=False,
+            )
+        except OSError as exc:
+            out.write(f"{exc}\n")
+            raise EnvError(
+                f"environment build failed at step {step}: `{shown}` could not start ({exc.strerror}); "
+                f"log: {log}"
+            ) from None
+        out.write(done.stdout)
+        if capture:
+            out.write(done.stderr)
+        out.write(f"[exit {done.returncode}]\n")
+    if done.returncode != 0:
+        tail = _last_line(done.stderr if capture else done.stdout)
+        raise EnvError(
+            f"environment build failed at step {step}: `{shown}` exited {done.returncode}"
+            f"{f' ({tail})' if tail else ''}; log: {log}"
+        )
+    return done.stdout if capture else ""

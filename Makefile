@@ -35,9 +35,10 @@ docs: $(VENV)/.installed
 
 NODE_STAMP := harnesses/node/node_modules/.package-lock.json
 NPM_PREFETCH := build/npm-prefetch.stamp
+ENV_WHEELS := build/wheels.stamp
 
 setup: $(VENV)/.installed $(NODE_STAMP) sandbox
-setup-dev: $(VENV)/.installed-dev $(NODE_STAMP) $(NPM_PREFETCH) sandbox browser
+setup-dev: $(VENV)/.installed-dev $(NODE_STAMP) $(NPM_PREFETCH) $(ENV_WHEELS) sandbox browser
 
 # Playwright (a dev dependency) drives the system's chromium in tests/test_view.py; it must never
 # fetch a browser build of its own.
@@ -69,6 +70,13 @@ $(NPM_PREFETCH): tests/data/npm-prefetch.txt
 	rm -rf build/npm-prefetch && mkdir -p build/npm-prefetch
 	cd build/npm-prefetch && npm install --no-audit --no-fund --loglevel=error --no-save $$(cat ../../tests/data/npm-prefetch.txt)
 	rm -rf build/npm-prefetch
+	touch $@
+
+# tests/test_env.py builds project environments inside the loopback-only network: uv installs them
+# from this wheel folder (RIG_WHEELS, offline), filled here.
+$(ENV_WHEELS): tests/data/env-wheels.txt | $(BIN)/python
+	rm -rf build/wheels && mkdir -p build/wheels
+	$(BIN)/python -m pip download --quiet --disable-pip-version-check --no-deps -d build/wheels -r tests/data/env-wheels.txt
 	touch $@
 
 $(BIN)/python:

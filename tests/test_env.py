@@ -1,0 +1,223 @@
+"""A pack's project environment ([environment], rig/env/): built once with uv from a real small
+project (setuptools, src layout, an extra), cached, locked, built once by concurrent builders, and
+refused in one line when it cannot be built. Offline: uv installs from build/wheels (make setup-dev)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rig.packs.manifest import PackError, load_pack
+from rig.paths import REPO_ROOT
+
+RIG = str(Path(sys.executable).with_name("rig"))
+PROJECT = REPO_ROOT / "tests" / "data" / "env_project"
+WHEELS = REPO_ROOT / "build" / "wheels"
+
+MANIFEST = """name = "envproject"
+[gate]
+command = ["pytest"]
+run = ["{python}", "-m", "pytest"]
+report = "exit-code"
+[runner]
+kind = "pytest"
+"""
+
+
+def make_pack(where: Path, environment: str = 'extras = ["test"]\n') -> Path:
+    """A pack around tests/data/env_project with the given [environment] body."""
+    for folder in ("tasks", "hidden_tests"):
+        (where / folder).mkdir(parents=True, exist_ok=True)
+    shutil.copytree(PROJECT, where / "fixture")
+    (where / "pack.toml").write_text(MANIFEST + "[environment]\n" + environment)
+    return where
+
+
+def offline(cache: Path, **extra: str) -> dict[str, str]:
+    """The environment of an offline build into `cache`: uv finds every wheel in build/wheels."""
+    assert (WHEELS / "setuptools-84.2.1-py3-none-any.whl").is_file(), (
+        "run `make setup-dev` (fills build/wheels)"
+    )
+    return {
+        **os.environ,
+        "RIG_ENV_DIR": str(cache),
+        "RIG_WHEELS": str(WHEELS),
+        "UV_OFFLINE": "1",
+        "UV_CACHE_DIR": str(cache.parent / "uv-cache"),
+        **extra,
+    }
+
+
+def rig(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([RIG, *args], capture_output=True, text=True, timeout=300, env=env)
+
+
+def entries(cache: Path) -> set[str]:
+    """The environments (folders) in the cache."""
+    return {p.name for p in cache.iterdir() if p.is_dir()} if cache.is_dir() else set()
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, str], Path]:
+    """One offline build shared by the tests that read it: (pack, cache, env, environment path)."""
+    tmp = tmp_path_factory.mktemp("env")
+    pack, cache = make_pack(tmp / "pack"), tmp / "envs"
+    env = offline(cache)
+    proc = rig(env, "env", "build", str(pack))
+    assert proc.returncode == 0, proc.stderr
+    assert "wrote" in proc.stdout and "built in" in proc.stdout
+    (path,) = entries(cache)
+    return pack, cache, env, cache / path
+
+
+def test_the_environment_table_is_optional_and_validated(tmp_path: Path) -> None:
+    assert load_pack(None).spec.environment is None, "a pack without [environment] is as before"
+    for body, where in (
+        ('python = "3.11"\n', "environment.python"),
+        ('extras = ["test"]\nproject = false\n', "environment"),
+        ('requirements = ["../outside.txt"]\n', "environment"),
+        ('lock = "uv.lock"\nrequirements = ["r.txt"]\n', "environment"),
+        ('extras = ["not an extra"]\n', "environment.extras.0"),
+        ('env = { "1BAD" = "x" }\n', "environment.env"),
+        ("colour = 3\n", "environment.colour"),
+    ):
+        root = make_pack(tmp_path / f"p{len(list(tmp_path.iterdir()))}", body)
+        with pytest.raises(PackError) as err:
+            load_pack(root)
+        message = str(err.value)
+        assert "\n" not in message and f": {where}" in message, message
+    spec = load_pack(make_pack(tmp_path / "good", 'python = ">=3.11, <4"\ngroups = ["dev"]\n')).spec
+    assert spec.environment is not None and spec.environment.pretend_version is True
+
+
+def test_build_installs_the_project_and_its_extra(built: tuple[Path, Path, dict[str, str], Path]) -> None:
+    pack, _cache, _env, path = built
+    probe = (
+        "import envproject, iniconfig, dateutil; print(envproject.__file__, envproject.next_month_days(3))"
+    )
+    proc = subprocess.run([str(path / "bin" / "python"), "-c", probe], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(path / "project" / "src" / "envproject" / "__init__.py"), "4"]
+    lock = (pack / "environment.lock.txt").read_text()
+    assert "iniconfig==2.3.1" in lock and "six==1.17.0" in lock and "--hash=sha256:" in lock
+    assert not list((pack / "fixture").rglob("*.egg-info")), "the editable install wrote into the fixture"
+
+
+def test_a_second_build_is_a_cache_hit(built: tuple[Path, Path, dict[str, str], Path]) -> None:
+    pack, cache, env, path = built
+    log = cache / f"{path.name}.log"
+    before = {p: p.stat().st_mtime_ns for p in (log, path / ".rig-env.json", path / "bin" / "python")}
+    text = log.read_text()
+    proc = rig(env, "env", "build", str(pack))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"cached: {path} ")
+    assert {p: p.stat().st_mtime_ns for p in before} == before and log.read_text() == text
+    assert entries(cache) == {path.name}
+
+
+def test_show_names_hash_path_and_packages(built: tuple[Path, Path, dict[str, str], Path]) -> None:
+    pack, _cache, env, path = built
+    proc = rig(env, "env", "show", str(pack), "--json")
+    assert proc.returncode == 0, proc.stderr
+    shown = json.loads(proc.stdout)
+    assert (shown["hash"], shown["path"], shown["built"]) == (path.name, str(path), True)
+    assert {"iniconfig==2.3.1", "python-dateutil==2.9.0.post0", "six==1.17.0"} <= set(shown["packages"])
+    assert shown["size_bytes"] > 0
+
+
+def test_concurrent_builds_build_once(tmp_path: Path) -> None:
+    pack, cache = make_pack(tmp_path / "pack"), tmp_path / "envs"
+    env = offline(cache)
+    builders = [
+        subprocess.Popen([RIG, "env", "build", str(pack)], stdout=subprocess.PIPE, text=True, env=env)
+        for _ in range(2)
+    ]
+    outputs = [b.communicate(timeout=300)[0] for b in builders]
+    assert [b.returncode for b in builders] == [0, 0], outputs
+    assert sorted(out.splitlines()[-1].split(" ")[0] for out in outputs) == ["built", "cached:"], outputs
+    (path,) = entries(cache)
+    assert (cache / f"{path}.log").read_text().count("[venv]") == 1
+    assert sum(out.startswith("wrote ") for out in outputs) == 1, "the lock is resolved once"
+
+
+@pytest.mark.parametrize(
+    ("setup", "said"),
+    [("echo half; exit 3", "exited 3"), ("no-such-tool-for-rig --version", "not found")],
+)
+def test_a_failing_setup_leaves_nothing_in_the_cache(tmp_path: Path, setup: str, said: str) -> None:
+    pack, cache = (
+        make_pack(tmp_path / "pack", f'extras = ["test"]\nsetup = [{json.dumps(setup)}]\n'),
+        tmp_path / "envs",
+    )
+    proc = rig(offline(cache), "env", "build", str(pack))
+    assert proc.returncode == 2 and proc.stdout.count("\n") <= 1
+    (line,) = proc.stderr.splitlines()
+    assert "at step setup" in line and json.dumps(setup)[1:-1] in line and said in line, line
+    log = Path(line.rsplit("log: ", 1)[1])
+    assert log.is_file() and "[setup]" in log.read_text()
+    assert entries(cache) == set(), "a half-built environment was left in the cache"
+
+
+def test_a_lock_that_does_not_match_is_refused(
+    built: tuple[Path, Path, dict[str, str], Path], tmp_path: Path
+) -> None:
+    pack, _cache, _env, _path = built
+    changed = make_pack(tmp_path / "pack", "")  # the extra `test` no longer asked for
+    shutil.copy(pack / "environment.lock.txt", changed / "environment.lock.txt")
+    cache = tmp_path / "envs"
+    proc = rig(offline(cache), "env", "build", str(changed))
+    assert proc.returncode == 2
+    (line,) = proc.stderr.splitlines()
+    assert "does not match the pack's dependencies" in line and "delete it" in line, line
+    assert entries(cache) == set()
+
+
+def test_a_lock_with_a_wrong_hash_fails_at_install(
+    built: tuple[Path, Path, dict[str, str], Path], tmp_path: Path
+) -> None:
+    pack, _cache, _env, _path = built
+    tampered = make_pack(tmp_path / "pack")
+    lock = (pack / "environment.lock.txt").read_text()
+    digest = lock.split("iniconfig==2.3.1 \\\n    --hash=sha256:", 1)[1][:64]
+    (tampered / "environment.lock.txt").write_text(lock.replace(digest, "0" * 64))
+    cache = tmp_path / "envs"
+    proc = rig(offline(cache), "env", "build", str(tampered))
+    assert proc.returncode == 2
+    (line,) = proc.stderr.splitlines()
+    assert "at step install lock" in line and "--require-hashes" in line and "log: " in line, line
+    assert entries(cache) == set()
+
+
+def test_a_missing_interpreter_and_an_unreachable_index_are_one_line(tmp_path: Path) -> None:
+    cache = tmp_path / "envs"
+    proc = rig(offline(cache), "env", "build", str(make_pack(tmp_path / "old", 'python = "==2.7.*"\n')))
+    assert proc.returncode == 2
+    (line,) = proc.stderr.splitlines()
+    assert "no Python matching '==2.7.*'" in line, line
+    env = {k: v for k, v in offline(cache).items() if k not in ("UV_OFFLINE", "RIG_WHEELS")}
+    # Nothing listens on port 9 of loopback: the index refuses every connection.
+    env.update(UV_INDEX_URL="http://127.0.0.1:9/simple", UV_HTTP_RETRIES="0")
+    proc = rig(env, "env", "build", str(make_pack(tmp_path / "pack")))
+    assert proc.returncode == 2
+    (line,) = proc.stderr.splitlines()
+    assert "at step resolve" in line and "uv pip compile" in line and "log: " in line, line
+    assert entries(cache) == set() and not (tmp_path / "pack" / "environment.lock.txt").exists()
+
+
+def test_prune_keeps_the_newest(built: tuple[Path, Path, dict[str, str], Path], tmp_path: Path) -> None:
+    _pack, _cache, _env, path = built
+    cache = tmp_path / "envs"
+    manifest = json.loads((path / ".rig-env.json").read_text())
+    for name, when in (("old", "2026-01-01T00:00:00+00:00"), ("new", "2026-06-01T00:00:00+00:00")):
+        (cache / name).mkdir(parents=True)
+        (cache / name / ".rig-env.json").write_text(json.dumps({**manifest, "hash": name, "built_at": when}))
+        (cache / f"{name}.log").write_text("log\n")
+    (cache / "halfbuilt").mkdir()
+    proc = rig({**os.environ, "RIG_ENV_DIR": str(cache)}, "env", "prune", "--keep", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert entries(cache) == {"new"} and not (cache / "old.log").exists()
+    assert "2 environment(s) removed" in proc.stdout

@@ -183,6 +183,7 @@ def _install(pack: Pack, spec: EnvironmentSpec, target: Path, interpreter: Inter
         run_step("install project", cmd, log, target, {**environ, **_pretend(spec)})
     setup_environ = {
         **environ,
+        **_pretend(spec),
         **spec.env,
         "VIRTUAL_ENV": str(target),
         "PATH": os.pathsep.join([str(target / "bin"), str(Path(uv).parent), environ.get("PATH", "")]),

@@ -61,6 +61,10 @@ def pip_settings_for_uv(environ: dict[str, str]) -> dict[str, str]:
         # `:env:` (PIP_* variables) beats the files, as it does for pip; later files beat earlier ones.
         if uv_var not in environ and (uv_var not in found or key.startswith(":env:")):
             found[uv_var] = separator.join(value.strip().strip("'\"").split())
+    if found and "UV_INDEX_STRATEGY" not in environ:
+        # pip takes the best version across all its indexes; uv by default stops at the first index
+        # that has the package, which on a machine with a stale extra index installs old versions.
+        found["UV_INDEX_STRATEGY"] = "unsafe-best-match"
     return found
 
 

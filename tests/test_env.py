@@ -221,3 +221,39 @@ def test_prune_keeps_the_newest(built: tuple[Path, Path, dict[str, str], Path], 
     assert proc.returncode == 0, proc.stderr
     assert entries(cache) == {"new"} and not (cache / "old.log").exists()
     assert "2 environment(s) removed" in proc.stdout
+
+
+def test_a_half_built_environment_is_never_used_and_is_rebuilt(
+    built: tuple[Path, Path, dict[str, str], Path], tmp_path: Path
+) -> None:
+    pack, _cache, _env, path = built
+    copy, cache = make_pack(tmp_path / "pack"), tmp_path / "envs"
+    shutil.copy(pack / "environment.lock.txt", copy / "environment.lock.txt")
+    env = offline(cache)
+    shown = json.loads(rig(env, "env", "show", str(copy), "--json").stdout)
+    assert shown["hash"] == path.name, "the same table, project, lock and interpreter: the same identity"
+    # What a builder killed after `uv venv` leaves: a folder without its manifest.
+    leftover = Path(shown["path"])
+    (leftover / "bin").mkdir(parents=True)
+    (leftover / "bin" / "python").write_text("#!/bin/sh\nexit 99\n")
+    proc = rig(env, "env", "show", str(copy))
+    assert proc.returncode == 1 and "not built" in proc.stdout
+    proc = rig(env, "env", "build", str(copy))
+    assert proc.returncode == 0 and proc.stdout.startswith("built in"), proc.stderr
+    probe = subprocess.run(
+        [str(leftover / "bin" / "python"), "-c", "import envproject, iniconfig"], check=False
+    )
+    assert probe.returncode == 0
+
+
+def test_a_dependency_group_without_the_project(tmp_path: Path) -> None:
+    pack, cache = make_pack(tmp_path / "pack", 'project = false\ngroups = ["check"]\n'), tmp_path / "envs"
+    proc = rig(offline(cache), "env", "build", str(pack))
+    assert proc.returncode == 0, proc.stderr
+    (path,) = entries(cache)
+    python = str(cache / path / "bin" / "python")
+    assert subprocess.run([python, "-c", "import iniconfig"], check=False).returncode == 0
+    assert (
+        subprocess.run([python, "-c", "import envproject"], check=False, capture_output=True).returncode == 1
+    )
+    assert "iniconfig==2.3.1" in (pack / "environment.lock.txt").read_text()

@@ -246,14 +246,17 @@ def test_a_half_built_environment_is_never_used_and_is_rebuilt(
     assert probe.returncode == 0
 
 
-def test_a_dependency_group_without_the_project(tmp_path: Path) -> None:
-    pack, cache = make_pack(tmp_path / "pack", 'project = false\ngroups = ["check"]\n'), tmp_path / "envs"
+def test_a_dependency_group_and_a_requirements_file_without_the_project(tmp_path: Path) -> None:
+    body = 'project = false\ngroups = ["check"]\nrequirements = ["requirements.txt"]\n'
+    pack, cache = make_pack(tmp_path / "pack", body), tmp_path / "envs"
+    (pack / "fixture" / "requirements.txt").write_text("six>=1.16\n")
     proc = rig(offline(cache), "env", "build", str(pack))
     assert proc.returncode == 0, proc.stderr
     (path,) = entries(cache)
     python = str(cache / path / "bin" / "python")
-    assert subprocess.run([python, "-c", "import iniconfig"], check=False).returncode == 0
-    assert (
-        subprocess.run([python, "-c", "import envproject"], check=False, capture_output=True).returncode == 1
-    )
-    assert "iniconfig==2.3.1" in (pack / "environment.lock.txt").read_text()
+    assert subprocess.run([python, "-c", "import iniconfig, six"], check=False).returncode == 0
+    imported = subprocess.run([python, "-c", "import envproject"], check=False, capture_output=True)
+    assert imported.returncode == 1, "project = false installs no project"
+    lock = (pack / "environment.lock.txt").read_text()
+    assert "iniconfig==2.3.1" in lock and "six==1.17.0" in lock and "dateutil" not in lock
+    assert str(tmp_path) not in lock, "the lock names no machine's folders"

@@ -80,7 +80,7 @@ def _pretend(spec: EnvironmentSpec) -> dict[str, str]:
 def _project_source(fixture: Path) -> str:
     for name in ("pyproject.toml", "setup.py", "setup.cfg"):
         if (fixture / name).is_file():
-            return str(fixture / name)
+            return name
     raise EnvError(
         f"environment.project: {fixture} has no pyproject.toml, setup.py or setup.cfg; "
         "set project = false or fix the fixture"
@@ -117,9 +117,9 @@ def _resolve(pack: Pack, interpreter: Interpreter, root: Path) -> Path | None:
     if spec.project:
         cmd.append(_project_source(fixture))
         cmd += [arg for extra in spec.extras for arg in ("--extra", extra)]
-    for requirements in spec.requirements:
-        cmd += ["-r", str(fixture / requirements)]
-    cmd += [arg for group in spec.groups for arg in ("--group", f"{fixture / 'pyproject.toml'}:{group}")]
+    # Paths relative to the fixture, where uv runs: the lock's `# via` notes name no machine's folders.
+    cmd += spec.requirements
+    cmd += [arg for group in spec.groups for arg in ("--group", f"pyproject.toml:{group}")]
     resolved = run_step("resolve", cmd, log, fixture, base_environ(), capture=True)
     header = f"{LOCK_HEADER}{digest}\n# resolved by `uv pip compile --universal --generate-hashes`\n"
     partial = lock.with_name(f".{GENERATED_LOCK}.partial")

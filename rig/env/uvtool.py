@@ -76,9 +76,17 @@ def base_environ() -> dict[str, str]:
     return environ
 
 
-def _last_line(output: str) -> str:
+def _gist(output: str) -> str:
+    """What a failed command said, in a few words: uv's first `error:` line and its innermost cause,
+    else the output's last line (a shell's "not found", a setup script's own message)."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
-    return lines[-1][:200] if lines else ""
+    if not lines:
+        return ""
+    errors = [line for line in lines if line.startswith("error:")]
+    if not errors:
+        return lines[-1][:200]
+    causes = [line for line in lines if line.lower().startswith(("caused by:", "cause:"))]
+    return " / ".join([errors[0], *causes[-1:]])[:300]
 
 
 def run_step(
@@ -114,7 +122,7 @@ def run_step(
             out.write(done.stderr)
         out.write(f"[exit {done.returncode}]\n")
     if done.returncode != 0:
-        tail = _last_line(done.stderr if capture else done.stdout)
+        tail = _gist(done.stderr if capture else done.stdout)
         raise EnvError(
             f"environment build failed at step {step}: `{shown}` exited {done.returncode}"
             f"{f' ({tail})' if tail else ''}; log: {log}"

@@ -9,7 +9,7 @@ from rig.cli.common import fail
 from rig.cli.main import app
 
 env_app = typer.Typer(
-    help="A pack's project environment: built once with uv into a cache, locked, pinned.",
+    help="A pack's project environment: built once with uv into a cache, locked.",
     no_args_is_help=True,
 )
 app.add_typer(env_app, name="env")

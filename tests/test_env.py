@@ -162,6 +162,15 @@ def test_a_failing_setup_leaves_nothing_in_the_cache(tmp_path: Path, setup: str,
     assert entries(cache) == set(), "a half-built environment was left in the cache"
 
 
+def test_a_hung_setup_step_is_stopped_at_its_time_limit(tmp_path: Path) -> None:
+    pack, cache = make_pack(tmp_path / "pack", 'setup = ["sleep 600"]\n'), tmp_path / "envs"
+    proc = rig(offline(cache, RIG_ENV_STEP_TIMEOUT_S="2"), "env", "build", str(pack))
+    assert proc.returncode == 2
+    (line,) = proc.stderr.splitlines()
+    assert "at step setup" in line and "took longer than 2 s" in line and "log: " in line, line
+    assert entries(cache) == set(), "a half-built environment was left in the cache"
+
+
 def test_a_lock_that_does_not_match_is_refused(
     built: tuple[Path, Path, dict[str, str], Path], tmp_path: Path
 ) -> None:

@@ -9,7 +9,13 @@ from pathlib import Path
 
 from uv import find_uv_bin
 
+from rig.confine.proc import run_bounded
+
 WHEELS_VAR = "RIG_WHEELS"
+# One step of a build (a resolution, an install, a setup line) may take this long before it is
+# stopped and the build fails: a hung index or setup script never blocks a run forever.
+STEP_TIMEOUT_VAR = "RIG_ENV_STEP_TIMEOUT_S"
+DEFAULT_STEP_TIMEOUT_S = 1800.0
 # pip's settings and the uv variables that say the same thing: uv reads only its own.
 # pip separates several locations by whitespace; uv's variables by what follows each name.
 _PIP_TO_UV = {
@@ -97,20 +103,13 @@ def run_step(
     Raises EnvError naming the step, the command and the log, with the output's last line.
     """
     shown = shlex.join(cmd)
+    limit = float(os.environ.get(STEP_TIMEOUT_VAR) or DEFAULT_STEP_TIMEOUT_S)
     with log.open("a", encoding="utf-8") as out:
         out.write(f"$ [{step}] {shown}\n")
         out.flush()
         try:
-            done = subprocess.run(
-                cmd,
-                cwd=cwd,
-                env=environ,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE if capture else subprocess.STDOUT,
-                text=True,
-                check=False,
-            )
+            # Its own process group, killed whole at the limit: a setup line's children die with it.
+            done = run_bounded(cmd, cwd, environ, limit)
         except OSError as exc:
             out.write(f"{exc}\n")
             raise EnvError(
@@ -118,11 +117,15 @@ def run_step(
                 f"log: {log}"
             ) from None
         out.write(done.stdout)
-        if capture:
-            out.write(done.stderr)
-        out.write(f"[exit {done.returncode}]\n")
+        out.write(done.stderr)
+        out.write(f"[stopped after {limit:g} s]\n" if done.timed_out else f"[exit {done.returncode}]\n")
+    if done.timed_out:
+        raise EnvError(
+            f"environment build failed at step {step}: `{shown}` took longer than {limit:g} s "
+            f"(${STEP_TIMEOUT_VAR}); log: {log}"
+        )
     if done.returncode != 0:
-        tail = _gist(done.stderr if capture else done.stdout)
+        tail = _gist(f"{done.stdout}\n{done.stderr}")
         raise EnvError(
             f"environment build failed at step {step}: `{shown}` exited {done.returncode}"
             f"{f' ({tail})' if tail else ''}; log: {log}"

@@ -1,11 +1,11 @@
 """Running experiments: one run is a function from a plan item to a record plus an artifact folder.
 
-`run_one` chains the eight steps of docs/design.md (rig/run/steps/) for one attempt. `execute` drives many
-of them with N workers, quarantines infrastructure failures and reruns them interleaved, and stops
-after K infrastructure failures in a row, or once an experiment's `[stopping]` rule has decided
-(rig.analysis.sequential), or before a run that could take it past its budget
-(rig.experiment.budget). Resuming
-skips every run id already recorded, and starts nothing once the rule decided.
+`run_one` chains the eight steps of docs/design.md (rig/run/steps/) for one attempt. `execute`
+drives many of them with N workers, quarantines infrastructure failures and reruns them
+interleaved, and stops after K infrastructure failures in a row, or once an experiment's
+`[stopping]` rule has decided (rig.analysis.sequential), or before a run that could take it past
+its budget (rig.experiment.budget). Resuming skips every run id already recorded, and starts
+nothing once the rule decided.
 """
 
 import json

@@ -5,6 +5,7 @@ import os
 import shlex
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
 from uv import find_uv_bin
@@ -40,23 +41,29 @@ def find_links() -> list[str]:
     return ["--find-links", wheels] if wheels else []
 
 
+@cache
+def _pip_config(environ: tuple[tuple[str, str], ...]) -> str:
+    """`pip config list` under `environ`, asked once per process: a build's every step needs it."""
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "pip", "config", "list"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={**dict(environ), "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
 def pip_settings_for_uv(environ: dict[str, str]) -> dict[str, str]:
     """The index settings of pip (pip.conf, PIP_INDEX_URL, ...) as uv variables, where no uv
     variable already says otherwise: uv ignores pip's configuration, and a machine configured for
     pip must build environments from the same index."""
     if any(key in environ for key in ("UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX")):
         return {}
-    try:
-        listed = subprocess.run(
-            [sys.executable, "-m", "pip", "config", "list"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-            env={**environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-        ).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
+    listed = _pip_config(tuple(sorted(environ.items())))
     found: dict[str, str] = {}
     for line in listed.splitlines():
         key, _, value = line.partition("=")

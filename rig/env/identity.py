@@ -109,7 +109,7 @@ def environment_hash(pack: Pack, interpreter: Interpreter) -> str:
         raise EnvError(f"{pack.root / 'pack.toml'}: no [environment]; add one (docs/environments.md)")
     lock = lock_path(pack)
     parts = {
-        "environment": spec.model_dump(mode="json"),
+        "environment": spec.model_dump(mode="json", exclude={"build"}),
         "pyproject": dependency_tables(pack.fixture_dir),
         "requirements": {r: _file_digest(pack.fixture_dir / r, "requirements") for r in spec.requirements},
         "lock": _file_digest(lock, "lock") if lock is not None else None,

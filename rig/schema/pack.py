@@ -133,7 +133,8 @@ class EnvironmentSpec(BaseModel):
 
     What is installed: the project itself (editable) with `extras`, PEP 735 dependency `groups`,
     `requirements` files, all resolved once into a hashed lock written beside pack.toml; or exactly
-    `lock`, the project's own uv.lock or hashed requirements file. `setup` runs after the install.
+    `lock`, the project's own uv.lock or hashed requirements file. `setup` runs after the install;
+    `build` on every tree the agent or verification gets.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -159,6 +160,12 @@ class EnvironmentSpec(BaseModel):
     setup: list[str] = Field(
         default_factory=list,
         description="shell lines (sh -c) run once, in order, at the environment's root after the install",
+    )
+    build: list[str] = Field(
+        default_factory=list,
+        description="shell lines (sh -c) that derive files from the sources (a version file, compiled "
+        "translations, generated code), run at the tree's root on each run's starting tree before the "
+        "agent and again on the verification copy before the gate and the hidden tests",
     )
     env: dict[Annotated[str, Field(pattern=ENV_VAR_NAME)], str] = Field(
         default_factory=dict, description="environment variables the project's tests need"

@@ -38,8 +38,9 @@ INFRA_COLUMNS: tuple[str, ...] = ("experiment", "task", "condition", "infra_reru
 # manifest: the gate, the runner, the protected paths) and its fixture are one project for the whole
 # comparison; a task's prompt and its hidden tests define what "success on
 # that task" means; the harness version and the model are part of what an arm is. The rig's own
-# code and the toolchain that verifies (interpreter, ruff, pytest, their startup hooks) are the
-# judge: one judge for every run, or a difference between arms may be a difference between judges.
+# code and the toolchain that verifies (interpreter, ruff, pytest, their startup hooks; the
+# project environment the agent and the tests run in) are the judge: one judge for every run, or
+# a difference between arms may be a difference between judges.
 _PIN_SCOPES: tuple[tuple[str, str | None], ...] = (
     ("pack_hash", None),
     ("fixture_hash", None),
@@ -49,6 +50,8 @@ _PIN_SCOPES: tuple[tuple[str, str | None], ...] = (
     ("model", "condition"),
     ("rig_version", None),
     ("toolchain_hash", None),
+    ("environment_hash", None),
+    ("environment_packages", None),
     ("python_version", None),
     ("ruff_version", None),
     ("pytest_version", None),
@@ -167,11 +170,11 @@ def load_runs(
     --vs`: each experiment is one arm, in the order of `results`). With `paths=False`, `artifacts`
     holds the same absolute paths as strings (a Path object per run costs a second at 100,000).
 
-    Raises PoolingError when pack_hash, fixture_hash, rig_version, toolchain_hash, python_version,
-    ruff_version or pytest_version differs between any rows, task_hash or hidden_tests_hash within
-    a task, or harness_version or model within an arm, unless `allow_mixed_pins`; ValueError when
-    there are no scored runs at all; rig.store.migrate.RecordSchemaError (a ValueError) for a record
-    written by a newer rig.
+    Raises PoolingError when pack_hash, fixture_hash, rig_version, toolchain_hash, the project
+    environment's hash or packages, python_version, ruff_version or pytest_version differs between
+    any rows, task_hash or hidden_tests_hash within a task, or harness_version or model within an
+    arm, unless `allow_mixed_pins`; ValueError when there are no scored runs at all;
+    rig.store.migrate.RecordSchemaError (a ValueError) for a record written by a newer rig.
     """
     folders = _folders(results)
     with runs_cache.paused_gc():

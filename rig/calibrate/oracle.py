@@ -17,6 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from rig.env.activate import activate
 from rig.packs.manifest import pack_digest
 from rig.schema import (
     CalibrationReport,
@@ -122,22 +123,26 @@ def verify_patches(
     so a test whose verdict depends on what an earlier run left behind shows as flaky. One
     Verification per hidden run. Raises PatchError for a patch that does not apply.
 
-    Verification bytecode goes to the shared prefix (rig.verify.checks.default_pycache); the workspace's
-    own is dropped with `scratch`.
+    A pack with [environment] is verified in its project environment, built first if the cache
+    lacks it (EnvError in one line if it cannot be). Verification bytecode goes to the shared
+    prefix (rig.verify.checks.default_pycache); the workspace's own is dropped with `scratch`.
     """
+    project_env = activate(pack)
     home = scratch / "home"
     home.mkdir(parents=True)
     work = copy_fixture(pack.fixture_dir, scratch / "work")
     for patch in patches:
         apply_patch(work, patch)
     pycache = default_pycache()
-    check = run_check(work, home, pack.spec.gate, pycache=pycache)
+    check = run_check(work, home, pack.spec.gate, pycache=pycache, project_env=project_env)
     runs = []
     for n in range(hidden_runs if hidden_dir is not None else 1):
         hidden = None
         if hidden_dir is not None:
             junit = scratch / f"hidden-junit-{n}.xml"
-            hidden = run_hidden(work, hidden_dir, junit, home, pack.spec.runner, pycache=pycache)
+            hidden = run_hidden(
+                work, hidden_dir, junit, home, pack.spec.runner, pycache=pycache, project_env=project_env
+            )
         runs.append(Verification(check=check, hidden=hidden))
     forget_bytecode(pycache, work)
     return runs

@@ -40,6 +40,7 @@ def load_context(
     from rig import paths
     from rig.confine.network import NetworkError
     from rig.confine.sandbox import SandboxError
+    from rig.env.uvtool import EnvError
     from rig.experiment.load import ExperimentError, load_experiment
     from rig.packs.manifest import PackError, load_pack
     from rig.packs.tasks import TaskError, load_tasks
@@ -71,6 +72,7 @@ def load_context(
         CliNotFound,
         SandboxError,
         NetworkError,
+        EnvError,
     ) as exc:
         # CliNotFound includes HarnessVersionError: a harness whose version cannot be pinned.
         raise fail(str(exc)) from exc

@@ -33,6 +33,7 @@ from rig.confine.proc import (
     process_identity,
     reap,
 )
+from rig.confine.project_env import ProjectEnv
 from rig.confine.run_budget import UsageMeter, UsageReader
 from rig.confine.sandbox import Sandbox
 from rig.confine.streams import BoundedStream
@@ -67,6 +68,8 @@ class Confinement:
     `processes` None means the strongest containment this machine allows (rig.confine.proc.containment),
     the one rig.confine.sandbox.resolve records. `network` None: the agent uses the machine's network.
     `run_budget`: the agent is stopped once the usage it streams passes it (rig.confine.run_budget).
+    `project_env`: the pack's project environment, which every agent gets the same way
+    (ProjectEnv.agent_environ; shown read-only inside the sandbox).
     """
 
     sandbox: Sandbox | None = None
@@ -76,6 +79,7 @@ class Confinement:
     processes: Containment | None = None
     network: NetworkPlan | None = None
     run_budget: RunBudget | None = None
+    project_env: ProjectEnv | None = None
 
 
 @dataclass(frozen=True)
@@ -165,6 +169,8 @@ def _run_agent(
         command, cwd, run_dir, confinement, [s.path for s in streams.values()], contain, leaf, egress
     )
     proxy = egress.env() if egress is not None else {}
+    if confinement.project_env is not None:
+        env = confinement.project_env.agent_environ(env, cwd)
     start = time.monotonic()
     proc = _start(
         argv,
@@ -329,7 +335,11 @@ def _confined(
             argv,
             cwd,
             writable=[cwd, run_dir],
-            read_only=[*logs, *([egress.dir] if egress else [])],
+            read_only=[
+                *logs,
+                *([egress.dir] if egress else []),
+                *(confinement.project_env.visible() if confinement.project_env else []),
+            ],
             own_network=egress is not None,
         )
     else:

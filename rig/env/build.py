@@ -6,6 +6,7 @@ usable is `.rig-env.json`, written last and atomically. A build that fails is re
 halfway leaves a folder without the manifest, which the next builder (holding the lock) removes.
 """
 
+import json
 import os
 import shutil
 import time
@@ -22,6 +23,7 @@ from rig.env.identity import (
     lock_path,
     resolution_digest,
     resolve_interpreter,
+    source_roots,
 )
 from rig.env.uvtool import EnvError, base_environ, find_links, run_step, uv_bin
 from rig.schema import BuiltEnvironment, EnvironmentSpec, Pack
@@ -29,6 +31,15 @@ from rig.schema import BuiltEnvironment, EnvironmentSpec, Pack
 ENV_DIR_VAR = "RIG_ENV_DIR"
 MANIFEST = ".rig-env.json"
 PROJECT_COPY = "project"
+GENERATED_DIR = ".rig-generated"
+# Where an install writes what no tree needs: metadata, build products, caches.
+_NOT_GENERATED = ("__pycache__", "build", "dist", ".eggs", ".git", ".tox", ".nox", ".venv", "node_modules")
+# The facts of a built environment that only its own interpreter knows.
+_FACTS = (
+    "import importlib.metadata as m, json, sys\n"
+    "plugins = sorted({ep.value.partition(':')[0].strip() for ep in m.entry_points(group='pytest11')})\n"
+    "print(json.dumps({'base_prefix': sys.base_prefix, 'plugins': plugins}))\n"
+)
 LOCK_HEADER = "# rig environment lock; inputs sha256:"
 # Backends that derive a version from git read these; versioneer has none and falls back to 0+unknown.
 PRETEND_VERSION_VARS = (
@@ -70,7 +81,8 @@ def _spec(pack: Pack) -> EnvironmentSpec:
     return pack.spec.environment
 
 
-def _pretend(spec: EnvironmentSpec) -> dict[str, str]:
+def pretend_variables(spec: EnvironmentSpec) -> dict[str, str]:
+    """The variables that make a backend deriving its version from git report the pack's version."""
     if spec.pretend_version is False:
         return {}
     version = "0.0.0" if spec.pretend_version is True else spec.pretend_version
@@ -180,16 +192,41 @@ def _install(pack: Pack, spec: EnvironmentSpec, target: Path, interpreter: Inter
             "-e",
             str(copy),
         ]
-        run_step("install project", cmd, log, target, {**environ, **_pretend(spec)})
+        run_step("install project", cmd, log, target, {**environ, **pretend_variables(spec)})
     setup_environ = {
         **environ,
-        **_pretend(spec),
+        **pretend_variables(spec),
         **spec.env,
         "VIRTUAL_ENV": str(target),
         "PATH": os.pathsep.join([str(target / "bin"), str(Path(uv).parent), environ.get("PATH", "")]),
     }
     for line in spec.setup:
         run_step("setup", ["sh", "-c", line], log, target, setup_environ)
+
+
+def _generated(fixture: Path, copy: Path, roots: tuple[str, ...], into: Path) -> list[str]:
+    """Copy the files the install made in the project's `copy` (under its source roots) that the
+    fixture does not have `into` a mirror; their paths relative to a tree."""
+    found: list[str] = []
+    for root in roots:
+        for dirpath, dirnames, filenames in os.walk(copy / root):
+            dirnames[:] = sorted(
+                d for d in dirnames if d not in _NOT_GENERATED and not d.endswith((".egg-info", ".dist-info"))
+            )
+            for name in sorted(filenames):
+                rel = Path(dirpath, name).relative_to(copy)
+                if name.endswith(".pyc") or os.path.lexists(fixture / rel):
+                    continue
+                (into / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(copy / rel, into / rel, follow_symlinks=False)
+                found.append(rel.as_posix())
+    return found
+
+
+def _facts(target: Path, log: Path) -> dict:
+    """The environment's base prefix and pytest plugin modules, as its interpreter reports them."""
+    cmd = [str(target / "bin" / "python"), "-c", _FACTS]
+    return json.loads(run_step("facts", cmd, log, target, base_environ(), capture=True))
 
 
 def installed_packages(target: Path, log: Path) -> list[str]:
@@ -224,6 +261,13 @@ def build(pack: Pack) -> BuildResult:
         try:
             target.mkdir()
             _install(pack, spec, target, interpreter, log)
+            roots = source_roots(pack.fixture_dir)
+            generated = (
+                _generated(pack.fixture_dir, target / PROJECT_COPY, roots, target / GENERATED_DIR)
+                if spec.project
+                else []
+            )
+            facts = _facts(target, log)
             manifest = BuiltEnvironment(
                 hash=digest,
                 pack=pack.name,
@@ -231,6 +275,10 @@ def build(pack: Pack) -> BuildResult:
                 python_version=interpreter.version,
                 platform=interpreter.platform,
                 packages=installed_packages(target, log),
+                base_prefix=facts["base_prefix"],
+                source_roots=list(roots),
+                generated=generated,
+                pytest_plugins=facts["plugins"],
                 built_at=datetime.now(UTC).isoformat(timespec="seconds"),
                 seconds=round(time.monotonic() - started, 3),
             )

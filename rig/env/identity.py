@@ -14,6 +14,9 @@ from rig.env.uvtool import EnvError, uv_bin
 from rig.schema import EnvironmentSpec, Pack
 
 GENERATED_LOCK = "environment.lock.txt"
+# What a build makes besides the install (its manifest's fields, the generated files): a build
+# of another format is another environment.
+BUILD_FORMAT = 2
 # The tables of pyproject.toml that say what gets installed; the rest (tool settings, the
 # description) changes no environment.
 PROJECT_KEYS = ("dependencies", "optional-dependencies", "requires-python")
@@ -115,5 +118,15 @@ def environment_hash(pack: Pack, interpreter: Interpreter) -> str:
         "lock": _file_digest(lock, "lock") if lock is not None else None,
         "python": interpreter.version,
         "platform": interpreter.platform,
+        "format": BUILD_FORMAT,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def source_roots(fixture: Path) -> tuple[str, ...]:
+    """Where the project's importable packages live: `src` for a src layout (a src/ folder that is
+    no package itself), else the tree's root ("")."""
+    src = fixture / "src"
+    if src.is_dir() and not (src / "__init__.py").exists():
+        return ("src",)
+    return ("",)

@@ -164,6 +164,8 @@ def _pin_blocks(source: Source, tasks: list[str]) -> list[Block]:
         ("ruff", lambda r: r["pins"]["ruff_version"], False),
         ("pytest", lambda r: r["pins"]["pytest_version"], False),
         ("toolchain hash", lambda r: r["pins"].get("toolchain_hash"), True),
+        ("project environment", lambda r: r["pins"].get("environment_hash") or "none", True),
+        ("environment packages", lambda r: r["pins"].get("environment_packages") or "none", True),
     ]
     by_task = _grouped(source.table)
     groups = [group for task_groups in by_task.values() for group in task_groups]

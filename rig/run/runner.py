@@ -27,8 +27,10 @@ from harnesses.registry import adapter_for, install_version
 from rig.confine.agent import Confinement, kill_running_agents
 from rig.confine.network import RELAY, resolve_network, unreachable_model
 from rig.confine.proc import ContainmentError, containment, kill_running_commands, reap_orphans
+from rig.confine.project_env import ProjectEnv
 from rig.confine.sandbox import resolve
 from rig.confine.untrusted import remove_trees
+from rig.env.activate import activate
 from rig.experiment.budget import BudgetMonitor
 from rig.experiment.load import ExperimentError
 from rig.experiment.plan import plan
@@ -93,6 +95,8 @@ class RunContext:
     """Set when the experiment is interrupted: runs in flight end at their next step."""
     network: NetworkOutcome | None = None
     """The network policy as this machine enforces it, before any run (network.resolve_network)."""
+    project_env: ProjectEnv | None = None
+    """The pack's project environment, built before any run (rig.env.activate)."""
 
     @property
     def conditions(self) -> dict[str, Condition]:
@@ -128,6 +132,9 @@ def make_context(
     if problem:
         raise ExperimentError(problem)
     check_agent_root(runs_root)
+    if pack.spec.environment is not None and notify is not None:
+        notify(f"project environment of pack {pack.name!r}: built now unless the cache holds it")
+    project_env = activate(pack)
     # Installed before anything else is made, so a version npm cannot install leaves nothing behind.
     installed = {
         c.name: install_version(experiment.harness, c.harness_version, notify)
@@ -156,10 +163,11 @@ def make_context(
         default_pycache(),
         *secrets,
     ]
+    exposed = [*_agent_runtime(), *installed.values(), *(project_env.visible() if project_env else [])]
     confinement, sandbox_status, network_status = _confine(
-        experiment, sandbox, hidden=hidden, exposed=[*_agent_runtime(), *installed.values()]
+        experiment, sandbox, hidden=hidden, exposed=exposed, project_env=project_env
     )
-    pins = _pins(experiment, pack, tasks)
+    pins = _pins(experiment, pack, tasks, project_env)
     harness_versions = {
         c.name: adapter_for(experiment, tasks[0], harness_version=c.harness_version).version()
         for c in experiment.conditions
@@ -168,6 +176,7 @@ def make_context(
     # Only once every pin could be read: a refused run leaves nothing behind.
     store = ResultsStore(results_root / experiment.name)
     _bind_design(store.root, experiment)
+    _check_environment(store, pack, project_env)
     redactor = Redactor.for_machine(
         runs_root=runs_root, repo_root=repo_root, results_root=results_root, verify_root=scratch.folder.parent
     )
@@ -186,11 +195,17 @@ def make_context(
         keep_workspaces=keep_workspaces,
         harness_versions=harness_versions,
         network=network_status,
+        project_env=project_env,
     )
 
 
 def _confine(
-    experiment: Experiment, sandbox: str, *, hidden: list[Path], exposed: list[Path]
+    experiment: Experiment,
+    sandbox: str,
+    *,
+    hidden: list[Path],
+    exposed: list[Path],
+    project_env: ProjectEnv | None = None,
 ) -> tuple[Confinement, SandboxStatus, NetworkOutcome]:
     """What confines every agent of the experiment (the `sandbox` mode, hiding `hidden` but for
     `exposed`; its network policy; its limits and run budget), with the sandbox and network as this
@@ -208,6 +223,7 @@ def _confine(
         stream_tail_bytes=limits.stream_tail_bytes,
         file_bytes=limits.file_bytes,
         run_budget=experiment.run_budget,
+        project_env=project_env,
     )
     return confinement, sandbox_status, network_status
 
@@ -223,9 +239,11 @@ def _check_skills(experiment: Experiment, repo_root: Path) -> None:
                 )
 
 
-def _pins(experiment: Experiment, pack: Pack, tasks: list[Task]) -> dict[str, Pins]:
-    """Per task, what its runs pin: the pack, the fixture, the task, its hidden tests, the toolchain
-    and the harness at its pinned version."""
+def _pins(
+    experiment: Experiment, pack: Pack, tasks: list[Task], project_env: ProjectEnv | None = None
+) -> dict[str, Pins]:
+    """Per task, what its runs pin: the pack, the fixture, the task, its hidden tests, the toolchain,
+    the project environment and the harness at its pinned version."""
     fixture_hash = tree_digest(pack.fixture_dir)
     versions = {
         "rig_version": rig_version(),
@@ -235,6 +253,8 @@ def _pins(experiment: Experiment, pack: Pack, tasks: list[Task]) -> dict[str, Pi
         "ruff_version": dist_version("ruff"),
         "pytest_version": dist_version("pytest"),
         "toolchain_hash": toolchain_digest(),
+        "environment_hash": project_env.hash if project_env else None,
+        "environment_packages": project_env.packages_digest if project_env else None,
     }
     pins = {}
     for task in tasks:
@@ -278,6 +298,21 @@ def _bind_design(root: Path, experiment: Experiment) -> None:
     path.write_text(json.dumps(design, indent=2, sort_keys=True) + "\n")
 
 
+def _check_environment(store: ResultsStore, pack: Pack, project_env: ProjectEnv | None) -> None:
+    """Refuse to add runs in another project environment than the recorded ones were made in: its
+    packages are part of what every run measured."""
+    want = (project_env.hash, project_env.packages_digest) if project_env else (None, None)
+    for run in store.read_runs():
+        pins = run.get("pins") or {}
+        had = (pins.get("environment_hash"), pins.get("environment_packages"))
+        if had != want:
+            raise ExperimentError(
+                f"{store.root} holds runs made in another project environment of pack {pack.name!r} "
+                f"({(had[0] or 'none')[:12]}, now {(want[0] or 'none')[:12]}); restore the pack's "
+                "[environment] and lock, or give the experiment a new name"
+            )
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -309,6 +344,7 @@ def attempt_of(ctx: RunContext, item: PlanItem, number: int, folder: Path) -> At
         scratch=ctx.scratch,
         secrets=ctx.secrets,
         network=ctx.network,
+        project_env=ctx.project_env,
     )
 
 

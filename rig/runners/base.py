@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
+from rig.confine.project_env import ProjectEnv
 from rig.runners.hidden import HiddenRun
 from rig.schema import RunnerSpec
 
@@ -73,8 +74,9 @@ class Kind:
     """What in an added source line probes for the runner from inside the code under test."""
     test_files: tuple[str, ...]
     """Glob patterns of a test file's name: what `rig task mine` takes as a commit's tests."""
-    setup: Callable[[Path, RunnerSpec, Path], HiddenRun]
-    """How the hidden tests start: (hidden tests in the workspace, the runner, where junit goes)."""
+    setup: Callable[[Path, RunnerSpec, Path, ProjectEnv | None], HiddenRun]
+    """How the hidden tests start: (hidden tests in the workspace, the runner, where junit goes, the
+    pack's project environment or None)."""
     runs_tests: Callable[[list[str]], bool]
     """Whether one program's argv (wrappers peeled off) is the kind's own test command."""
     collects: Callable[[PurePosixPath], bool]

@@ -2,15 +2,18 @@
 
 from pathlib import Path
 
+from rig.confine.project_env import ProjectEnv
 from rig.runners.base import Detection, Kind, Placeholder, Project
 from rig.runners.hidden import HiddenRun, fill
 from rig.runners.junit import pytest_cases
 from rig.schema import RunnerSpec
 
 
-def setup(dest: Path, runner: RunnerSpec, junit: Path) -> HiddenRun:
-    """The pack's own command; no canaries (the rig cannot plant tests in an unknown runner)."""
-    command = fill(runner.command or [], junit=str(junit), tests=str(dest))
+def setup(dest: Path, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -> HiddenRun:
+    """The pack's own command, `{python}` the project environment's; no canaries (the rig cannot
+    plant tests in an unknown runner)."""
+    python = {"python": env.python} if env is not None else {}
+    command = fill(runner.command or [], junit=str(junit), tests=str(dest), **python)
     return HiddenRun(command, None, pytest_cases, command[0] if command else "the runner")
 
 

@@ -6,6 +6,7 @@ import re
 import secrets
 from pathlib import Path, PurePosixPath
 
+from rig.confine.project_env import ProjectEnv
 from rig.runners.argv import NODE, node_target
 from rig.runners.base import Detection, GateGuess, Kind, Placeholder, Project
 from rig.runners.hidden import HiddenRun, node_binary, token
@@ -47,8 +48,9 @@ _COLLECTED_FOLDER = "test"
 _PRELOAD = "node_modules/x/index.js"
 
 
-def setup(dest: Path, runner: RunnerSpec, junit: Path) -> HiddenRun:
-    """node --test over one canary wrapper per hidden test file, junit to `junit`."""
+def setup(dest: Path, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -> HiddenRun:
+    """node --test over one canary wrapper per hidden test file, junit to `junit` (a Python
+    project environment changes nothing here)."""
     files = sorted(p for p in dest.iterdir() if p.is_file() and NODE_TEST.is_test_file(p.name))
     if not files:
         raise RuntimeError(f"no hidden test files ({', '.join(NODE_TEST.test_files)}) in the hidden tests")

@@ -3,14 +3,17 @@
 import posixpath
 import re
 import secrets
+import shlex
 import sys
 import tomllib
 from pathlib import Path, PurePosixPath
 
+from rig.confine.project_env import ProjectEnv
 from rig.runners.argv import PYTHON, python_target
 from rig.runners.base import Detection, GateGuess, Kind, Placeholder, Project
 from rig.runners.hidden import HiddenRun, token
 from rig.runners.junit import Canaries, Canary, pytest_cases
+from rig.runners.pytest_project import NEVER_LOADED, config_file, kept_addopts, option
 from rig.schema import RunnerSpec
 
 # The rig's own pytest configuration: the workspace's pyproject, conftest.py files and
@@ -21,6 +24,13 @@ HIDDEN_INI = "[pytest]\naddopts =\n"
 # with -P nothing is prepended, pytest is imported from the rig's environment, and the workspace
 # is appended last, so only names nothing else provides (the project's own packages) resolve to it.
 HIDDEN_BOOT = "import os, sys\nimport pytest\nsys.path.append(os.getcwd())\nraise SystemExit(pytest.main())\n"
+# With a project environment, the tree's source roots go first instead, once pytest is imported:
+# the environment's editable install points at its pristine copy of the project, which the
+# agent's sources must replace. A module planted there under another name is the audit's (the
+# roots are shadow roots).
+PROJECT_BOOT = "import sys\nimport pytest\nsys.path[0:0] = {roots!r}\nraise SystemExit(pytest.main())\n"
+# What pytest collects by default, which the canaries' names match.
+_DEFAULT_FILES = ["test_*.py", "*_test.py"]
 # pytest collects a directory's entries in name order. Three canaries: one collected first, one
 # last (a run cut short, by pytest.exit() from application code or a forced stop, never reaches
 # it) and one at a random place among the hidden tests, so that code forcing outcomes cannot
@@ -46,8 +56,39 @@ def pytest_collection_modifyitems(items):
 """
 
 
-def setup(dest: Path, runner: RunnerSpec, junit: Path) -> HiddenRun:
-    """pytest from the rig's interpreter, the rig's ini, three canary modules among the tests."""
+def _project_start(dest: Path, env: ProjectEnv, ini: Path) -> list[str]:
+    """How the hidden tests start in a pack's project environment: its interpreter (which must
+    have pytest), the tree's source roots first, the project's own configuration (or the rig's
+    ini), rootdir and conftest chain from the tree's root, the project's addopts without the
+    options the rig owns, collecting the canaries whatever the project's file patterns."""
+    if not list(env.root.glob("lib/python*/site-packages/pytest-*.dist-info")):
+        raise RuntimeError(
+            f"the project environment {env.root} has no pytest; add it to [environment] "
+            "(an extra, a group or a requirements file that lists it)"
+        )
+    tree = dest.parent
+    config = config_file(tree)
+    boot = PROJECT_BOOT.format(roots=env.roots_in(tree))
+    start = [env.python, "-P", "-c", boot, "-q", "-c", str(config or ini), "--rootdir", str(tree)]
+    start += ["--confcutdir", str(tree)]
+    if config is None:
+        return start
+    files = option(config, "python_files") or list(_DEFAULT_FILES)
+    functions = option(config, "python_functions") or ["test"]
+    return [
+        *start,
+        "-o",
+        f"addopts={shlex.join(kept_addopts(option(config, 'addopts') or []))}",
+        "-o",
+        f"python_files={' '.join(dict.fromkeys([*files, 'test_*.py']))}",
+        "-o",
+        f"python_functions={' '.join(dict.fromkeys([*functions, 'test']))}",
+    ]
+
+
+def setup(dest: Path, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -> HiddenRun:
+    """pytest among three canary modules: from the rig's interpreter and the rig's ini, or from the
+    pack's project environment `env` under the project's own configuration (_project_start)."""
     middle = "".join(secrets.choice(_MIDDLE_LETTERS) for _ in range(12))
     members = tuple(
         Canary(module=module, test=f"test_{token()}", message=secrets.token_hex(16))
@@ -66,18 +107,16 @@ def setup(dest: Path, runner: RunnerSpec, junit: Path) -> HiddenRun:
     ini = dest / "pytest.ini"
     ini.write_text(HIDDEN_INI)
     plugins = [arg for plugin in runner.plugins for arg in ("-p", plugin)]
+    if env is None:
+        start = [sys.executable, "-P", "-c", HIDDEN_BOOT, "-q", "-c", str(ini), "--rootdir", str(dest)]
+        start += ["--confcutdir", str(dest)]
+    else:
+        start = _project_start(dest, env, ini)
+        plugins = [
+            arg for plugin in env.plugins if plugin not in NEVER_LOADED for arg in ("-p", plugin)
+        ] + plugins
     command = [
-        sys.executable,
-        "-P",
-        "-c",
-        HIDDEN_BOOT,
-        "-q",
-        "-c",
-        str(ini),
-        "--rootdir",
-        str(dest),
-        "--confcutdir",
-        str(dest),
+        *start,
         "--import-mode=importlib",
         # A hidden module that fails to import must not stop the canary from running.
         "--continue-on-collection-errors",

@@ -336,5 +336,17 @@ class BuiltEnvironment(BaseModel):
     python_version: str
     platform: str
     packages: list[str] = Field(description="`uv pip freeze` of the environment, after setup")
+    base_prefix: str = Field(description="the interpreter installation it was made from (sys.base_prefix)")
+    source_roots: list[str] = Field(
+        description='where a tree\'s importable packages live, relative to it ("" is its root)'
+    )
+    generated: list[str] = Field(
+        default_factory=list,
+        description="files the project's install generated in its copy (a version file), under "
+        "`.rig-generated/`; put into every tree before it is used",
+    )
+    pytest_plugins: list[str] = Field(
+        default_factory=list, description="the pytest plugin modules its distributions register (pytest11)"
+    )
     built_at: str = Field(description="when the build finished, UTC, ISO 8601")
     seconds: float = Field(ge=0, description="how long the build took")

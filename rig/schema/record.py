@@ -163,6 +163,12 @@ class Pins(BaseModel):
     toolchain_hash: str | None = Field(
         default=None, description="the verifying interpreter's hooks and tools"
     )
+    environment_hash: str | None = Field(
+        default=None, description="the pack's project environment (rig/env/identity.py); None without one"
+    )
+    environment_packages: str | None = Field(
+        default=None, description="sha256 of the project environment's installed package list"
+    )
     baseline_commit: str | None = None
 
 

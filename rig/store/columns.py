@@ -290,6 +290,8 @@ RUN_COLUMNS: tuple[Column, ...] = (
     Column("hidden_tests_hash", "str", _pin("hidden_tests_hash")),
     Column("rig_version", "str", _pin("rig_version")),
     Column("toolchain_hash", "str", _pin("toolchain_hash")),
+    Column("environment_hash", "str", _pin("environment_hash")),
+    Column("environment_packages", "str", _pin("environment_packages")),
     Column("python_version", "str", _pin("python_version")),
     Column("ruff_version", "str", _pin("ruff_version")),
     Column("pytest_version", "str", _pin("pytest_version")),

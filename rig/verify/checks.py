@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rig.confine.proc import run_bounded, scrubbed_env
+from rig.confine.project_env import ProjectEnv
 from rig.confine.sandbox import Sandbox
 from rig.confine.untrusted import read_bounded, remove
 from rig.runners.hidden import fill
@@ -29,6 +30,7 @@ from rig.runners.junit import TESTS_FAILED
 from rig.runners.registry import kind_of
 from rig.schema import CheckOutcome, GateSpec, HiddenOutcome, Pack, RunnerSpec
 from rig.workspace.build import copy_fixture, tree_digest
+from rig.workspace.protect import real_parents
 
 CHECK_TIMEOUT_S = 600
 HIDDEN_TIMEOUT_S = 600
@@ -38,6 +40,10 @@ NO_TESTS_COLLECTED = 5
 CANARY_MARKER = "<canary>"
 # The failing stage of a gate that reports by exit code only.
 GATE_STAGE = "gate"
+# The failing stage of a tree whose `build` lines failed before the gate could run.
+BUILD_STAGE = "build"
+# What sh says of a command it cannot find.
+COMMAND_NOT_FOUND = 127
 # Where the hidden-test runner writes its junit report: in the verification home, which the runner
 # may write inside the sandbox (the attempt folder it ends up in is hidden there). The rig copies
 # it out without following a link; a bigger report is cut short, and so unreadable.
@@ -69,7 +75,12 @@ def _verify_env(home: Path, pycache: Path | None) -> Iterator[dict[str, str]]:
 
 
 def _confine(
-    command: list[str], workdir: Path, home: Path, pycache: Path | None, sandbox: Sandbox | None
+    command: list[str],
+    workdir: Path,
+    home: Path,
+    pycache: Path | None,
+    sandbox: Sandbox | None,
+    project_env: ProjectEnv | None = None,
 ) -> list[str]:
     """`command` as verification runs it: inside the agent's `sandbox`, if it had one.
 
@@ -84,6 +95,7 @@ def _confine(
     if sandbox is None:
         return command
     read_only = [pycache] if pycache else []
+    read_only += project_env.visible() if project_env is not None else []
     return sandbox.wrap(
         command, workdir, writable=[workdir, home], read_only=read_only, first_process=True, own_network=True
     )
@@ -95,7 +107,9 @@ _WARMED: set[tuple[Path, Path]] = set()
 _WARMING = threading.Lock()
 
 
-def warm_bytecode(pack: Pack, pycache: Path, timeout: float = CHECK_TIMEOUT_S) -> None:
+def warm_bytecode(
+    pack: Pack, pycache: Path, timeout: float = CHECK_TIMEOUT_S, project_env: ProjectEnv | None = None
+) -> None:
     """Compile what `pack`'s gate imports (pytest, the stdlib) into the shared prefix, once per
     interpreter, fixture and gate.
 
@@ -111,12 +125,13 @@ def warm_bytecode(pack: Pack, pycache: Path, timeout: float = CHECK_TIMEOUT_S) -
     with _WARMING:
         if (pack.fixture_dir, pycache) in _WARMED:
             return
-        key = json.dumps([sys.executable, sys.version, tree_digest(pack.fixture_dir), spec.gate.run])
+        python = project_env.python if project_env is not None else sys.executable
+        key = json.dumps([python, sys.version, tree_digest(pack.fixture_dir), spec.gate.run])
         marker = pycache / WARM_MARKERS / hashlib.sha256(key.encode()).hexdigest()
         if not marker.exists():
             with tempfile.TemporaryDirectory(prefix="rig-warm-") as tmp:
                 work = copy_fixture(pack.fixture_dir, Path(tmp) / "work")
-                run_check(work, Path(tmp) / "home", spec.gate, timeout, pycache)
+                run_check(work, Path(tmp) / "home", spec.gate, timeout, pycache, project_env=project_env)
                 forget_bytecode(pycache, Path(tmp))
             marker.parent.mkdir(parents=True, exist_ok=True)
             marker.touch()
@@ -144,14 +159,32 @@ def run_check(
     timeout: float = CHECK_TIMEOUT_S,
     pycache: Path | None = None,
     sandbox: Sandbox | None = None,
+    project_env: ProjectEnv | None = None,
 ) -> CheckOutcome:
     """Run the pack's gate (`gate.run`) in `workdir`; with a JSON report, cross-check it.
 
     `pycache`: the shared bytecode prefix (see _verify_env); None for a private one. `sandbox`: the
-    agent's, which the gate runs in too (see _confine).
+    agent's, which the gate runs in too (see _confine). `project_env`: the pack's environment,
+    whose derived files are made first (`derive`; a failure is the gate's stage `build`), whose
+    interpreter is `{python}` and whose PATH and variables the gate gets.
     """
+    if project_env is not None:
+        problem = derive(workdir, home, project_env, timeout, pycache, sandbox)
+        if problem is not None:
+            return CheckOutcome(
+                exit_code=None,
+                ok=False,
+                failed=[BUILD_STAGE],
+                results={BUILD_STAGE: [problem]},
+                error=problem,
+            )
+    command = fill(gate.run, **({"python": project_env.python} if project_env else {}))
     with _verify_env(home, pycache) as env:
-        done = run_bounded(_confine(fill(gate.run), workdir, home, pycache, sandbox), workdir, env, timeout)
+        if project_env is not None:
+            env = project_env.verify_environ(env, workdir, path_roots=True)
+        done = run_bounded(
+            _confine(command, workdir, home, pycache, sandbox, project_env), workdir, env, timeout
+        )
     if done.timed_out:
         return CheckOutcome(
             exit_code=None, ok=False, failed=["<timeout>"], error=f"the gate timed out after {timeout:.0f}s"
@@ -190,6 +223,46 @@ def run_check(
     return CheckOutcome(exit_code=done.returncode, ok=claimed_ok, failed=failed, results=results)
 
 
+def put_generated(workdir: Path, project_env: ProjectEnv) -> None:
+    """Put the files the project's install generated (a version file) into `workdir`, replacing
+    whatever is at their paths, links in the way included."""
+    if project_env.generated is None:
+        return
+    for dirpath, _dirnames, filenames in os.walk(project_env.generated):
+        for name in filenames:
+            rel = Path(dirpath, name).relative_to(project_env.generated).as_posix()
+            real_parents(workdir, rel)
+            remove(workdir / rel)
+            shutil.copyfile(Path(dirpath, name), workdir / rel, follow_symlinks=False)
+
+
+def derive(
+    workdir: Path,
+    home: Path,
+    project_env: ProjectEnv,
+    timeout: float = CHECK_TIMEOUT_S,
+    pycache: Path | None = None,
+    sandbox: Sandbox | None = None,
+) -> str | None:
+    """Make the files a tree derives from its sources: the install's generated files, then the
+    pack's `build` lines (`sh -c`, at the tree's root, in `sandbox` if given: they run the tree's
+    code). None, or what failed in one line (a missing tool named)."""
+    put_generated(workdir, project_env)
+    for line in project_env.build:
+        with _verify_env(home, pycache) as env:
+            env = project_env.verify_environ(env, workdir, path_roots=True)
+            confined = _confine(["sh", "-c", line], workdir, home, pycache, sandbox, project_env)
+            done = run_bounded(confined, workdir, env, timeout)
+        if done.timed_out:
+            return f"build line `{line}` timed out after {timeout:.0f}s"
+        if done.returncode != 0:
+            said = ((done.stderr + done.stdout).strip().splitlines() or ["no output"])[-1][:200]
+            if done.returncode == COMMAND_NOT_FOUND:
+                return f"build line `{line}` needs a command this machine lacks ({said}); install it"
+            return f"build line `{line}` exited {done.returncode}: {said}"
+    return None
+
+
 def run_hidden(
     workdir: Path,
     hidden_src: Path,
@@ -199,10 +272,11 @@ def run_hidden(
     timeout: float = HIDDEN_TIMEOUT_S,
     pycache: Path | None = None,
     sandbox: Sandbox | None = None,
+    project_env: ProjectEnv | None = None,
 ) -> HiddenOutcome:
     """Copy the hidden tests into the workspace (replacing anything there), plant the runner's
-    canaries and run them (in `sandbox`, if given); the verdict is read from the junit report,
-    copied to `junit`, and cross-checked."""
+    canaries and run them (in `sandbox`, if given; with the pack's `project_env`, from it); the
+    verdict is read from the junit report, copied to `junit`, and cross-checked."""
     dest = workdir / HIDDEN_DEST
     remove(dest)
     shutil.copytree(hidden_src, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
@@ -210,9 +284,12 @@ def run_hidden(
     written = home / RUNNER_JUNIT
     # Whatever the gate's processes left at that name (a link, a FIFO, a forged report) goes first.
     remove(written)
-    run = kind_of(runner.kind).setup(dest, runner, written)
+    run = kind_of(runner.kind).setup(dest, runner, written, project_env)
     with _verify_env(home, pycache) as env:
-        done = run_bounded(_confine(run.command, workdir, home, pycache, sandbox), workdir, env, timeout)
+        if project_env is not None:
+            env = project_env.verify_environ(env, workdir, path_roots=False)
+        confined = _confine(run.command, workdir, home, pycache, sandbox, project_env)
+        done = run_bounded(confined, workdir, env, timeout)
     if done.timed_out:
         return HiddenOutcome(
             exit_code=None,

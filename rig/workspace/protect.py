@@ -25,6 +25,7 @@ from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path, PurePosixPath
 
 from rig.confine.untrusted import read_bounded, remove, walk
+from rig.env.identity import source_roots
 from rig.runners.registry import kind_of
 from rig.schema import Pack, Tampering
 
@@ -57,15 +58,19 @@ class Rules:
 
 
 def rules_for(pack: Pack) -> Rules:
-    """The protection of `pack`: its [protect] paths plus what its runner kind protects."""
+    """The protection of `pack`: its [protect] paths plus what its runner kind protects; with a
+    project environment, its source roots are shadow roots (they go first on the module path)."""
     kind = kind_of(pack.spec.runner.kind)
     spec = pack.spec.protect
+    roots = list(spec.shadow_roots)
+    if pack.spec.environment is not None:
+        roots += [root for root in source_roots(pack.fixture_dir) if root not in roots]
     return Rules(
         files=frozenset(spec.files),
         dirs=tuple(spec.dirs),
         names=(*kind.protected_names, *spec.names),
         python=kind.python,
-        shadow_roots=tuple(PurePosixPath(root).parts for root in spec.shadow_roots),
+        shadow_roots=tuple(PurePosixPath(root).parts for root in roots),
     )
 
 
@@ -198,7 +203,7 @@ def compare(
     return result
 
 
-def _real_parents(workdir: Path, rel: str) -> None:
+def real_parents(workdir: Path, rel: str) -> None:
     """Make every parent of rel a real directory, replacing symlinks or files in the way."""
     current = workdir
     for part in PurePosixPath(rel).parts[:-1]:
@@ -232,7 +237,7 @@ def restore(snap: Snapshot, workdir: Path, tampering: Tampering, caches: bool = 
         remove(workdir / rel)
         _prune_empty_parents(workdir, rel)
     for rel in (*tampering.modified, *tampering.deleted):
-        _real_parents(workdir, rel)
+        real_parents(workdir, rel)
         path = workdir / rel
         # Whatever is there (a FIFO, a link to a device, a directory) goes before the file is written.
         remove(path)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from rig.confine.project_env import ProjectEnv
 from rig.confine.untrusted import remove
 from rig.run.leftovers import claim, release
 from rig.schema import (
@@ -60,6 +61,8 @@ class Attempt:
     """What the agent must not read (the answers, the judge, the results): the audit looks for them."""
     network: NetworkOutcome | None = None
     """The network policy as enforced before the agent ran; the agent's own run holds what it did."""
+    project_env: ProjectEnv | None = None
+    """The pack's project environment: the agent's, the tree's derived files' and verification's."""
 
     def warnings(self) -> list[str]:
         """What every record of this attempt warns of: an unconfined sandbox or network."""

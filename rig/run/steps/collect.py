@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harnesses.protocol import HarnessAdapter
+from rig.confine.project_env import EnvironmentChanged
 from rig.confine.run_budget import reconcile
 from rig.confine.untrusted import (
     COPY_THREADS,
@@ -17,6 +18,7 @@ from rig.confine.untrusted import (
     copy_tree,
     remove_trees,
 )
+from rig.env.activate import invalidate
 from rig.run.steps.attempt import WORK, Attempt, Trail, write_artifact
 from rig.run.steps.prepare import Prepared
 from rig.schema import AgentRun, AuditFinding, Limits, Metrics, Task, WorkspaceStats
@@ -211,6 +213,13 @@ def _audit(
                 detail=f"the verifying interpreter {sys.prefix} changed (startup hooks, pytest or ruff)",
             )
         )
+    if attempt.project_env is not None:
+        try:
+            attempt.project_env.check_unchanged()
+        except EnvironmentChanged as exc:
+            # Never used again: the next build (the next `rig run`) makes it afresh.
+            invalidate(attempt.project_env)
+            findings.append(AuditFinding(rule="toolchain_changed", detail=str(exc)))
     if texts is None:
         findings.append(
             AuditFinding(rule="changes_unreadable", detail="the workspace's changes could not be collected")

@@ -5,8 +5,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rig.run.steps.attempt import WORK, Attempt, Trail
+from rig.verify.checks import derive
 from rig.workspace import protect
-from rig.workspace.build import RIG_GIT_DIR, apply_overlays, apply_patch, copy_fixture, init_baseline
+from rig.workspace.build import (
+    RIG_GIT_DIR,
+    WorkspaceError,
+    apply_overlays,
+    apply_patch,
+    copy_fixture,
+    init_baseline,
+)
 
 
 @dataclass(frozen=True)
@@ -32,7 +40,8 @@ class Prepared:
 
 
 def prepare(attempt: Attempt, *, trail: Trail) -> Prepared:
-    """The fixture of the task's pack, its setup, the condition's overlays and the baseline, in a
+    """The fixture of the task's pack, its setup, the condition's overlays, the files the project
+    environment derives (rig.verify.checks.derive) and the baseline, in a
     directory made now under `attempt.workspaces` for this attempt of its run; its protected files
     read before the agent runs.
 
@@ -46,6 +55,12 @@ def prepare(attempt: Attempt, *, trail: Trail) -> Prepared:
     copy_fixture(task.pack.fixture_dir, workdir)
     apply_patch(workdir, task.setup_patch)
     apply_overlays(workdir, condition.remove_files, condition.write_files)
+    if attempt.project_env is not None:
+        # The starting tree is the pack's own: its derived files are made outside any sandbox and
+        # are part of the baseline, so the diff shows only what the agent changed.
+        problem = derive(workdir, container / "derive-home", attempt.project_env)
+        if problem is not None:
+            raise WorkspaceError(f"the starting tree's {problem}; fix [environment] build in pack.toml")
     baseline = trail.baseline = init_baseline(workdir, container / RIG_GIT_DIR)
     snapshot = protect.snapshot(workdir, protect.rules_for(task.pack))
     return Prepared(container=container, baseline=baseline, snapshot=snapshot)

@@ -41,8 +41,8 @@ def verify(
         gate = task.pack.spec.gate
         gate_timeout = gate.timeout_s or timeouts.check_s
         if sandbox is not None:
-            warm_bytecode(task.pack, pycache, gate_timeout)
-        check = run_check(workdir, home, gate, gate_timeout, pycache, sandbox)
+            warm_bytecode(task.pack, pycache, gate_timeout, attempt.project_env)
+        check = run_check(workdir, home, gate, gate_timeout, pycache, sandbox, attempt.project_env)
         write_artifact(folder / "check.json", check.model_dump_json(indent=2))
         trail.enter("hidden")
         hidden = run_hidden(
@@ -54,6 +54,7 @@ def verify(
             timeouts.hidden_s,
             pycache,
             sandbox,
+            attempt.project_env,
         )
     except InjectedFault:
         raise

@@ -1,0 +1,140 @@
+"""A built project environment as every process that runs the project's code gets it.
+
+The environment (rig/env/ builds it once, into a cache) is a virtualenv that holds the project's
+dependencies and an editable install of a pristine copy of the project. A run's tree brings its
+own sources: the tree's source roots go first on the module path, so the agent's `python`, the gate
+and the hidden tests import the code in that tree, never the copy. Nothing is copied per run.
+
+One function here (`ProjectEnv.agent_environ`) gives every adapter's agent the same PATH and
+variables; `verify_environ` does it for the gate and the hidden tests. `fingerprint` is what the
+rig compares after each run: an agent without a sandbox can write into the environment.
+"""
+
+import hashlib
+import os
+import stat
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# How many entries a fingerprint reads at most: more and the environment counts as changed (an
+# agent that filled it must not make the rig walk forever).
+FINGERPRINT_MAX_ENTRIES = 500_000
+
+
+class EnvironmentChanged(Exception):
+    """The environment no longer is what was built: something wrote into it."""
+
+
+@dataclass(frozen=True)
+class ProjectEnv:
+    """A complete project environment and what a tree needs to use it."""
+
+    root: Path
+    """The virtualenv, read-only to every agent under bubblewrap."""
+    hash: str
+    """Its identity (rig/env/identity.py), pinned in every record."""
+    packages_digest: str
+    """sha256 of its installed package list, pinned in every record."""
+    base_prefix: Path
+    """The interpreter installation it was made from, which a sandbox must show too."""
+    source_roots: tuple[str, ...]
+    """Where a tree's importable packages live, relative to the tree ("" is its root)."""
+    variables: Mapping[str, str] = field(default_factory=dict)
+    """The pack's `env` and the pretend-version variables."""
+    build: tuple[str, ...] = ()
+    """The pack's `build` lines, run on every tree before it is used."""
+    generated: Path | None = None
+    """A folder of files the project's install generated (a version file), mirrored as in a tree."""
+    plugins: tuple[str, ...] = ()
+    """The pytest plugin modules its distributions register, loaded by name (autoload stays off)."""
+    state: str = ""
+    """The fingerprint taken when it was activated: a run that changes it fails."""
+
+    @property
+    def bin(self) -> Path:
+        """The environment's scripts: python, pytest and the project's tools."""
+        return self.root / "bin"
+
+    @property
+    def python(self) -> str:
+        """The environment's interpreter, `{python}` in a pack's commands."""
+        return str(self.bin / "python")
+
+    def visible(self) -> list[Path]:
+        """What a sandbox must show read-only for the environment to run."""
+        return [self.root, self.base_prefix]
+
+    def roots_in(self, tree: Path) -> list[str]:
+        """The tree's source roots as absolute paths, first on the module path."""
+        return [str(tree / root) if root else str(tree) for root in self.source_roots]
+
+    def agent_environ(self, env: dict[str, str], tree: Path) -> dict[str, str]:
+        """An agent's explicit environment `env` with the project environment in it: its bin first
+        on PATH (the rig's own interpreter taken off), VIRTUAL_ENV, the tree's source roots on
+        PYTHONPATH, the pack's variables."""
+        own = str(Path(sys.executable).parent)
+        rest = [p for p in env.get("PATH", "").split(os.pathsep) if p and p != own]
+        return {
+            **env,
+            **self.variables,
+            "PATH": os.pathsep.join([str(self.bin), *rest]),
+            "VIRTUAL_ENV": str(self.root),
+            "PYTHONPATH": os.pathsep.join(self.roots_in(tree)),
+        }
+
+    def verify_environ(self, env: dict[str, str], tree: Path, path_roots: bool) -> dict[str, str]:
+        """A verification's scrubbed environment `env` with the project environment in it; the
+        tree's source roots on PYTHONPATH only if `path_roots` (the gate: a command of the pack's);
+        the hidden tests' boot puts them on the path itself, after pytest is imported."""
+        out = {
+            **env,
+            **self.variables,
+            "PATH": os.pathsep.join([str(self.bin), env.get("PATH", "")]),
+            "VIRTUAL_ENV": str(self.root),
+        }
+        if path_roots:
+            out["PYTHONPATH"] = os.pathsep.join(self.roots_in(tree))
+        if self.plugins:
+            out["PYTEST_PLUGINS"] = ",".join(self.plugins)
+        return out
+
+    def check_unchanged(self) -> None:
+        """Raise EnvironmentChanged if the environment's fingerprint is not the one it was activated with."""
+        now = fingerprint(self.root)
+        if now != self.state:
+            raise EnvironmentChanged(
+                f"the project environment {self.root} changed during the run (a file in it was written, "
+                "added or removed)"
+            )
+
+
+def fingerprint(root: Path) -> str:
+    """sha256 over every entry's path, type, mode, size and mtime under `root`, links not followed.
+
+    Stat only, never the bytes: cheap enough to take after every run. Bounded in entries.
+    """
+    digest = hashlib.sha256()
+    pending = [root]
+    seen = 0
+    while pending:
+        folder = pending.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            digest.update(f"unreadable {folder}: {exc.errno}\n".encode())
+            continue
+        for entry in entries:
+            seen += 1
+            if seen > FINGERPRINT_MAX_ENTRIES:
+                return f"over {FINGERPRINT_MAX_ENTRIES} entries"
+            info = entry.stat(follow_symlinks=False)
+            digest.update(
+                f"{entry.path}\0{info.st_mode}\0{info.st_size}\0{info.st_mtime_ns}\n".encode(
+                    errors="surrogateescape"
+                )
+            )
+            if stat.S_ISDIR(info.st_mode):
+                pending.append(Path(entry.path))
+    return digest.hexdigest()

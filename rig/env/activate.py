@@ -1,0 +1,46 @@
+"""A pack's project environment as runs use it: built first if the cache lacks it, then described
+for the confinement and verification layers (rig.confine.project_env.ProjectEnv)."""
+
+import hashlib
+from pathlib import Path
+
+from rig.confine.project_env import ProjectEnv, fingerprint
+from rig.env.build import GENERATED_DIR, MANIFEST, BuildResult, build, pretend_variables
+from rig.schema import Pack
+
+
+def activate(pack: Pack) -> ProjectEnv | None:
+    """The pack's project environment, built now if the cache lacks it (rig.env.build.build, which
+    raises EnvError in one line); None for a pack without [environment]."""
+    spec = pack.spec.environment
+    if spec is None:
+        return None
+    result = build(pack)
+    return described(result, {**pretend_variables(spec), **spec.env}, tuple(spec.build))
+
+
+def described(result: BuildResult, variables: dict[str, str], build_lines: tuple[str, ...]) -> ProjectEnv:
+    """The ProjectEnv of a built environment, fingerprinted now."""
+    manifest = result.manifest
+    return ProjectEnv(
+        root=result.path,
+        hash=result.hash,
+        packages_digest=packages_digest(manifest.packages),
+        base_prefix=Path(manifest.base_prefix),
+        source_roots=tuple(manifest.source_roots),
+        variables=variables,
+        build=build_lines,
+        generated=result.path / GENERATED_DIR if manifest.generated else None,
+        plugins=tuple(manifest.pytest_plugins),
+        state=fingerprint(result.path),
+    )
+
+
+def packages_digest(packages: list[str]) -> str:
+    """sha256 of an environment's installed package list, as records pin it."""
+    return hashlib.sha256("\n".join(sorted(packages)).encode()).hexdigest()
+
+
+def invalidate(env: ProjectEnv) -> None:
+    """Make a changed environment incomplete, so that the next build rebuilds it from nothing."""
+    (env.root / MANIFEST).unlink(missing_ok=True)

@@ -34,13 +34,30 @@ def pack_new(
             help="Write a placeholder task to fill in (--no-example: none, for `rig task mine`).",
         ),
     ] = True,
+    setup: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--setup",
+            help="A shell line for [environment] setup, run once after the install (repeatable; "
+            "added after the guessed ones).",
+        ),
+    ] = None,
+    build: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--build",
+            help="A shell line for [environment] build, deriving files on every tree (repeatable; "
+            "added after the guessed ones).",
+        ),
+    ] = None,
 ) -> None:
     """Scaffold a task pack from a git repository: its tracked files at HEAD as the fixture, a
-    best-guess pack.toml and an example task to fill in."""
+    best-guess pack.toml (for a Python project, an [environment] inferred from its pyproject.toml,
+    requirements files, tox.ini and CI workflows) and an example task to fill in."""
     from rig.packs.new import ScaffoldError, scaffold
 
     try:
-        made = scaffold(path, from_repo or Path.cwd(), name, force, example)
+        made = scaffold(path, from_repo or Path.cwd(), name, force, example, setup or [], build or [])
     except ScaffoldError as exc:
         raise fail(str(exc)) from None
     typer.echo(made.summary(str(path)))

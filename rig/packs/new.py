@@ -4,9 +4,10 @@ The fixture is the repository's tracked files at HEAD, read from git's objects, 
 work tree: untracked and ignored files and the .git folder stay out, and `export-ignore`
 attributes (which `git archive` obeys, and which often name the tests) do not apply. pack.toml is
 a best guess from what the repository holds: the hidden-test runner, the gate, the protected
-paths, the docs. The example task and its hidden test are placeholders that load (so `rig
-calibrate --pack` runs at once) and fail until they are written. Everything is written to a
-temporary folder beside the target and moved into place at the end: an error leaves nothing.
+paths, the docs, and for a Python project its `[environment]` (rig.packs.infer_env). The example
+task and its hidden test are placeholders that load (so `rig calibrate --pack` runs at once) and
+fail until they are written. Everything is written to a temporary folder beside the target and
+moved into place at the end: an error leaves nothing.
 """
 
 import json
@@ -17,10 +18,12 @@ import shutil
 import subprocess
 import tempfile
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from rig.confine.proc import BASE_PATH
+from rig.packs.infer_env import InferredEnvironment, infer
 from rig.packs.manifest import MANIFEST, PackError, load_pack
 from rig.packs.tasks import TaskError, load_tasks
 from rig.runners.base import Detection, Kind, Project
@@ -82,6 +85,8 @@ class Detected:
     protect_dirs: list[str] = field(default_factory=list)
     shadow_roots: list[str] = field(default_factory=list)
     docs: list[str] = field(default_factory=list)
+    environment: InferredEnvironment | None = None
+    """The guessed `[environment]`; None for a repository that is no Python project."""
 
     @property
     def language(self) -> str:
@@ -122,6 +127,11 @@ class Scaffold:
         ]
         if self.submodules:
             lines.append(f"not copied (git submodules): {', '.join(self.submodules)}")
+        if d.environment is not None:
+            for key, value in d.environment.values():
+                why = "; ".join(d.environment.evidence.get(key, []))
+                lines.append(f"environment: {key} = {_toml(value)}" + (f" ({why})" if why else ""))
+            lines += [f"environment note: {note}" for note in d.environment.notes]
         steps = [
             "Check every guess in pack.toml ([gate], [runner], [protect], docs; docs/packs.md explains "
             "each key). The gate and the hidden tests run in a scrubbed environment (a fresh HOME, PATH "
@@ -153,6 +163,11 @@ class Scaffold:
             steps.append(
                 f"Mine tasks from the repository's history: rig task mine {shlex.quote(str(self.repo))} "
                 f"--pack {shlex.quote(shown)} (docs/mining.md), or write them by hand (docs/packs.md)."
+            )
+        if d.environment is not None:
+            steps.append(
+                "Check the guessed [environment] in pack.toml and its notes above (docs/environments.md); "
+                f"rig env build {shlex.quote(shown)} builds it."
             )
         steps.append(f"rig calibrate --pack {shlex.quote(shown)}")
         lines.append("next:")
@@ -350,6 +365,7 @@ def detect(snap: Path, files: list[str]) -> Detected:
     detected.docs = ["README*", "CONTRIBUTING*", "AGENTS.md", "CLAUDE.md"] + [
         f"{d}/*" for d in ("docs", "doc") if d in folders
     ]
+    detected.environment = infer(project, name == "pytest")
     return detected
 
 
@@ -368,9 +384,14 @@ def _npm_gate(
 
 
 def _toml(value: object) -> str:
-    """A TOML value for a string or a (nested) list of strings."""
+    """A TOML value for a string, a bool, a (nested) list of them or a table of strings."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, list):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        # Inline-table keys are written quoted: any string is then a valid key.
+        return "{ " + ", ".join(f"{_toml(k)} = {_toml(v)}" for k, v in value.items()) + " }"
     # A JSON string is a TOML basic string, but for DEL, which TOML wants escaped.
     return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
 
@@ -443,6 +464,8 @@ def manifest_text(name: str, repo: Path, commit: str, d: Detected) -> str:
             "# `python -m` puts the workspace root first on sys.path: no module there may shadow another.",
             f"shadow_roots = {_toml(d.shadow_roots)}",
         ]
+    if d.environment is not None:
+        lines += environment_lines(d.environment)
     lines += [
         "",
         "[source]",
@@ -451,6 +474,32 @@ def manifest_text(name: str, repo: Path, commit: str, d: Detected) -> str:
         f"commit = {_toml(commit)}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def environment_lines(env: InferredEnvironment) -> list[str]:
+    """pack.toml's `[environment]` table: each guessed key after a comment naming its evidence, then
+    the notes as TODO comments."""
+    lines = [
+        "",
+        "[environment]",
+        *_comment(
+            "The project's Python environment, guessed from the repository's files; `rig env build` "
+            "builds it (docs/environments.md explains each key). setup lines run once at the "
+            "environment's root (the project's copy is its project/ folder), build lines at the root "
+            "of every tree a run gets."
+        ),
+    ]
+    for key, value in env.values():
+        why = env.evidence.get(key)
+        if why:
+            lines += _comment("; ".join(why) + ".")
+        if isinstance(value, list) and len(value) > 1 and key in ("setup", "build"):
+            lines += [f"{key} = [", *(f"    {_toml(v)}," for v in value), "]"]
+        else:
+            lines.append(f"{key} = {_toml(value)}")
+    for note in env.notes:
+        lines += _comment(f"TODO: {note}.")
+    return lines
 
 
 def task_text(kind: RunnerKind, test_id: str) -> str:
@@ -509,12 +558,22 @@ def _check_target(path: Path, repo: Path, force: bool) -> None:
 
 
 def scaffold(
-    path: Path, repo: Path, name: str | None = None, force: bool = False, example: bool = True
+    path: Path,
+    repo: Path,
+    name: str | None = None,
+    force: bool = False,
+    example: bool = True,
+    setup: Sequence[str] = (),
+    build: Sequence[str] = (),
 ) -> Scaffold:
     """Write a pack at `path` from the git repository at `repo`; see the module docstring.
 
+    `setup` and `build` are the author's own `[environment]` lines, added after the guessed ones.
     Raises ScaffoldError (one line) with nothing written when the repository or the target will not do.
     """
+    for flag, lines in (("--setup", setup), ("--build", build)):
+        if any(not line.strip() for line in lines):
+            raise ScaffoldError(f"{flag}: an empty line; give a shell command, or leave {flag} out")
     given = path.expanduser().absolute()
     if given.is_symlink():
         raise ScaffoldError(f"{given}: is a symbolic link; give a new or empty folder")
@@ -535,7 +594,7 @@ def scaffold(
     try:
         work = staging / "pack"
         work.mkdir()
-        made = _write(work, name, root, commit, example)
+        made = _write(work, name, root, commit, example, list(setup), list(build))
         _check_loads(work, example)
         _move_into_place(work, path, staging)
     except OSError as exc:
@@ -548,13 +607,21 @@ def scaffold(
     return made
 
 
-def _write(work: Path, name: str, root: Path, commit: str, example: bool) -> Scaffold:
+def _write(
+    work: Path, name: str, root: Path, commit: str, example: bool, setup: list[str], build: list[str]
+) -> Scaffold:
     """The whole pack, written into the empty folder `work`; without `example`, empty tasks and
-    hidden tests folders (for `rig task mine`)."""
+    hidden tests folders (for `rig task mine`). `setup` and `build` go into `[environment]`."""
     fixture = work / "fixture"
     fixture.mkdir()
     files, submodules = snapshot(root, fixture)
     detected = detect(fixture, files)
+    if (setup or build) and detected.environment is None:
+        # The author asked for lines in a repository that is no Python project: nothing to install.
+        detected.environment = InferredEnvironment(project=False)
+        detected.environment.evidence["project"] = ["no Python project found: nothing to install"]
+    if detected.environment is not None:
+        detected.environment.add_lines(setup, build)
     wrote_agents_md = not os.path.lexists(fixture / "AGENTS.md")
     if wrote_agents_md:
         (fixture / "AGENTS.md").write_text(agents_md_text(detected.gate_command), encoding="utf-8")

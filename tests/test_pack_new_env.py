@@ -1,0 +1,289 @@
+"""`rig pack new` infers a Python project's `[environment]` from a real git repository's files.
+
+Each test commits a small repository, scaffolds a pack from it through the real CLI and checks the
+loaded pack's `spec.environment` and the printed summary: extras, dependency groups, requirements
+files, tox.ini, a version taken from git, uv.lock, the steps of a GitHub workflow before its test
+step, and `--setup` / `--build`. A repository that is no Python project gets no `[environment]`.
+"""
+
+import textwrap
+from pathlib import Path
+
+from test_pack_new import make_repo, rig
+
+from rig.packs.manifest import load_pack
+from rig.schema import EnvironmentSpec
+
+TEST_FILE = {"tests/test_calc.py": "def test_one():\n    assert True\n"}
+
+
+def pyproject(body: str = "") -> str:
+    return '[project]\nname = "calc"\nversion = "0"\n' + textwrap.dedent(body)
+
+
+def scaffold(tmp_path: Path, files: dict[str, str], *args: str) -> tuple[EnvironmentSpec | None, str, str]:
+    """A pack scaffolded from a repository holding `files`: its environment, summary and pack.toml."""
+    repo = make_repo(tmp_path / "calc", files)
+    done = rig(tmp_path, "pack", "new", "pack", "--from", str(repo), *args)
+    assert done.returncode == 0, done.stderr
+    manifest = (tmp_path / "pack" / "pack.toml").read_text()
+    return load_pack(tmp_path / "pack").spec.environment, done.stdout, manifest
+
+
+def notes(summary: str) -> list[str]:
+    return [line.removeprefix("environment note: ") for line in summary.splitlines() if "note:" in line]
+
+
+def test_test_extras_are_taken_and_dev_only_without_them(tmp_path: Path) -> None:
+    extras = """
+        [project.optional-dependencies]
+        docs = ["sphinx"]
+        dev = ["black"]
+        tests = ["pytest"]
+    """
+    env, summary, manifest = scaffold(tmp_path / "a", {"pyproject.toml": pyproject(extras), **TEST_FILE})
+    assert env is not None
+    assert (env.project, env.extras, env.groups, env.requirements) == (True, ["tests"], [], [])
+    assert 'environment: extras = ["tests"] (pyproject.toml [project.optional-dependencies] tests)' in summary
+    assert "# pyproject.toml [project.optional-dependencies] tests." in manifest
+    assert not any("pytest" in note for note in notes(summary))
+
+    dev_only = '[project.optional-dependencies]\ndev = ["pytest"]\ndocs = ["sphinx"]\n'
+    env, _, _ = scaffold(tmp_path / "b", {"pyproject.toml": pyproject(dev_only), **TEST_FILE})
+    assert env is not None and env.extras == ["dev"]
+
+
+def test_dependency_groups(tmp_path: Path) -> None:
+    groups = """
+        [dependency-groups]
+        lint = ["ruff"]
+        testing = [{include-group = "base"}]
+        base = ["pytest>=8"]
+    """
+    env, summary, _ = scaffold(tmp_path, {"pyproject.toml": pyproject(groups), **TEST_FILE})
+    assert env is not None and (env.extras, env.groups) == ([], ["testing"])
+    assert "environment: groups = " in summary
+    # pytest comes through the included group: no note asks for it.
+    assert not any("pytest" in note for note in notes(summary))
+
+
+def test_requirements_files_test_ones_first(tmp_path: Path) -> None:
+    files = {
+        "setup.py": "from setuptools import setup\n\nsetup(name='calc')\n",
+        "requirements/tests.txt": "-r ../requirements.txt\nfreezegun\n",
+        "requirements.txt": "attrs\n",
+        "requirements-dev.txt": "pytest\n",
+        **TEST_FILE,
+    }
+    env, summary, _ = scaffold(tmp_path, files)
+    assert env is not None
+    assert (env.project, env.requirements) == (True, ["requirements/tests.txt"])
+    assert "setup.py: the project is installed editable" in summary
+    # requirements-dev.txt, which lists pytest, is not taken beside a test one: the note says so.
+    assert notes(summary)[-1].startswith("pytest is not among the environment's packages")
+
+
+def test_tox_deps_setenv_and_extras(tmp_path: Path) -> None:
+    tox = """\
+        [tox]
+        envlist = py311
+
+        [testenv]
+        deps =
+            -r{toxinidir}/ci/reqs.txt
+            hypothesis>=6
+            py311: pytest-cov
+        setenv =
+            TZ = UTC
+            DATA = {toxinidir}/data
+        extras = full
+        commands = pytest
+    """
+    files = {
+        "pyproject.toml": pyproject('[project.optional-dependencies]\nfull = ["lxml"]\n'),
+        "tox.ini": textwrap.dedent(tox),
+        "ci/reqs.txt": "pytest\n",
+        **TEST_FILE,
+    }
+    env, summary, _ = scaffold(tmp_path, files)
+    assert env is not None
+    assert (env.requirements, env.extras, env.env) == (["ci/reqs.txt"], ["full"], {"TZ": "UTC"})
+    (plain,) = [note for note in notes(summary) if "deps also lists" in note]
+    assert "hypothesis>=6, pytest-cov" in plain and "uv pip install --python bin/python" in plain
+    assert any("DATA = {toxinidir}/data" in note for note in notes(summary))
+
+
+def test_a_version_from_git_and_the_file_it_generates(tmp_path: Path) -> None:
+    hatch = """\
+        [build-system]
+        requires = ["hatchling", "hatch-vcs"]
+        build-backend = "hatchling.build"
+
+        [project]
+        name = "calc"
+        dynamic = ["version"]
+
+        [tool.hatch.version]
+        source = "vcs"
+
+        [tool.hatch.build.hooks.vcs]
+        version-file = "src/calc/_version.py"
+    """
+    files = {"pyproject.toml": textwrap.dedent(hatch), "src/calc/__init__.py": "", **TEST_FILE}
+    env, summary, manifest = scaffold(tmp_path, files)
+    assert env is not None and env.pretend_version is True
+    assert "\npretend_version = true\n" in manifest
+    (line,) = [line for line in summary.splitlines() if line.startswith("environment: pretend_version")]
+    assert "hatch-vcs: the version comes from git; rig sets the pretend version" in line
+    assert "src/calc/_version.py (version-file) is generated at install" in line
+
+
+def test_a_uv_lock_is_the_lock_and_leaves_requirements_out(tmp_path: Path) -> None:
+    files = {
+        "pyproject.toml": pyproject('[dependency-groups]\ndev = ["ruff"]\n'),
+        "uv.lock": "version = 1\n",
+        "requirements-test.txt": "pytest\n",
+        **TEST_FILE,
+    }
+    env, summary, _ = scaffold(tmp_path, files)
+    assert env is not None
+    assert (env.lock, env.requirements, env.groups) == ("uv.lock", [], ["dev"])
+    assert any("not used beside lock = 'uv.lock'" in note for note in notes(summary))
+    assert any(note.startswith("pytest is not among") for note in notes(summary))
+
+
+def workflow(*steps: str) -> str:
+    """A workflow whose job `tests` runs `steps`, then pytest, then one more step."""
+    body = "".join(textwrap.indent(textwrap.dedent(step), " " * 6) for step in steps)
+    return (
+        "on: [push]\njobs:\n  lint:\n    runs-on: ubuntu-latest\n    steps:\n      - run: make lint-setup\n"
+        "  tests:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n"
+        f"{body}      - run: python -m pytest -q\n      - run: python scripts/after_tests.py\n"
+    )
+
+
+def scaffold_workflow(tmp_path: Path, *steps: str) -> tuple[EnvironmentSpec, str]:
+    files = {"pyproject.toml": pyproject(), ".github/workflows/ci.yml": workflow(*steps), **TEST_FILE}
+    env, summary, _ = scaffold(tmp_path, files)
+    assert env is not None
+    return env, summary
+
+
+def test_a_workflow_step_that_derives_files_is_a_build_line(tmp_path: Path) -> None:
+    env, summary = scaffold_workflow(
+        tmp_path,
+        """\
+        - name: Compile translations
+          run: |
+            msgfmt -o calc/locale/de.mo calc/locale/de.po
+        - name: Fetch data
+          run: python scripts/fetch.py --small
+        """,
+    )
+    assert env.build == ["msgfmt -o calc/locale/de.mo calc/locale/de.po"]
+    # Only the test job's steps before its test step: neither the lint job's nor the one after.
+    assert env.setup == ["python scripts/fetch.py --small"]
+    assert "ci.yml job tests, step 'Compile translations': derives files" in summary
+
+
+def test_a_workflow_install_of_the_project_is_left_to_the_fields(tmp_path: Path) -> None:
+    env, summary = scaffold_workflow(
+        tmp_path,
+        """\
+        - name: Install
+          run: |
+            python -m pip install --upgrade pip
+            pip install -e .[test] -r requirements.txt
+        """,
+    )
+    assert (env.setup, env.build) == ([], [])
+    assert not any("Install" in note for note in notes(summary))
+
+
+def test_a_workflow_apt_get_step_is_a_needs_note(tmp_path: Path) -> None:
+    env, summary = scaffold_workflow(
+        tmp_path,
+        """\
+        - run: |
+            sudo apt-get update
+            sudo apt-get install -y gettext
+        """,
+    )
+    assert (env.setup, env.build) == ([], [])
+    (needs,) = [note for note in notes(summary) if note.startswith("needs")]
+    assert needs.startswith("needs gettext (system packages, .github/workflows/ci.yml job tests")
+
+
+def test_a_workflow_step_for_another_os_is_left_out(tmp_path: Path) -> None:
+    env, _ = scaffold_workflow(
+        tmp_path,
+        """\
+        - if: runner.os == 'Windows'
+          run: python scripts/windows_only.py
+        - if: matrix.os != 'macos-latest'
+          run: python scripts/not_on_macos.py
+        - run: python scripts/everywhere.py
+        """,
+    )
+    assert env.setup == ["python scripts/everywhere.py"]
+
+
+def test_a_workflow_step_with_an_expression_is_left_out(tmp_path: Path) -> None:
+    env, _ = scaffold_workflow(
+        tmp_path,
+        """\
+        - run: python scripts/prepare.py --python ${{ matrix.python }}
+        - run: python scripts/prepare.py
+        """,
+    )
+    assert env.setup == ["python scripts/prepare.py"]
+
+
+def test_noxfile_and_a_workflow_too_large_are_notes(tmp_path: Path) -> None:
+    huge = workflow("- run: python scripts/prepare.py\n") + "#" * 1_000_001 + "\n"
+    files = {
+        "pyproject.toml": pyproject(),
+        "noxfile.py": "import nox\n",
+        ".github/workflows/ci.yml": huge,
+        **TEST_FILE,
+    }
+    env, summary, _ = scaffold(tmp_path, files)
+    assert env is not None and env.setup == []
+    assert "noxfile.py: nox sessions are not read; check [environment]" in notes(summary)
+    assert any(note.startswith(".github/workflows/ci.yml is over 1 MB") for note in notes(summary))
+
+
+def test_a_repo_without_python_gets_no_environment(tmp_path: Path) -> None:
+    files = {"Makefile": "check:\n\ttrue\n", "main.c": "int main(void) { return 0; }\n"}
+    env, summary, manifest = scaffold(tmp_path, files)
+    assert env is None
+    assert "[environment]" not in manifest and "environment:" not in summary and "env build" not in summary
+
+
+def test_setup_and_build_options_add_lines(tmp_path: Path) -> None:
+    files = {"pyproject.toml": pyproject(), ".github/workflows/ci.yml": workflow("- run: make messages\n")}
+    env, summary, _ = scaffold(
+        tmp_path / "a",
+        {**files, **TEST_FILE},
+        "--setup",
+        "uv pip install --python bin/python pytest -e project",
+        "--build",
+        "python gen.py",
+        "--build",
+        "touch made.txt",
+    )
+    assert env is not None
+    assert env.setup == ["uv pip install --python bin/python pytest -e project"]
+    assert env.build == ["make messages", "python gen.py", "touch made.txt"]
+    assert "given with --build" in summary
+    # The setup line installs pytest: the note asking for it is gone.
+    assert not any(note.startswith("pytest is not among") for note in notes(summary))
+
+    # A repository that is no Python project gets the lines, and nothing to install.
+    env, _, _ = scaffold(tmp_path / "b", {"main.c": "int main(void) { return 0; }\n"}, "--build", "make")
+    assert env is not None and (env.project, env.build) == (False, ["make"])
+
+    repo = make_repo(tmp_path / "c", {"main.c": "\n"})
+    done = rig(tmp_path, "pack", "new", str(tmp_path / "c-pack"), "--from", str(repo), "--setup", " ")
+    assert done.returncode == 2 and "--setup: an empty line" in done.stderr
+    assert not (tmp_path / "c-pack").exists()

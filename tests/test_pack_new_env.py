@@ -6,9 +6,12 @@ files, tox.ini, a version taken from git, uv.lock, the steps of a GitHub workflo
 step, and `--setup` / `--build`. A repository that is no Python project gets no `[environment]`.
 """
 
+import shutil
+import subprocess
 import textwrap
 from pathlib import Path
 
+from env_pack import PROJECT, RIG, offline
 from test_pack_new import make_repo, rig
 
 from rig.packs.manifest import load_pack
@@ -24,7 +27,7 @@ def pyproject(body: str = "") -> str:
 def scaffold(tmp_path: Path, files: dict[str, str], *args: str) -> tuple[EnvironmentSpec | None, str, str]:
     """A pack scaffolded from a repository holding `files`: its environment, summary and pack.toml."""
     repo = make_repo(tmp_path / "calc", files)
-    done = rig(tmp_path, "pack", "new", "pack", "--from", str(repo), *args)
+    done = rig(tmp_path, "pack", "new", "pack", "--from", str(repo), "--no-check", *args)
     assert done.returncode == 0, done.stderr
     manifest = (tmp_path / "pack" / "pack.toml").read_text()
     return load_pack(tmp_path / "pack").spec.environment, done.stdout, manifest
@@ -287,3 +290,55 @@ def test_setup_and_build_options_add_lines(tmp_path: Path) -> None:
     done = rig(tmp_path, "pack", "new", str(tmp_path / "c-pack"), "--from", str(repo), "--setup", " ")
     assert done.returncode == 2 and "--setup: an empty line" in done.stderr
     assert not (tmp_path / "c-pack").exists()
+
+
+def env_project_repo(where: Path, extra: dict[str, str] | None = None) -> Path:
+    """A git repository of tests/data/env_project with a test of its own (and `extra` files)."""
+    shutil.copytree(PROJECT, where)
+    files = {"tests/test_next_month.py": VISIBLE_TEST, **(extra or {})}
+    return make_repo(where, files)
+
+
+VISIBLE_TEST = """from envproject import next_month_days
+
+
+def test_next_month_days():
+    assert next_month_days(3) == 4
+"""
+
+
+def pack_new_offline(tmp_path: Path, repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`rig pack new` with the check, its environment built offline from build/wheels."""
+    env = {**offline(tmp_path / "envs"), "GIT_CEILING_DIRECTORIES": str(tmp_path)}
+    return subprocess.run(
+        [RIG, "pack", "new", str(tmp_path / "pack"), "--from", str(repo), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+
+
+def test_pack_new_builds_the_environment_and_runs_the_gate_before_done(tmp_path: Path) -> None:
+    repo = env_project_repo(tmp_path / "envproject")
+    done = pack_new_offline(tmp_path, repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    spec = load_pack(tmp_path / "pack").spec
+    assert spec.environment is not None and spec.environment.extras == ["test"]
+    lines = done.stdout.splitlines()
+    (built,) = [line for line in lines if line.startswith("environment: built ")]
+    (gate,) = [line for line in lines if line.startswith("gate on the clean fixture")]
+    assert gate.startswith("gate on the clean fixture, in the environment: passes"), done.stdout
+    (path,) = [p for p in (tmp_path / "envs").iterdir() if p.is_dir()]
+    assert f"at {path} " in built and (tmp_path / "pack" / "environment.lock.txt").is_file()
+
+
+def test_pack_new_says_which_key_to_change_when_the_gate_fails(tmp_path: Path) -> None:
+    repo = env_project_repo(tmp_path / "envproject")
+    done = pack_new_offline(tmp_path, repo, "--build", "no-such-generator-for-rig --all")
+    assert done.returncode == 1, done.stdout + done.stderr
+    *_, failed, fix = done.stdout.strip().splitlines()
+    assert failed.startswith("gate on the clean fixture, in the environment: FAILS at build"), failed
+    assert "needs a command this machine lacks" in failed and "no-such-generator-for-rig" in failed
+    assert fix.startswith("Change [environment] build in pack.toml, then `rig env build "), fix
+    assert (tmp_path / "pack" / "pack.toml").is_file(), "the pack stays written, to be changed"

@@ -50,17 +50,31 @@ def pack_new(
             "added after the guessed ones).",
         ),
     ] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check/--no-check",
+            help="With an [environment]: build it and run the gate on the clean fixture in it before "
+            "saying done (exit 1 if either fails; the pack stays written).",
+        ),
+    ] = True,
 ) -> None:
     """Scaffold a task pack from a git repository: its tracked files at HEAD as the fixture, a
     best-guess pack.toml (for a Python project, an [environment] inferred from its pyproject.toml,
     requirements files, tox.ini and CI workflows) and an example task to fill in."""
-    from rig.packs.new import ScaffoldError, scaffold
+    from rig.packs.new import ScaffoldError, check_environment, scaffold
 
     try:
         made = scaffold(path, from_repo or Path.cwd(), name, force, example, setup or [], build or [])
     except ScaffoldError as exc:
         raise fail(str(exc)) from None
     typer.echo(made.summary(str(path)))
+    if check and made.detected.environment is not None:
+        typer.echo("building the environment and running the gate on the clean fixture in it ...")
+        checked = check_environment(path.expanduser().absolute(), str(path))
+        typer.echo("\n".join(checked.lines))
+        if not checked.ok:
+            raise typer.Exit(1)
 
 
 @pack_app.command("stats")

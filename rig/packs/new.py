@@ -136,7 +136,12 @@ class Scaffold:
             "Check every guess in pack.toml ([gate], [runner], [protect], docs; docs/packs.md explains "
             "each key). The gate and the hidden tests run in a scrubbed environment (a fresh HOME, PATH "
             f"{BASE_PATH}), from a copy of fixture/ alone: untracked files such as node_modules/ or a "
-            "virtualenv were not copied, and {python} is the rig's own interpreter.",
+            "virtualenv were not copied, and {python} is "
+            + (
+                "the [environment]'s interpreter, its bin first on PATH."
+                if d.environment is not None
+                else "the rig's own interpreter."
+            ),
         ]
         todo = [
             section
@@ -167,7 +172,7 @@ class Scaffold:
         if d.environment is not None:
             steps.append(
                 "Check the guessed [environment] in pack.toml and its notes above (docs/environments.md); "
-                f"rig env build {shlex.quote(shown)} builds it."
+                f"`rig env build {shlex.quote(shown)}` builds it again after a change."
             )
         steps.append(f"rig calibrate --pack {shlex.quote(shown)}")
         lines.append("next:")
@@ -669,3 +674,53 @@ def _move_into_place(work: Path, path: Path, staging: Path) -> None:
     except BaseException:
         os.replace(old, path)
         raise
+
+
+@dataclass(frozen=True)
+class EnvironmentCheck:
+    """What `rig pack new` ran before saying done: the environment's build, then the gate on a
+    clean copy of the fixture in it."""
+
+    lines: list[str]
+    ok: bool
+
+
+def check_environment(path: Path, shown: str) -> EnvironmentCheck:
+    """Build the written pack's environment (cached after the first time) and run its gate on a
+    clean copy of the fixture in it; what it ran, and the key to change when it fails."""
+    from rig.env.activate import activate
+    from rig.env.uvtool import EnvError
+    from rig.verify.checks import run_check
+    from rig.workspace.build import copy_fixture
+
+    pack = load_pack(path)
+    again = f"then `rig env build {shlex.quote(shown)}`"
+    try:
+        env = activate(pack)
+    except EnvError as exc:
+        return EnvironmentCheck(
+            [f"environment: NOT BUILT: {exc}", f"Change [environment] in pack.toml, {again}."], False
+        )
+    assert env is not None
+    lines = [f"environment: built {env.hash[:12]} at {env.root} (rig env show {shlex.quote(shown)} lists it)"]
+    with tempfile.TemporaryDirectory(prefix="rig-pack-new-") as tmp:
+        work = copy_fixture(pack.fixture_dir, Path(tmp) / "work")
+        outcome = run_check(work, Path(tmp) / "home", pack.spec.gate, project_env=env)
+    shown_gate = shlex.join(pack.spec.gate.run)
+    if outcome.ok:
+        return EnvironmentCheck(
+            [*lines, f"gate on the clean fixture, in the environment: passes ({shown_gate})"], True
+        )
+    said = (
+        outcome.error or "; ".join(f"{k}: {' '.join(v)}" for k, v in outcome.results.items()) or "no output"
+    )
+    key = "[environment] build" if outcome.failed == ["build"] else "[gate] run or [environment]"
+    return EnvironmentCheck(
+        [
+            *lines,
+            f"gate on the clean fixture, in the environment: FAILS at {', '.join(outcome.failed)} "
+            f"(exit {outcome.exit_code}): {said}",
+            f"Change {key} in pack.toml, {again}; the build log is beside the environment.",
+        ],
+        False,
+    )

@@ -293,3 +293,17 @@ def test_rig_run_refuses_runs_in_a_changed_environment(
     line = proc.stderr.strip().splitlines()[-1]
     assert "holds runs made in another project environment of pack 'envproject'" in line
     assert len((tmp / "results" / "envrun-changed" / "runs.jsonl").read_text().splitlines()) == 2
+
+
+def test_calibrate_and_mine_refuse_an_environment_that_cannot_be_built_in_one_line(tmp_path: Path) -> None:
+    pack = env_run_pack(tmp_path / "pack")
+    manifest = pack / "pack.toml"
+    manifest.write_text(manifest.read_text().replace('setup = ["printf', 'setup = ["exit 3; printf'))
+    env = offline(tmp_path / "envs", RIG_CALIBRATION_DIR=str(tmp_path / "calibration"))
+    for args in (["calibrate", "--pack", str(pack)], ["task", "mine", str(tmp_path), "--pack", str(pack)]):
+        proc = rig(env, *args)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        (line,) = proc.stderr.strip().splitlines()
+        assert line.startswith("error: environment build failed at step setup: `sh -c 'exit 3; printf"), line
+        assert "[PASS]" not in proc.stdout and "[FAIL]" not in proc.stdout
+    assert not [p for p in (tmp_path / "envs").iterdir() if p.is_dir()], "nothing half-built is kept"

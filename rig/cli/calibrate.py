@@ -37,6 +37,8 @@ def calibrate(
     import time
 
     from rig.calibrate.oracle import calibrate
+    from rig.env.activate import activate
+    from rig.env.uvtool import EnvError
     from rig.packs.manifest import PackError, load_pack
     from rig.packs.pins import save_pins
     from rig.packs.tasks import TaskError, load_tasks
@@ -58,6 +60,12 @@ def calibrate(
         color = typer.colors.GREEN if result.passed else typer.colors.RED
         typer.echo(typer.style(f"[{mark}]", fg=color) + f" {result.name}: {result.reason}")
 
+    try:
+        # Built (or found in the cache) once, before the items run in parallel.
+        activate(loaded)
+    except EnvError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
     start = time.monotonic()
     report = calibrate(loaded, tasks, workers, on_result=None if as_json else show)
     try:

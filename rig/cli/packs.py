@@ -171,6 +171,8 @@ def task_mine(
     from rich.console import Console
     from rich.table import Table
 
+    from rig.env.activate import activate
+    from rig.env.uvtool import EnvError
     from rig.mine.history import MineError
     from rig.mine.miner import mine
     from rig.packs.manifest import PackError, load_pack
@@ -178,7 +180,9 @@ def task_mine(
 
     try:
         loaded = load_pack(pack.resolve())
-    except PackError as exc:
+        # Built (or found in the cache) once, before commits are measured in parallel.
+        activate(loaded)
+    except (PackError, EnvError) as exc:
         raise fail(str(exc)) from None
 
     def show(entry: MinedCommit) -> None:

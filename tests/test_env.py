@@ -2,15 +2,19 @@
 project (setuptools, src layout, an extra), cached, locked, built once by concurrent builders, and
 refused in one line when it cannot be built. Offline: uv installs from build/wheels (make setup-dev)."""
 
+import http.server
 import json
 import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
 from env_pack import RIG, make_pack, offline, rig
 
+from rig.env.network import index_endpoints
+from rig.env.uvtool import EnvError
 from rig.packs.manifest import PackError, load_pack
 
 
@@ -121,11 +125,12 @@ def test_a_failing_setup_leaves_nothing_in_the_cache(tmp_path: Path, setup: str,
 
 
 def test_a_hung_setup_step_is_stopped_at_its_time_limit(tmp_path: Path) -> None:
+    # Long enough for the install steps before it even on a loaded machine; the setup line outlasts it.
     pack, cache = make_pack(tmp_path / "pack", 'setup = ["sleep 600"]\n'), tmp_path / "envs"
-    proc = rig(offline(cache, RIG_ENV_STEP_TIMEOUT_S="2"), "env", "build", str(pack))
+    proc = rig(offline(cache, RIG_ENV_STEP_TIMEOUT_S="12"), "env", "build", str(pack))
     assert proc.returncode == 2
     (line,) = proc.stderr.splitlines()
-    assert "at step setup" in line and "took longer than 2 s" in line and "log: " in line, line
+    assert "at step setup" in line and "took longer than 12 s" in line and "log: " in line, line
     assert entries(cache) == set(), "a half-built environment was left in the cache"
 
 
@@ -227,3 +232,73 @@ def test_a_dependency_group_and_a_requirements_file_without_the_project(tmp_path
     lock = (pack / "environment.lock.txt").read_text()
     assert "iniconfig==2.3.1" in lock and "six==1.17.0" in lock and "dateutil" not in lock
     assert str(tmp_path) not in lock, "the lock names no machine's folders"
+
+
+class _Says(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        body = f"served {self.path}".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+FETCH = (
+    'python -c "import sys, urllib.request as u; print(u.urlopen(sys.argv[1], timeout=10).read().decode())" '
+    "{url} > {out} 2>&1 || echo refused >> {out}"
+)
+
+
+def test_a_build_reaches_only_the_configured_index(tmp_path: Path) -> None:
+    servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Says) for _ in range(2)]
+    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in servers]
+    for thread in threads:
+        thread.start()
+    try:
+        index, other = (f"127.0.0.1:{s.server_address[1]}" for s in servers)
+        setup = [
+            FETCH.format(url=f"http://{index}/simple/", out="index.txt"),
+            FETCH.format(url=f"http://{other}/secret", out="other.txt"),
+        ]
+        pack = make_pack(tmp_path / "pack", f'extras = ["test"]\nsetup = {json.dumps(setup)}\n')
+        cache = tmp_path / "envs"
+        proc = rig(offline(cache, RIG_ENV_ALLOW=index), "env", "build", str(pack))
+        assert proc.returncode == 0, proc.stderr
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+    (path,) = [cache / name for name in entries(cache)]
+    # Through the egress proxy: the request names the whole URL.
+    assert (path / "index.txt").read_text().strip() == f"served http://{index}/simple/"
+    said = (path / "other.txt").read_text()
+    assert "served" not in said and "refused" in said, said
+    log = (cache / f"{path.name}.log").read_text()
+    assert f"allowed: pypi.org:443, files.pythonhosted.org:443, {index}" in log
+    attempts = [json.loads(line) for line in (cache / f"{path.name}.network.jsonl").read_text().splitlines()]
+    assert {(a["host"], a["port"], a["allowed"]) for a in attempts} >= {
+        ("127.0.0.1", servers[0].server_address[1], True),
+        ("127.0.0.1", servers[1].server_address[1], False),
+    }, attempts
+
+
+def test_the_allowed_hosts_are_the_configured_indexes() -> None:
+    assert index_endpoints({}) == ["pypi.org:443", "files.pythonhosted.org:443"]
+    configured = {
+        "UV_INDEX_URL": "https://mirror.example/simple",
+        "UV_INDEX": "internal=http://10.0.0.5:8080/simple other=https://pkgs.example/x",
+        "UV_FIND_LINKS": "/opt/wheels,https://wheels.example/",
+        "RIG_ENV_ALLOW": "files.mirror.example:443",
+    }
+    assert index_endpoints(configured) == [
+        "mirror.example:443",
+        "10.0.0.5:8080",
+        "pkgs.example:443",
+        "wheels.example:443",
+        "files.mirror.example:443",
+    ]
+    with pytest.raises(EnvError, match=r"^\$RIG_ENV_ALLOW: 'nohost' is not host:port"):
+        index_endpoints({"RIG_ENV_ALLOW": "nohost"})

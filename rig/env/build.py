@@ -16,6 +16,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from rig.confine.network import Egress
 from rig.env.identity import (
     GENERATED_LOCK,
     Interpreter,
@@ -25,6 +26,7 @@ from rig.env.identity import (
     resolve_interpreter,
     source_roots,
 )
+from rig.env.network import build_network
 from rig.env.uvtool import EnvError, base_environ, find_links, run_step, uv_bin
 from rig.schema import BuiltEnvironment, EnvironmentSpec, Pack
 
@@ -132,7 +134,8 @@ def _resolve(pack: Pack, interpreter: Interpreter, root: Path) -> Path | None:
     # Paths relative to the fixture, where uv runs: the lock's `# via` notes name no machine's folders.
     cmd += spec.requirements
     cmd += [arg for group in spec.groups for arg in ("--group", f"pyproject.toml:{group}")]
-    resolved = run_step("resolve", cmd, log, fixture, base_environ(), capture=True)
+    with build_network(base_environ(), log) as egress:
+        resolved = run_step("resolve", cmd, log, fixture, base_environ(), capture=True, egress=egress)
     header = f"{LOCK_HEADER}{digest}\n# resolved by `uv pip compile --universal --generate-hashes`\n"
     partial = lock.with_name(f".{GENERATED_LOCK}.partial")
     partial.write_text(header + resolved, encoding="utf-8")
@@ -140,7 +143,14 @@ def _resolve(pack: Pack, interpreter: Interpreter, root: Path) -> Path | None:
     return lock
 
 
-def _install(pack: Pack, spec: EnvironmentSpec, target: Path, interpreter: Interpreter, log: Path) -> None:
+def _install(
+    pack: Pack,
+    spec: EnvironmentSpec,
+    target: Path,
+    interpreter: Interpreter,
+    log: Path,
+    egress: Egress | None,
+) -> None:
     uv = uv_bin()
     environ = base_environ()
     python = str(target / "bin" / "python")
@@ -150,6 +160,7 @@ def _install(pack: Pack, spec: EnvironmentSpec, target: Path, interpreter: Inter
         log,
         target.parent,
         environ,
+        egress=egress,
     )
     lock = lock_path(pack)
     if spec.lock is not None and lock is not None and lock.name == "uv.lock":
@@ -159,7 +170,7 @@ def _install(pack: Pack, spec: EnvironmentSpec, target: Path, interpreter: Inter
         cmd += ["--no-default-groups", "--no-header", "--project", str(lock.parent), "-o", str(exported)]
         cmd += [arg for extra in spec.extras for arg in ("--extra", extra)]
         cmd += [arg for group in spec.groups for arg in ("--group", group)]
-        run_step("export lock", cmd, log, lock.parent, environ)
+        run_step("export lock", cmd, log, lock.parent, environ, egress=egress)
         lock = exported
     if lock is not None:
         cmd = [
@@ -174,7 +185,7 @@ def _install(pack: Pack, spec: EnvironmentSpec, target: Path, interpreter: Inter
             "-r",
             str(lock),
         ]
-        run_step("install lock", cmd, log, target, environ)
+        run_step("install lock", cmd, log, target, environ, egress=egress)
     if spec.project:
         # Built from a copy inside the environment: an editable install writes metadata next to the
         # sources, and the pack's fixture must stay byte-identical.
@@ -192,7 +203,7 @@ def _install(pack: Pack, spec: EnvironmentSpec, target: Path, interpreter: Inter
             "-e",
             str(copy),
         ]
-        run_step("install project", cmd, log, target, {**environ, **pretend_variables(spec)})
+        run_step("install project", cmd, log, target, {**environ, **pretend_variables(spec)}, egress=egress)
     setup_environ = {
         **environ,
         **pretend_variables(spec),
@@ -201,7 +212,7 @@ def _install(pack: Pack, spec: EnvironmentSpec, target: Path, interpreter: Inter
         "PATH": os.pathsep.join([str(target / "bin"), str(Path(uv).parent), environ.get("PATH", "")]),
     }
     for line in spec.setup:
-        run_step("setup", ["sh", "-c", line], log, target, setup_environ)
+        run_step("setup", ["sh", "-c", line], log, target, setup_environ, egress=egress)
 
 
 def _generated(fixture: Path, copy: Path, roots: tuple[str, ...], into: Path) -> list[str]:
@@ -260,7 +271,8 @@ def build(pack: Pack) -> BuildResult:
         )
         try:
             target.mkdir()
-            _install(pack, spec, target, interpreter, log)
+            with build_network(base_environ(), log) as egress:
+                _install(pack, spec, target, interpreter, log, egress)
             roots = source_roots(pack.fixture_dir)
             generated = (
                 _generated(pack.fixture_dir, target / PROJECT_COPY, roots, target / GENERATED_DIR)

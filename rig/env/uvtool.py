@@ -10,6 +10,7 @@ from pathlib import Path
 
 from uv import find_uv_bin
 
+from rig.confine.network import Egress
 from rig.confine.proc import run_bounded
 
 WHEELS_VAR = "RIG_WHEELS"
@@ -103,13 +104,23 @@ def _gist(output: str) -> str:
 
 
 def run_step(
-    step: str, cmd: list[str], log: Path, cwd: Path, environ: dict[str, str], capture: bool = False
+    step: str,
+    cmd: list[str],
+    log: Path,
+    cwd: Path,
+    environ: dict[str, str],
+    capture: bool = False,
+    egress: Egress | None = None,
 ) -> str:
     """Run one step of a build, appending its command and output to `log`; its stdout if `capture`.
 
-    Raises EnvError naming the step, the command and the log, with the output's last line.
+    With `egress`, the step runs in a network namespace whose only way out is it
+    (rig.env.network). Raises EnvError naming the step, the command and the log, with the
+    output's last line.
     """
     shown = shlex.join(cmd)
+    if egress is not None:
+        cmd, environ = egress.wrap(cmd), {**environ, **egress.env()}
     limit = float(os.environ.get(STEP_TIMEOUT_VAR) or DEFAULT_STEP_TIMEOUT_S)
     with log.open("a", encoding="utf-8") as out:
         out.write(f"$ [{step}] {shown}\n")

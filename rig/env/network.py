@@ -1,0 +1,68 @@
+"""An environment build's network: only the package indexes the user configured.
+
+Every command of a build (uv's resolve and installs, the setup lines) runs in a network namespace
+of its own whose only way out is the rig's egress proxy (rig.confine.network), which lets through
+the configured indexes' host:port and nothing else, and logs every attempt beside the build log.
+The indexes are read from uv's variables (after pip's settings were passed to them): UV_INDEX_URL,
+UV_DEFAULT_INDEX, UV_INDEX, UV_EXTRA_INDEX_URL and UV_FIND_LINKS; without any, PyPI (pypi.org and
+files.pythonhosted.org, where its files are). `$RIG_ENV_ALLOW` adds host:port entries, comma
+separated (an index whose files are served from another host). Where the machine cannot make a
+network namespace the build runs on the machine's network, and its log says so.
+"""
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from rig.confine.network import Egress, endpoint_of, resolve_network
+from rig.env.uvtool import EnvError
+from rig.schema import parse_host_port
+
+ALLOW_VAR = "RIG_ENV_ALLOW"
+PYPI = ("pypi.org:443", "files.pythonhosted.org:443")
+# uv's index variables; each may hold several URLs (UV_INDEX as `name=url` entries).
+_INDEX_VARS = ("UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS")
+
+
+def index_endpoints(environ: dict[str, str]) -> list[str]:
+    """The host:port a build may reach under `environ`: its configured indexes, else PyPI, plus
+    `$RIG_ENV_ALLOW`. Raises EnvError for an entry of RIG_ENV_ALLOW that is no host:port."""
+    found: list[str] = []
+    for var in _INDEX_VARS:
+        for entry in re.split(r"[\s,]+", environ.get(var, "")):
+            url = entry.partition("=")[2] if "=" in entry and "://" not in entry.partition("=")[0] else entry
+            endpoint = endpoint_of(url) if url.startswith(("http://", "https://")) else None
+            if endpoint is not None:
+                found.append(f"{endpoint[0]}:{endpoint[1]}")
+    if not any(environ.get(var) for var in ("UV_INDEX_URL", "UV_DEFAULT_INDEX")):
+        found += PYPI
+    for entry in filter(None, (e.strip() for e in environ.get(ALLOW_VAR, "").split(","))):
+        try:
+            host, port = parse_host_port(entry)
+        except ValueError as exc:
+            raise EnvError(f"${ALLOW_VAR}: {exc}") from None
+        found.append(f"{host}:{port}")
+    return list(dict.fromkeys(found))
+
+
+@contextmanager
+def build_network(environ: dict[str, str], log: Path) -> Iterator[Egress | None]:
+    """The egress of one build (None: the machine's network, said in `log`); its attempts are
+    written to `<log>.network.jsonl` when the build ends."""
+    allowed = index_endpoints(environ)
+    plan, status = resolve_network("allowlist", allowed, sandboxed=False, required=False)
+    with log.open("a", encoding="utf-8") as out:
+        out.write(f"network: {status.detail}; allowed: {', '.join(allowed)}\n")
+    if plan is None:
+        yield None
+        return
+    egress = Egress(plan, None)
+    with egress:
+        try:
+            yield egress
+        finally:
+            egress.stop()
+            network_log = log.with_suffix(".network.jsonl")
+            network_log.unlink(missing_ok=True)
+            network_log.write_text("".join(f"{line}\n" for line in egress.lines), encoding="utf-8")

@@ -47,7 +47,8 @@ EXPECTED_COLUMNS = [
     "tried_other_host", "out_of_scope", "compactions", "harness", "harness_version", "model",
     "thinking", "pack",
     "pack_hash", "fixture_hash", "task_hash", "hidden_tests_hash",
-    "rig_version", "toolchain_hash", "python_version", "ruff_version", "pytest_version", "artifacts",
+    "rig_version", "toolchain_hash", "environment_hash",
+    "environment_packages", "python_version", "ruff_version", "pytest_version", "artifacts",
 ]  # fmt: skip
 
 # Successes out of 3 per (task, condition) in the committed small set, read off runs.jsonl.
@@ -222,6 +223,8 @@ def test_pooling_error_on_harness_version_within_an_arm(tmp_path: Path) -> None:
     [
         ("rig_version", "0.1.0+g0123456789ab"),
         ("toolchain_hash", "e" * 64),
+        ("environment_hash", "f" * 64),
+        ("environment_packages", "a" * 64),
         ("python_version", "3.12.1"),
         ("ruff_version", "0.18.0"),
         ("pytest_version", "9.3.0"),

@@ -149,6 +149,8 @@ def env_run_pack(where: Path) -> Path:
     fixture = pack / "fixture"
     with (fixture / "pyproject.toml").open("a") as out:
         out.write(PYTEST_CONFIG)
+    # Projects ignore the files their install or build derives; a run's diff must not show them.
+    (fixture / ".gitignore").write_text("src/envproject/_built.py\nsrc/envproject/_derived.py\n")
     (fixture / "tests").mkdir()
     (fixture / "tests" / "test_next_month.py").write_text(VISIBLE_TEST)
     task = pack / "tasks" / "next_month"
@@ -239,6 +241,9 @@ def test_the_agent_gets_the_environment(
     # The agent's python is the environment's, with its dependencies; the code it imports is its own tree's.
     assert prefix == str(built) and mode == "tested"
     assert imported.startswith("<RUNS>/") and imported.endswith("/work/src/envproject/__init__.py"), imported
+    diff = (tmp / "results" / f"envrun-{sandbox}" / probe["artifacts"] / "diff.patch").read_text()
+    assert "_built.py" not in diff and "_derived.py" not in diff, "derived files are the baseline's"
+    assert sorted(probe["files_changed"]) == ["probe.txt", "pytest.txt"], probe["files_changed"]
     ran = added_file(probe, tmp / "results" / f"envrun-{sandbox}", "pytest.txt")
     assert "1 failed" in ran[-2] and ran[-1] == "exit 1", ran  # the project's tests, in its environment
     assert probe["success"] is False and probe["check"]["failed"] == ["gate"]

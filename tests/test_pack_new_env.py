@@ -342,3 +342,13 @@ def test_pack_new_says_which_key_to_change_when_the_gate_fails(tmp_path: Path) -
     assert "needs a command this machine lacks" in failed and "no-such-generator-for-rig" in failed
     assert fix.startswith("Change [environment] build in pack.toml, then `rig env build "), fix
     assert (tmp_path / "pack" / "pack.toml").is_file(), "the pack stays written, to be changed"
+
+
+def test_with_an_environment_the_gate_is_the_runners_own_not_a_makefile_target(tmp_path: Path) -> None:
+    files = {
+        "pyproject.toml": pyproject('[project.optional-dependencies]\ntest = ["pytest"]\n'),
+        "Makefile": "test:\n\t. venv/bin/activate && pytest\n",
+        "tests/test_calc.py": "def test_one():\n    assert True\n",
+    }
+    _, summary, _ = scaffold(tmp_path, files)
+    assert "gate: python -m pytest (pytest, run by the [environment]'s interpreter)" in summary, summary

@@ -216,3 +216,19 @@ def test_restore_does_not_touch_a_fixture_copy_it_did_not_change(taskapp):
     snap = snapshot(taskapp, RULES)
     restore(snap, taskapp, compare(snap, taskapp))
     assert tree_digest(taskapp, skip_caches=False) == before == tree_digest(FIXTURE_DIR)
+
+
+def test_with_a_project_environment_only_standard_library_names_shadow(tmp_path: Path) -> None:
+    """The project's own package may share a name with a package installed with rig (iniconfig,
+    which pytest needs): in its environment it is the project's, and never shadows."""
+    from env_pack import make_pack
+
+    pack = make_pack(tmp_path / "pack")
+    (pack / "fixture" / "src" / "envproject").rename(pack / "fixture" / "src" / "iniconfig")
+    rules = rules_for(load_pack(pack))
+    assert ("src",) in rules.shadow_roots and "iniconfig" in rules.own_names
+    assert not is_protected("src/iniconfig/__init__.py", rules)
+    assert is_protected("src/pytest.py", rules), "the gate puts src/ first: pytest there would win"
+    assert is_protected("src/json.py", rules) and is_protected("src/json/__init__.py", rules)
+    # Without an environment the rig's own installed names shadow as before.
+    assert is_protected("iniconfig.py", rules_for(BUILTIN))

@@ -461,16 +461,17 @@ def _version_backend(project: Project, guess: InferredEnvironment, pyproject: di
     legacy = "".join(_read(project, name, guess.notes) or "" for name in PROJECT_FILES[1:])
     where = "pyproject.toml [build-system]"
     generated: list[str] = []
-    if "setuptools-scm" in requires or "setuptools_scm" in tool or "setuptools_scm" in legacy:
+    # hatch-vcs first: it reads [tool.setuptools_scm] too, which is then no sign of setuptools-scm.
+    if "hatch-vcs" in requires:
+        name = "hatch-vcs"
+        hook = _table(tool, "hatch", "build", "hooks", "vcs")
+        generated = [f"{hook[k]} ({k})" for k in ("version-file",) if isinstance(hook.get(k), str)]
+    elif "setuptools-scm" in requires or "setuptools_scm" in tool or "setuptools_scm" in legacy:
         name = "setuptools-scm"
         if not ("setuptools-scm" in requires or "setuptools_scm" in tool):
             where = "setup.py / setup.cfg"
         scm = _table(tool, "setuptools_scm")
         generated = [f"{scm[k]} ({k})" for k in ("version_file", "write_to") if isinstance(scm.get(k), str)]
-    elif "hatch-vcs" in requires:
-        name = "hatch-vcs"
-        hook = _table(tool, "hatch", "build", "hooks", "vcs")
-        generated = [f"{hook[k]} ({k})" for k in ("version-file",) if isinstance(hook.get(k), str)]
     elif "versioningit" in requires:
         name = "versioningit"
         write = _table(tool, "versioningit", "write")

@@ -332,6 +332,10 @@ def detect(snap: Path, files: list[str]) -> Detected:
     if makefile and "test" in targets:
         detected.test_commands.append(["make", "test"])
 
+    environment = infer(project, name == "pytest")
+    # A Makefile's targets usually make or activate a virtualenv of their own; with a project
+    # environment the runner's own gate runs in the one rig builds.
+    makefile = None if environment is not None and kind.default_gate is not None else makefile
     # The first gate found: a check before a test, what the project declares before a runner default.
     if "check" in scripts:
         _npm_gate(
@@ -349,6 +353,8 @@ def detect(snap: Path, files: list[str]) -> Detected:
         guess = kind.default_gate
         detected.gate_command, detected.gate_run = list(guess.command), list(guess.run)
         detected.gate_source, detected.shadow_roots = guess.source, list(guess.shadow_roots)
+        if environment is not None:
+            detected.gate_source = f"{guess.source.split(',')[0]}, run by the [environment]'s interpreter"
 
     protect = set(detected.gate_scripts) | set(detection.protect)
     if detected.gate_command[0] == "make" and makefile:
@@ -370,7 +376,7 @@ def detect(snap: Path, files: list[str]) -> Detected:
     detected.docs = ["README*", "CONTRIBUTING*", "AGENTS.md", "CLAUDE.md"] + [
         f"{d}/*" for d in ("docs", "doc") if d in folders
     ]
-    detected.environment = infer(project, name == "pytest")
+    detected.environment = environment
     return detected
 
 

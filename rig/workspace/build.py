@@ -171,16 +171,18 @@ def apply_overlays(workdir: Path, remove_files: list[str], write_files: dict[str
         path.write_text(content)
 
 
-def init_baseline(workdir: Path, rig_git_dir: Path) -> str:
+def init_baseline(workdir: Path, rig_git_dir: Path, everything: bool = False) -> str:
     """`git init` the workspace, commit the baseline, keep a private copy of the repository.
 
     The agent sees (and may rewrite) `workdir/.git`; the rig diffs against its own copy,
     outside the workspace, so a rewritten history or git config cannot hide a change.
+    `everything`: files the tree's .gitignore names are part of the baseline too (the files a
+    project environment derives, such as a version file, are usually ignored by the project).
     """
     # No template (hook samples) and one pack instead of a loose object per file: the private
     # copy below then costs a few files instead of a hundred.
     _git(["init", "-q", "-b", "main", "--template="], workdir)
-    _git(["-c", "core.bigFileThreshold=1", "add", "-A"], workdir)
+    _git(["-c", "core.bigFileThreshold=1", "add", "-A", *(["--force"] if everything else [])], workdir)
     _git(["commit", "-q", "--no-verify", "-m", "baseline"], workdir)
     commit = (workdir / ".git" / "refs" / "heads" / "main").read_text().strip()
     shutil.copytree(workdir / ".git", rig_git_dir, symlinks=True)

@@ -48,6 +48,9 @@ class Rules:
     python: bool = False
     """Sourceless modules and shadowing modules (below `shadow_roots`) are protected too."""
     shadow_roots: tuple[tuple[str, ...], ...] = ()
+    own_names: frozenset[str] = frozenset()
+    """The project's own top-level modules, which never shadow: in a project environment the
+    project may share a name with a package installed with the rig (iniconfig, which pytest needs)."""
 
     def describe(self) -> str:
         """The protected paths in one line, for `rig doctor`."""
@@ -71,7 +74,18 @@ def rules_for(pack: Pack) -> Rules:
         names=(*kind.protected_names, *spec.names),
         python=kind.python,
         shadow_roots=tuple(PurePosixPath(root).parts for root in roots),
+        own_names=_own_names(pack.fixture_dir, roots) if pack.spec.environment is not None else frozenset(),
     )
+
+
+def _own_names(fixture: Path, roots: list[str]) -> frozenset[str]:
+    """The top-level module names the pristine fixture has in its source roots."""
+    names = set()
+    for root in roots:
+        folder = fixture / root
+        if folder.is_dir():
+            names |= {e.name.removesuffix(".py") for e in folder.iterdir() if e.is_dir() or e.suffix == ".py"}
+    return frozenset(names)
 
 
 @cache
@@ -82,12 +96,14 @@ def shadowable_names() -> frozenset[str]:
     return frozenset(sys.stdlib_module_names) | frozenset(sys.builtin_module_names) | installed
 
 
-def _shadows(parts: tuple[str, ...], roots: tuple[tuple[str, ...], ...]) -> bool:
-    """Whether a path puts a module named like a stdlib or installed one where it would win."""
+def _shadows(parts: tuple[str, ...], roots: tuple[tuple[str, ...], ...], own: frozenset[str]) -> bool:
+    """Whether a path puts a module named like a stdlib or installed one, not one of the project's
+    `own`, where it would win."""
     for root in roots:
         if len(parts) > len(root) and parts[: len(root)] == root:
             # The first component below the root: a module file or a package directory.
-            if parts[len(root)].removesuffix(".py") in shadowable_names():
+            name = parts[len(root)].removesuffix(".py")
+            if name in shadowable_names() and name not in own:
                 return True
     return False
 
@@ -103,7 +119,7 @@ def is_protected(rel: str, rules: Rules) -> bool:
             rules.python
             and (
                 (path.name.endswith(MODULE_BINARY_SUFFIXES) and "__pycache__" not in path.parts)
-                or _shadows(path.parts, rules.shadow_roots)
+                or _shadows(path.parts, rules.shadow_roots, rules.own_names)
             )
         )
     )

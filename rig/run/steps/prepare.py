@@ -61,6 +61,8 @@ def prepare(attempt: Attempt, *, trail: Trail) -> Prepared:
         problem = derive(workdir, container / "derive-home", attempt.project_env)
         if problem is not None:
             raise WorkspaceError(f"the starting tree's {problem}; fix [environment] build in pack.toml")
-    baseline = trail.baseline = init_baseline(workdir, container / RIG_GIT_DIR)
+    baseline = trail.baseline = init_baseline(
+        workdir, container / RIG_GIT_DIR, everything=attempt.project_env is not None
+    )
     snapshot = protect.snapshot(workdir, protect.rules_for(task.pack))
     return Prepared(container=container, baseline=baseline, snapshot=snapshot)

@@ -61,9 +61,18 @@ def test_build_installs_the_project_and_its_extra(built: tuple[Path, Path, dict[
     probe = (
         "import envproject, iniconfig, dateutil; print(envproject.__file__, envproject.next_month_days(3))"
     )
-    proc = subprocess.run([str(path / "bin" / "python"), "-c", probe], capture_output=True, text=True)
+    # The project imports from a tree's source roots only (here the environment's own copy): its
+    # metadata is installed, its editable import hooks are not.
+    roots = {**os.environ, "PYTHONPATH": str(path / "project" / "src")}
+    python = str(path / "bin" / "python")
+    proc = subprocess.run([python, "-c", probe], capture_output=True, text=True, env=roots)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [str(path / "project" / "src" / "envproject" / "__init__.py"), "4"]
+    metadata = "import importlib.metadata as m; print(m.version('envproject'))"
+    proc = subprocess.run([python, "-c", metadata], capture_output=True, text=True)
+    assert proc.stdout.strip() == "0.1.0", proc.stderr
+    proc = subprocess.run([python, "-c", "import envproject"], capture_output=True, text=True)
+    assert "No module named 'envproject'" in proc.stderr, "the pristine copy must not stand in for a tree"
     lock = (pack / "environment.lock.txt").read_text()
     assert "iniconfig==2.3.1" in lock and "six==1.17.0" in lock and "--hash=sha256:" in lock
     assert not list((pack / "fixture").rglob("*.egg-info")), "the editable install wrote into the fixture"
@@ -212,8 +221,9 @@ def test_a_half_built_environment_is_never_used_and_is_rebuilt(
     assert proc.returncode == 1 and "not built" in proc.stdout
     proc = rig(env, "env", "build", str(copy))
     assert proc.returncode == 0 and proc.stdout.startswith("built in"), proc.stderr
+    roots = {**os.environ, "PYTHONPATH": str(leftover / "project" / "src")}
     probe = subprocess.run(
-        [str(leftover / "bin" / "python"), "-c", "import envproject, iniconfig"], check=False
+        [str(leftover / "bin" / "python"), "-c", "import envproject, iniconfig"], check=False, env=roots
     )
     assert probe.returncode == 0
 

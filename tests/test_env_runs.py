@@ -25,6 +25,12 @@ SETUP_PATCH = """diff --git a/src/envproject/__init__.py b/src/envproject/__init
      \"\"\"The days of `days` plus one month's relativedelta, as a number the tests check.\"\"\"
 -    return days + relativedelta(months=1).months
 +    return days + relativedelta(months=2).months
+diff --git a/src/envproject/removed_by_the_task.py b/src/envproject/removed_by_the_task.py
+deleted file mode 100644
+--- a/src/envproject/removed_by_the_task.py
++++ /dev/null
+@@ -1 +0,0 @@
+-GONE = True
 """
 SOLUTION_PATCH = """diff --git a/src/envproject/__init__.py b/src/envproject/__init__.py
 --- a/src/envproject/__init__.py
@@ -85,6 +91,11 @@ from envproject import _built, _derived
 @pytest.mark.slow
 def test_next_month_of_zero():
     assert envproject.next_month_days(0) == 1
+
+
+def test_a_module_the_tree_lacks_is_not_imported_from_the_environment():
+    with pytest.raises(ImportError):
+        import envproject.removed_by_the_task  # noqa: F401 (in the fixture, deleted by the setup)
 
 
 def test_runs_the_trees_code_in_the_environment():
@@ -151,6 +162,8 @@ def env_run_pack(where: Path) -> Path:
         out.write(PYTEST_CONFIG)
     # Projects ignore the files their install or build derives; a run's diff must not show them.
     (fixture / ".gitignore").write_text("src/envproject/_built.py\nsrc/envproject/_derived.py\n")
+    # In the fixture, so in the environment's copy of the project; the task's setup deletes it.
+    (fixture / "src" / "envproject" / "removed_by_the_task.py").write_text("GONE = True\n")
     (fixture / "tests").mkdir()
     (fixture / "tests" / "test_next_month.py").write_text(VISIBLE_TEST)
     task = pack / "tasks" / "next_month"
@@ -197,7 +210,7 @@ def test_calibration_verifies_in_the_environment(calibrated: tuple[Path, dict[st
     *_, said = calibrated
     # The hidden tests' slow one runs (the project's `-m 'not slow'` is the rig's to drop), and the
     # tree they import has the install's generated file and the build line's derived one.
-    assert "reference solution passes the gate and 2 hidden tests" in said
+    assert "reference solution passes the gate and 3 hidden tests" in said
     assert "next_month baseline: fails as expected: check gate; 1 hidden (test_next_month_of_zero)" in said
     assert "6/6 passed, all PASS" in said
 
@@ -243,13 +256,13 @@ def test_the_agent_gets_the_environment(
     assert imported.startswith("<RUNS>/") and imported.endswith("/work/src/envproject/__init__.py"), imported
     diff = (tmp / "results" / f"envrun-{sandbox}" / probe["artifacts"] / "diff.patch").read_text()
     assert "_built.py" not in diff and "_derived.py" not in diff, "derived files are the baseline's"
-    assert sorted(probe["files_changed"]) == ["probe.txt", "pytest.txt"], probe["files_changed"]
+    assert sorted(probe["files_changed"]) == ["A probe.txt", "A pytest.txt"], probe["files_changed"]
     ran = added_file(probe, tmp / "results" / f"envrun-{sandbox}", "pytest.txt")
     assert "1 failed" in ran[-2] and ran[-1] == "exit 1", ran  # the project's tests, in its environment
     assert probe["success"] is False and probe["check"]["failed"] == ["gate"]
     assert probe["hidden"]["failed"] == ["test_envproject_hidden::test_next_month_of_zero"]
     solution = by_condition["solution"]
-    assert solution["success"] is True and solution["hidden"]["collected"] == 2
+    assert solution["success"] is True and solution["hidden"]["collected"] == 3
     manifest = json.loads((built / ".rig-env.json").read_text())
     for record in records:
         assert record["pins"]["environment_hash"] == built.name == manifest["hash"]

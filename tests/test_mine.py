@@ -8,12 +8,16 @@ every task it made must pass `rig calibrate`.
 """
 
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from env_pack import offline
 from mine_repos import commit, git, javascript_repo, python_repo
 
 from rig.mine.prompt import DEFAULT_TEMPLATE, issue_text
@@ -26,8 +30,19 @@ from rig.workspace.build import apply_patch, copy_fixture
 RIG = str(Path(sys.executable).with_name("rig"))
 
 
+# The Python history's pack gets an [environment] from `rig pack new`: built offline, once per module.
+ENV_DIR = Path(tempfile.mkdtemp(prefix="rig-test-mine-envs-"))
+ENV = offline(ENV_DIR / "envs")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _environments() -> Iterator[None]:
+    yield
+    shutil.rmtree(ENV_DIR, ignore_errors=True)
+
+
 def rig(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([RIG, *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run([RIG, *args], capture_output=True, text=True, timeout=600, env=ENV)
 
 
 def new_pack(repo: Path, pack: Path) -> Path:

@@ -9,6 +9,7 @@ step, and `--setup` / `--build`. A repository that is no Python project gets no 
 import shutil
 import subprocess
 import textwrap
+from importlib.metadata import version
 from pathlib import Path
 
 from env_pack import PROJECT, RIG, offline
@@ -82,8 +83,9 @@ def test_requirements_files_test_ones_first(tmp_path: Path) -> None:
     assert env is not None
     assert (env.project, env.requirements) == (True, ["requirements/tests.txt"])
     assert "setup.py: the project is installed editable" in summary
-    # requirements-dev.txt, which lists pytest, is not taken beside a test one: the note says so.
-    assert notes(summary)[-1].startswith("pytest is not among the environment's packages")
+    # requirements-dev.txt, which lists pytest, is not taken beside a test one: rig's pinned pytest is.
+    assert env.setup == [f"uv pip install --python bin/python pytest=={version('pytest')}"]
+    assert "pytest runs the tests and no source above lists it" in summary
 
 
 def test_tox_deps_setenv_and_extras(tmp_path: Path) -> None:
@@ -152,7 +154,7 @@ def test_a_uv_lock_is_the_lock_and_leaves_requirements_out(tmp_path: Path) -> No
     assert env is not None
     assert (env.lock, env.requirements, env.groups) == ("uv.lock", [], ["dev"])
     assert any("not used beside lock = 'uv.lock'" in note for note in notes(summary))
-    assert any(note.startswith("pytest is not among") for note in notes(summary))
+    assert env.setup == [f"uv pip install --python bin/python pytest=={version('pytest')}"]
 
 
 def workflow(*steps: str) -> str:
@@ -166,7 +168,13 @@ def workflow(*steps: str) -> str:
 
 
 def scaffold_workflow(tmp_path: Path, *steps: str) -> tuple[EnvironmentSpec, str]:
-    files = {"pyproject.toml": pyproject(), ".github/workflows/ci.yml": workflow(*steps), **TEST_FILE}
+    # pytest in a test extra: the setup lines are then the workflow's alone.
+    test_extra = '[project.optional-dependencies]\ntest = ["pytest"]\n'
+    files = {
+        "pyproject.toml": pyproject(test_extra),
+        ".github/workflows/ci.yml": workflow(*steps),
+        **TEST_FILE,
+    }
     env, summary, _ = scaffold(tmp_path, files)
     assert env is not None
     return env, summary
@@ -251,7 +259,10 @@ def test_noxfile_and_a_workflow_too_large_are_notes(tmp_path: Path) -> None:
         **TEST_FILE,
     }
     env, summary, _ = scaffold(tmp_path, files)
-    assert env is not None and env.setup == []
+    # The huge workflow's step is not read; only rig's own pytest line is there.
+    assert env is not None and env.setup == [
+        f"uv pip install --python bin/python pytest=={version('pytest')}"
+    ]
     assert "noxfile.py: nox sessions are not read; check [environment]" in notes(summary)
     assert any(note.startswith(".github/workflows/ci.yml is over 1 MB") for note in notes(summary))
 
@@ -279,8 +290,8 @@ def test_setup_and_build_options_add_lines(tmp_path: Path) -> None:
     assert env.setup == ["uv pip install --python bin/python pytest -e project"]
     assert env.build == ["make messages", "python gen.py", "touch made.txt"]
     assert "given with --build" in summary
-    # The setup line installs pytest: the note asking for it is gone.
-    assert not any(note.startswith("pytest is not among") for note in notes(summary))
+    # The author's setup line installs pytest: rig's own pytest line is gone.
+    assert not any("pytest==" in line for line in env.setup) and "no source above lists it" not in summary
 
     # A repository that is no Python project gets the lines, and nothing to install.
     env, _, _ = scaffold(tmp_path / "b", {"main.c": "int main(void) { return 0; }\n"}, "--build", "make")

@@ -211,6 +211,10 @@ def _install(
         "VIRTUAL_ENV": str(target),
         "PATH": os.pathsep.join([str(target / "bin"), str(Path(uv).parent), environ.get("PATH", "")]),
     }
+    links = find_links()
+    if links:
+        # A setup line's own `uv pip install` finds the local wheels the build itself uses.
+        setup_environ["UV_FIND_LINKS"] = ",".join(filter(None, [environ.get("UV_FIND_LINKS"), links[1]]))
     for line in spec.setup:
         run_step("setup", ["sh", "-c", line], log, target, setup_environ, egress=egress)
 
@@ -232,6 +236,26 @@ def _generated(fixture: Path, copy: Path, roots: tuple[str, ...], into: Path) ->
                 shutil.copy2(copy / rel, into / rel, follow_symlinks=False)
                 found.append(rel.as_posix())
     return found
+
+
+def _unhook(target: Path, log: Path) -> None:
+    """Take the editable install's import hooks out (its `.pth` files and finders), keeping its
+    metadata: a module a run's tree lacks (a fix's new file, deleted by the task's setup) must not
+    be imported from the environment's pristine copy. Every process rig runs puts the tree's own
+    source roots on the module path instead."""
+    copy = str(target / PROJECT_COPY)
+    removed = []
+    for site in target.glob("lib/python*/site-packages"):
+        for hook in sorted(site.iterdir()):
+            if not hook.is_file() or not (hook.suffix == ".pth" or hook.name.startswith("__editable__")):
+                continue
+            if hook.name.startswith("__editable__") or copy in hook.read_text(errors="replace"):
+                hook.unlink()
+                removed.append(hook.name)
+    with log.open("a", encoding="utf-8") as out:
+        out.write(
+            f"editable import hooks removed (the trees' source roots replace them): {removed or 'none'}\n"
+        )
 
 
 def _facts(target: Path, log: Path) -> dict:
@@ -274,11 +298,10 @@ def build(pack: Pack) -> BuildResult:
             with build_network(base_environ(), log) as egress:
                 _install(pack, spec, target, interpreter, log, egress)
             roots = source_roots(pack.fixture_dir)
-            generated = (
-                _generated(pack.fixture_dir, target / PROJECT_COPY, roots, target / GENERATED_DIR)
-                if spec.project
-                else []
-            )
+            generated = []
+            if spec.project:
+                generated = _generated(pack.fixture_dir, target / PROJECT_COPY, roots, target / GENERATED_DIR)
+                _unhook(target, log)
             facts = _facts(target, log)
             manifest = BuiltEnvironment(
                 hash=digest,

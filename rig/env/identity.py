@@ -16,7 +16,7 @@ from rig.schema import EnvironmentSpec, Pack
 GENERATED_LOCK = "environment.lock.txt"
 # What a build makes besides the install (its manifest's fields, the generated files): a build
 # of another format is another environment.
-BUILD_FORMAT = 2
+BUILD_FORMAT = 3
 # The tables of pyproject.toml that say what gets installed; the rest (tool settings, the
 # description) changes no environment.
 PROJECT_KEYS = ("dependencies", "optional-dependencies", "requires-python")

@@ -16,6 +16,7 @@ import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from importlib.metadata import version
 from typing import Any
 
 import yaml
@@ -74,8 +75,12 @@ PIP_VALUE_OPTIONS = frozenset(
 )
 PIP_COVERED_OPTIONS = frozenset({"-r", "--requirement", "-e", "--editable", "--group"})
 
-PYTEST_NOTE = (
-    "pytest is not among the environment's packages; add it (requirements or a group) or a setup line"
+# pytest at the version rig pins, for a project that runs it and lists it nowhere rig reads.
+PYTEST_SETUP = f"uv pip install --python bin/python pytest=={version('pytest')}"
+PYTEST_WHY = (
+    "pytest runs the tests and no source above lists it: the version rig pins, installed after the "
+    "lock (its own dependencies are resolved at build time; list pytest in a group or requirements "
+    "file to lock it)"
 )
 
 
@@ -121,8 +126,10 @@ class InferredEnvironment:
             if lines:
                 getattr(self, key).extend(lines)
                 self._why(key, f"given with {flag}")
-        if any(re.search(r"\bpytest\b", line) for line in self.setup) and PYTEST_NOTE in self.notes:
-            self.notes.remove(PYTEST_NOTE)
+        if PYTEST_SETUP in self.setup and any(re.search(r"\bpytest\b", line) for line in setup):
+            # The author installs pytest their own way.
+            self.setup.remove(PYTEST_SETUP)
+            self.evidence["setup"] = [why for why in self.evidence["setup"] if why != PYTEST_WHY]
 
     def _why(self, key: str, evidence: str) -> None:
         reasons = self.evidence.setdefault(key, [])
@@ -223,8 +230,13 @@ def infer(project: Project, runs_pytest: bool) -> InferredEnvironment | None:
         notes.append(f"{NOXFILE}: nox sessions are not read; check [environment]")
     _version_backend(project, guess, pyproject)
     _workflows(project, guess, covered)
-    if runs_pytest and "pytest" not in covered:
-        notes.append(PYTEST_NOTE)
+    if (
+        runs_pytest
+        and "pytest" not in covered
+        and not any(re.search(r"\bpytest\b", line) for line in guess.setup)
+    ):
+        guess.setup.append(PYTEST_SETUP)
+        guess._why("setup", PYTEST_WHY)
     return guess
 
 

@@ -712,7 +712,7 @@ def check_environment(path: Path, shown: str) -> EnvironmentCheck:
     with tempfile.TemporaryDirectory(prefix="rig-pack-new-") as tmp:
         work = copy_fixture(pack.fixture_dir, Path(tmp) / "work")
         outcome = run_check(work, Path(tmp) / "home", pack.spec.gate, project_env=env)
-    shown_gate = shlex.join(pack.spec.gate.run)
+    shown_gate = " ".join(pack.spec.gate.run)
     if outcome.ok:
         return EnvironmentCheck(
             [*lines, f"gate on the clean fixture, in the environment: passes ({shown_gate})"], True

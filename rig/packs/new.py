@@ -434,8 +434,9 @@ def manifest_text(name: str, repo: Path, commit: str, d: Detected) -> str:
         "[gate]",
         *_comment(
             f"Guessed from {d.gate_source}. command: what the project's docs tell a person to run; "
-            "run: what the rig runs in the workspace ({python}: the rig's interpreter, {node}: its "
-            "node), in a scrubbed environment. It must pass on the clean fixture."
+            "run: what the rig runs in the workspace ({python}: "
+            + ("the [environment]'s interpreter" if d.environment is not None else "the rig's interpreter")
+            + ", {node}: its node), in a scrubbed environment. It must pass on the clean fixture."
         ),
         f"command = {_toml(d.gate_command)}",
         f"run = {_toml(d.gate_run)}",

@@ -1,6 +1,7 @@
 """Shared fixtures: fresh copies of the taskapp fixture and a runner for its gate."""
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -10,8 +11,22 @@ import pytest
 from builtin_pack import FIXTURE_DIR
 
 from rig.packs.tasks import load_tasks
+from rig.paths import REPO_ROOT
 from rig.schema import Task
 from rig.workspace.build import apply_patch, copy_fixture
+
+# Every project environment the tests build (the built-in pack's among them, which every run of it
+# uses) installs offline from build/wheels, which `make setup-dev` fills: the tests run without a
+# network. Set here, before any test starts a rig, so that every rig a test starts inherits it; the
+# cache is shared by the workers (a file lock builds each environment once) and kept between runs.
+os.environ.update(
+    {
+        "RIG_ENV_DIR": str(REPO_ROOT / "build" / "test-envs"),
+        "RIG_WHEELS": str(REPO_ROOT / "build" / "wheels"),
+        "UV_OFFLINE": "1",
+        "UV_CACHE_DIR": str(REPO_ROOT / "build" / "uv-cache"),
+    }
+)
 
 # The task the harness tests run: a small bug fix whose baseline fails check.py.
 HARNESS_TASK = "t1_fix_pagination"

@@ -16,6 +16,7 @@ from env_pack import RIG, make_pack, offline, rig
 from rig.env.network import index_endpoints
 from rig.env.uvtool import EnvError
 from rig.packs.manifest import PackError, load_pack
+from rig.paths import REPO_ROOT
 
 
 def entries(cache: Path) -> set[str]:
@@ -37,7 +38,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[st
 
 
 def test_the_environment_table_is_optional_and_validated(tmp_path: Path) -> None:
-    assert load_pack(None).spec.environment is None, "a pack without [environment] is as before"
+    assert load_pack(REPO_ROOT / "packs" / "notes-js").spec.environment is None, "optional"
+    assert load_pack(None).spec.environment is not None, "the built-in pack's gate tools come from one"
     for body, where in (
         ('python = "3.11"\n', "environment.python"),
         ('extras = ["test"]\nproject = false\n', "environment"),

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from builtin_pack import FIXTURE_DIR
 
+from rig.env.activate import activate
 from rig.packs.manifest import load_pack
 from rig.packs.stats import CEILING
 from rig.packs.tasks import load_tasks
@@ -73,6 +74,8 @@ AGENTS_ARMS = condition("agents_md", "solution") + condition("no_agents_md", "so
 @pytest.mark.slow
 def test_solution_policy_succeeds_everywhere_and_leaves_receipts(tmp_path):
     before = tree_digest(FIXTURE_DIR, skip_caches=False)
+    environment = activate(load_pack())
+    assert environment is not None
     exp = write_experiment(tmp_path, "smoke", AGENTS_ARMS, workers=3, seed=3)
     proc = rig(tmp_path, "run", str(exp))
     assert proc.returncode == 0, proc.stderr
@@ -89,6 +92,10 @@ def test_solution_policy_succeeds_everywhere_and_leaves_receipts(tmp_path):
         assert record["metrics"]["tool_calls_by_name"] == {"read": 1, "bash": 2}
         assert record["pins"]["fixture_hash"] == tree_digest(FIXTURE_DIR)
         assert len(record["pins"]["baseline_commit"]) == 40
+        # The gate's tools are the built-in pack's [environment]'s, pinned from it.
+        assert record["pins"]["environment_hash"] == environment.hash
+        assert (record["pins"]["ruff_version"], record["pins"]["pytest_version"]) == ("0.17.6", "9.2.0")
+        assert record["pins"]["python_version"] == environment.python_version
         folder = results(tmp_path, "smoke") / record["artifacts"]
         for name in ("session.jsonl", "stdout.log", "stderr.log", "diff.patch", "check.json", "record.json"):
             assert (folder / name).is_file(), (folder, name)
@@ -385,7 +392,6 @@ def test_condition_removing_a_missing_file_stops_with_a_clear_error(tmp_path):
 
 def test_every_shipped_experiment_is_valid():
     from rig.experiment.load import load_experiment
-    from rig.packs.manifest import load_pack
 
     shipped = sorted((REPO_ROOT / "experiments").glob("*.toml"))
     assert len(shipped) >= 18

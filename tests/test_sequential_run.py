@@ -19,8 +19,13 @@ def test_rig_run_stops_once_decided_reports_the_runs_saved_and_a_resume_starts_n
     runs = tmp_path / "results" / "stop" / "runs.jsonl"
     records = [json.loads(line) for line in runs.read_text().splitlines()]
     # Round 2's look decides (all 10 pairs for `with`; round 1's 5 cannot pass O'Brien-Fleming's first
-    # boundary); only runs already in flight (at most one per other worker) finish after it.
-    assert 20 <= len(records) <= 21
+    # boundary), when the last of its runs is recorded. Runs of round 3 may finish before that one
+    # (under load runs end out of order); after it, only runs already in flight (at most one per
+    # other worker) finish: records are appended as runs finish.
+    rounds = [int(r["run_id"].rpartition("__r")[2]) for r in records]
+    assert sum(1 for n in rounds if n <= 2) == 20
+    decided_at = max(i for i, n in enumerate(rounds) if n <= 2)
+    assert len(records) - 1 - decided_at <= 1, rounds
     assert all(r["success"] == (r["condition"] == "with") for r in records)
     assert "stopped at look 2 of 4 (with vs without): effect found" in proc.stdout
     assert f"{len(records)} of the fixed design's 40 runs recorded, {40 - len(records)} saved" in proc.stdout

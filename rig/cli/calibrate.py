@@ -62,7 +62,7 @@ def calibrate(
 
     try:
         # Built (or found in the cache) once, before the items run in parallel.
-        activate(loaded)
+        activate(loaded, lambda line: typer.echo(line, err=True))
     except EnvError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

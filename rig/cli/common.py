@@ -33,7 +33,11 @@ def store_errors() -> Iterator[None]:
 
 
 def load_context(
-    experiment_path: Path, results_root: Path | None, keep_workspaces: bool = False, sandbox: str = "auto"
+    experiment_path: Path,
+    results_root: Path | None,
+    keep_workspaces: bool = False,
+    sandbox: str = "auto",
+    adds_runs: bool = True,
 ):
     from harnesses.protocol import CliNotFound
     from harnesses.registry import HarnessUnavailable
@@ -61,6 +65,7 @@ def load_context(
             keep_workspaces,
             sandbox,
             notify=lambda message: typer.echo(message, err=True),
+            adds_runs=adds_runs,
         )
     except (
         ExperimentError,

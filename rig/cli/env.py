@@ -15,21 +15,25 @@ env_app = typer.Typer(
 app.add_typer(env_app, name="env")
 
 PackArgument = Annotated[
-    Path, typer.Argument(help="The task pack: a folder with pack.toml (relative to the current directory).")
+    Path | None,
+    typer.Argument(
+        help="The task pack: a folder with pack.toml (relative to the current directory); "
+        "default: the built-in pack."
+    ),
 ]
 
 
-def _load(path: Path):
+def _load(path: Path | None):
     from rig.packs.manifest import PackError, load_pack
 
     try:
-        return load_pack(path.resolve())
+        return load_pack(None if path is None else path.resolve())
     except PackError as exc:
         raise fail(str(exc)) from None
 
 
 @env_app.command("build")
-def env_build(pack: PackArgument) -> None:
+def env_build(pack: PackArgument = None) -> None:
     """Build the pack's environment into the cache (`$RIG_ENV_DIR`, default ~/.cache/rig/envs), unless it
     is there already; the first build writes environment.lock.txt beside pack.toml."""
     from rig.env.build import build
@@ -52,7 +56,7 @@ def env_build(pack: PackArgument) -> None:
 
 @env_app.command("show")
 def env_show(
-    pack: PackArgument,
+    pack: PackArgument = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead.")] = False,
 ) -> None:
     """The pack's environment: its hash, path, size and installed packages (`uv pip freeze`)."""

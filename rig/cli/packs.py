@@ -181,7 +181,7 @@ def task_mine(
     try:
         loaded = load_pack(pack.resolve())
         # Built (or found in the cache) once, before commits are measured in parallel.
-        activate(loaded)
+        activate(loaded, lambda line: typer.echo(line, err=True))
     except (PackError, EnvError) as exc:
         raise fail(str(exc)) from None
 

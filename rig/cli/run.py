@@ -335,7 +335,8 @@ def reclassify(
     """Re-parse stored sessions with the current rules; show (or with --write apply) the changes."""
     from rig.run.reclassify import reclassify as rederive
 
-    ctx = load_context(experiment, results_root)
+    # Stored sessions are re-parsed, nothing runs: runs of another environment are no obstacle.
+    ctx = load_context(experiment, results_root, adds_runs=False)
     with store_errors():
         changes = rederive(ctx, write)
     for c in changes:

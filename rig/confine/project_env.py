@@ -51,6 +51,19 @@ class ProjectEnv:
     """The pytest plugin modules its distributions register, loaded by name (autoload stays off)."""
     state: str = ""
     """The fingerprint taken when it was activated: a run that changes it fails."""
+    python_version: str = ""
+    """Its interpreter's version, pinned in every record."""
+    packages: tuple[str, ...] = ()
+    """Its installed distributions as `uv pip freeze` lists them (`name==version`)."""
+
+    def version(self, distribution: str) -> str | None:
+        """The installed version of `distribution` (pinned names: ruff, pytest), or None."""
+        wanted = distribution.lower().replace("_", "-")
+        for line in self.packages:
+            name, sep, version = line.partition("==")
+            if sep and name.strip().lower().replace("_", "-") == wanted:
+                return version.strip()
+        return None
 
     @property
     def bin(self) -> Path:

@@ -2,6 +2,7 @@
 for the confinement and verification layers (rig.confine.project_env.ProjectEnv)."""
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 from rig.confine.project_env import ProjectEnv, fingerprint
@@ -9,13 +10,13 @@ from rig.env.build import GENERATED_DIR, MANIFEST, BuildResult, build, pretend_v
 from rig.schema import Pack
 
 
-def activate(pack: Pack) -> ProjectEnv | None:
+def activate(pack: Pack, notify: Callable[[str], None] | None = None) -> ProjectEnv | None:
     """The pack's project environment, built now if the cache lacks it (rig.env.build.build, which
-    raises EnvError in one line); None for a pack without [environment]."""
+    raises EnvError in one line, and tells `notify` of a build); None for a pack without [environment]."""
     spec = pack.spec.environment
     if spec is None:
         return None
-    result = build(pack)
+    result = build(pack, notify)
     return described(result, {**pretend_variables(spec), **spec.env}, tuple(spec.build))
 
 
@@ -33,6 +34,8 @@ def described(result: BuildResult, variables: dict[str, str], build_lines: tuple
         generated=result.path / GENERATED_DIR if manifest.generated else None,
         plugins=tuple(manifest.pytest_plugins),
         state=fingerprint(result.path),
+        python_version=manifest.python_version,
+        packages=tuple(manifest.packages),
     )
 
 

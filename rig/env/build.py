@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -270,9 +271,10 @@ def installed_packages(target: Path, log: Path) -> list[str]:
     return run_step("freeze", cmd, log, target, base_environ(), capture=True).splitlines()
 
 
-def build(pack: Pack) -> BuildResult:
+def build(pack: Pack, notify: Callable[[str], None] | None = None) -> BuildResult:
     """Build the pack's environment unless the cache holds it already; concurrent callers (other
-    processes, Dask workers) wait on one file lock and build it once. Raises EnvError in one line."""
+    processes, Dask workers) wait on one file lock and build it once. `notify` hears of a build
+    before it starts (never of a cache hit). Raises EnvError in one line."""
     spec = _spec(pack)
     root = cache_root()
     root.mkdir(parents=True, exist_ok=True)
@@ -289,6 +291,8 @@ def build(pack: Pack) -> BuildResult:
             return BuildResult(target, digest, log, False, written, manifest)
         if target.exists():
             shutil.rmtree(target)  # a build killed halfway: never used, rebuilt from nothing
+        if notify is not None:
+            notify(f"building the project environment of pack {pack.name!r} once, into {target} (log: {log})")
         started = time.monotonic()
         log.write_text(
             f"building {pack.name}'s environment {digest} with {interpreter.path}\n", encoding="utf-8"

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as dist_version
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -112,6 +113,7 @@ def make_context(
     keep_workspaces: bool = False,
     sandbox: str = "auto",
     notify: Callable[[str], None] | None = None,
+    adds_runs: bool = True,
 ) -> RunContext:
     """Check the runs root, install the harness versions conditions ask for, pin every input, set up
     the sandbox, and bind the results folder. `tasks` are of one pack (rig.packs.tasks.load_tasks).
@@ -122,7 +124,9 @@ def make_context(
     ExperimentError for a real provider without a known endpoint under a policy that confines. Raises
     SandboxError for require without bubblewrap;
     HarnessUnavailable or CliNotFound for a harness_version that cannot be installed. `notify` is
-    told when an install starts (it takes a while).
+    told when an install or the environment's build starts (it takes a while). `adds_runs`: the
+    context will add runs to the results folder, which must then hold none of another project
+    environment.
     """
     # Agents run in their workspace: every path handed to them must be absolute.
     results_root, runs_root = results_root.resolve(), runs_root.resolve()
@@ -132,9 +136,7 @@ def make_context(
     if problem:
         raise ExperimentError(problem)
     check_agent_root(runs_root)
-    if pack.spec.environment is not None and notify is not None:
-        notify(f"project environment of pack {pack.name!r}: built now unless the cache holds it")
-    project_env = activate(pack)
+    project_env = activate(pack, notify)
     # Installed before anything else is made, so a version npm cannot install leaves nothing behind.
     installed = {
         c.name: install_version(experiment.harness, c.harness_version, notify)
@@ -176,7 +178,8 @@ def make_context(
     # Only once every pin could be read: a refused run leaves nothing behind.
     store = ResultsStore(results_root / experiment.name)
     _bind_design(store.root, experiment)
-    _check_environment(store, pack, project_env)
+    if adds_runs:
+        _check_environment(store, pack, project_env)
     redactor = Redactor.for_machine(
         runs_root=runs_root, repo_root=repo_root, results_root=results_root, verify_root=scratch.folder.parent
     )
@@ -249,9 +252,7 @@ def _pins(
         "rig_version": rig_version(),
         "pack": pack.name,
         "pack_hash": pack_digest(pack),
-        "python_version": platform.python_version(),
-        "ruff_version": dist_version("ruff"),
-        "pytest_version": dist_version("pytest"),
+        **_tool_versions(project_env),
         "toolchain_hash": toolchain_digest(),
         "environment_hash": project_env.hash if project_env else None,
         "environment_packages": project_env.packages_digest if project_env else None,
@@ -267,6 +268,24 @@ def _pins(
             **versions,
         )
     return pins
+
+
+def _tool_versions(project_env: ProjectEnv | None) -> dict[str, str]:
+    """The interpreter, ruff and pytest that verify: the project environment's when the pack has
+    one, else the rig's own ("none" for a tool that is not installed there)."""
+    if project_env is not None:
+        return {
+            "python_version": project_env.python_version,
+            "ruff_version": project_env.version("ruff") or "none",
+            "pytest_version": project_env.version("pytest") or "none",
+        }
+    versions = {"python_version": platform.python_version()}
+    for tool in ("ruff", "pytest"):
+        try:
+            versions[f"{tool}_version"] = dist_version(tool)
+        except PackageNotFoundError:
+            versions[f"{tool}_version"] = "none"
+    return versions
 
 
 def _agent_runtime() -> list[Path]:

@@ -28,10 +28,11 @@ PACK_NAME = r"^[a-z0-9][a-z0-9_.-]*$"
 class GateSpec(BaseModel):
     """The project's gate: a command run in the workspace whose exit code decides.
 
-    `run` is what the rig runs; `{python}` is the rig's interpreter (pinned pytest and ruff), `{node}`
-    the node that runs the harnesses. With `report = "json"` the last line of its stdout is
-    `{"ok": bool, "failed": [stage, ...], "results": {stage: [problem, ...]}}`, cross-checked against
-    the exit code; with `"exit-code"` only the exit code counts and a failure is stage `gate`.
+    `run` is what the rig runs; `{python}` is the [environment]'s interpreter (the rig's own in a
+    pack without one), `{node}` the node that runs the harnesses. With `report = "json"` the last
+    line of its stdout is `{"ok": bool, "failed": [stage, ...], "results": {stage: [problem, ...]}}`,
+    cross-checked against the exit code; with `"exit-code"` only the exit code counts and a failure
+    is stage `gate`.
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -289,7 +289,16 @@ def test_a_budget_stop_is_the_agents_failure_and_the_report_counts_it(tmp_path):
     long, short = records["long"], records["short"]
     assert (long["success"], long["failing_stage"], long["infra"]["is_infra"]) == (False, "budget", False)
     stop = long["agent"]["budget"]
-    assert stop["limit"] == "max_tokens" and 5000 < stop["tokens"] <= long["metrics"]["total_tokens"]
+    assert stop["limit"] == "max_tokens" and 5000 < stop["tokens"]
+    # Under load the kill can land before Pi saves the last responses; then the totals say so.
+    saved = long["metrics"]["total_tokens"]
+    assert stop["tokens"] <= saved or (
+        not long["metrics"]["complete"]
+        and any(
+            f"{stop['tokens']} tokens streamed, of which the session holds {saved}" in g
+            for g in long["metrics"]["gaps"]
+        )
+    ), long["metrics"]
     assert long["metrics"]["cost_usd"] > 0
     assert short["agent"]["budget"] is None and short["failing_stage"] != "budget"
 

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from rig.analysis import load_runs
 from rig.calibrate.oracle import run_item
+from rig.env.activate import activate
 from rig.paths import REPO_ROOT
 from rig.schema import Item, RunRecord, TaskSpec
 from rig.store.migrate import migrate
@@ -116,7 +117,7 @@ def test_calibration_fails_a_solution_outside_its_own_scope(scoped):
     item = Item(
         name="t4 solution", kind="solution", task=task, patches=[task.setup_patch, task.solution_patch]
     )
-    result = run_item(item, pack, scoped / "calibrate")
+    result = run_item(item, pack, scoped / "calibrate", activate(pack))
     assert not result.passed
     assert result.reason.startswith("reference solution changes files outside the task's scope: ")
     assert "taskapp/utils/pagination.py" in result.reason and result.reason.endswith(

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from rig.confine.project_env import ProjectEnv
 from rig.env.activate import activate
 from rig.packs.manifest import pack_digest
 from rig.schema import (
@@ -116,18 +117,24 @@ def judge(item: Item, v: Verification) -> tuple[bool, str]:
 
 
 def verify_patches(
-    pack: Pack, patches: list[Path], hidden_dir: Path | None, scratch: Path, hidden_runs: int = 1
+    pack: Pack,
+    patches: list[Path],
+    hidden_dir: Path | None,
+    scratch: Path,
+    hidden_runs: int = 1,
+    *,
+    project_env: ProjectEnv | None,
 ) -> list[Verification]:
     """Verify a fresh copy of `pack`'s fixture in `scratch` with `patches` applied: the gate once,
     then the hidden tests in `hidden_dir` (None: none) `hidden_runs` times in that same workspace,
     so a test whose verdict depends on what an earlier run left behind shows as flaky. One
     Verification per hidden run. Raises PatchError for a patch that does not apply.
 
-    A pack with [environment] is verified in its project environment, built first if the cache
-    lacks it (EnvError in one line if it cannot be). Verification bytecode goes to the shared
-    prefix (rig.verify.checks.default_pycache); the workspace's own is dropped with `scratch`.
+    `project_env` is the pack's project environment as its caller activated it once
+    (rig.env.activate.activate; None for a pack without [environment]). Verification bytecode goes
+    to the shared prefix (rig.verify.checks.default_pycache); the workspace's own is dropped with
+    `scratch`.
     """
-    project_env = activate(pack)
     home = scratch / "home"
     home.mkdir(parents=True)
     work = copy_fixture(pack.fixture_dir, scratch / "work")
@@ -148,8 +155,8 @@ def verify_patches(
     return runs
 
 
-def run_item(item: Item, pack: Pack, scratch: Path) -> ItemResult:
-    """Build the item's workspace in `scratch`, verify it and judge the outcome."""
+def run_item(item: Item, pack: Pack, scratch: Path, project_env: ProjectEnv | None) -> ItemResult:
+    """Build the item's workspace in `scratch`, verify it (in `project_env`) and judge the outcome."""
     start = time.monotonic()
     task_id = item.task.id if item.task else None
     hidden = item.task.hidden_dir if item.task else None
@@ -167,7 +174,7 @@ def run_item(item: Item, pack: Pack, scratch: Path) -> ItemResult:
         )
 
     try:
-        (verification,) = verify_patches(pack, item.patches, hidden, scratch)
+        (verification,) = verify_patches(pack, item.patches, hidden, scratch, project_env=project_env)
     except PatchError as exc:
         return result(False, str(exc))
     passed, reason = judge(item, verification)
@@ -189,14 +196,20 @@ def calibrate(
     on_result: Callable[[ItemResult], None] | None = None,
     keep: Path | None = None,
 ) -> CalibrationReport:
-    """Run every item of `pack`'s `tasks` in parallel; report results in plan order, the pack check last."""
+    """Run every item of `pack`'s `tasks` in parallel, in its project environment (built first if the
+    cache lacks it: EnvError in one line if it cannot be); report results in plan order, the pack
+    check last."""
     items = plan(tasks)
+    project_env = activate(pack)
     before = pack_digest(pack, skip_caches=False)
     root = Path(tempfile.mkdtemp(prefix="rig-calibrate-", dir=keep))
     results: list[ItemResult] = []
     try:
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            futures = [pool.submit(run_item, item, pack, root / f"{i:03d}") for i, item in enumerate(items)]
+            futures = [
+                pool.submit(run_item, item, pack, root / f"{i:03d}", project_env)
+                for i, item in enumerate(items)
+            ]
             # Waiting in plan order keeps the output stable while items finish in any order.
             for future in futures:
                 results.append(future.result())

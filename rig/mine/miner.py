@@ -29,6 +29,8 @@ from pathlib import Path
 import tomli_w
 
 from rig.calibrate.oracle import calibrate, verify_patches
+from rig.confine.project_env import ProjectEnv
+from rig.env.activate import activate
 from rig.mine.history import Commit, MineError, Skip, history, is_ancestor, repository, resolve, split
 from rig.mine.patches import Patches, build, decoy_patches, hidden_tests
 from rig.mine.prompt import DEFAULT_TEMPLATE, issue_text
@@ -98,11 +100,12 @@ class Measured:
     fails_stages: list[str]
 
 
-def measure(pack: Pack, patches: Patches, hidden: Path, scratch: Path) -> Measured:
-    """Run the hidden tests before and after the fix: which fail before, that all pass after, and
-    that neither verdict changes over HIDDEN_RUNS runs."""
-    before = verify_patches(pack, [patches.setup], hidden, scratch / "before", HIDDEN_RUNS)
-    after = verify_patches(pack, [patches.setup, patches.solution], hidden, scratch / "after", HIDDEN_RUNS)
+def measure(pack: Pack, patches: Patches, hidden: Path, scratch: Path, env: ProjectEnv | None) -> Measured:
+    """Run the hidden tests before and after the fix (in `env`): which fail before, that all pass
+    after, and that neither verdict changes over HIDDEN_RUNS runs."""
+    fixed = [patches.setup, patches.solution]
+    before = verify_patches(pack, [patches.setup], hidden, scratch / "before", HIDDEN_RUNS, project_env=env)
+    after = verify_patches(pack, fixed, hidden, scratch / "after", HIDDEN_RUNS, project_env=env)
     _flaky(before, after)
     fixed, broken = after[0], before[0].hidden
     if not fixed.success or fixed.hidden is None:
@@ -123,14 +126,19 @@ def measure(pack: Pack, patches: Patches, hidden: Path, scratch: Path) -> Measur
     )
 
 
-def decoys(pack: Pack, patches: Patches, hidden: Path, scratch: Path, task_dir: Path) -> dict[str, dict]:
-    """Write each decoy that is measured to fail into task_dir/decoys; their task.toml entries."""
+def decoys(
+    pack: Pack, patches: Patches, hidden: Path, scratch: Path, task_dir: Path, env: ProjectEnv | None
+) -> dict[str, dict]:
+    """Write each decoy that is measured (in `env`) to fail into task_dir/decoys; their task.toml
+    entries."""
     kept: dict[str, dict] = {}
     for name, reason, body in decoy_patches(patches.solution.read_bytes()):
         patch = scratch / f"decoy-{name}.patch"
         patch.write_bytes(body)
         try:
-            (v,) = verify_patches(pack, [patches.setup, patch], hidden, scratch / f"decoy-{name}")
+            (v,) = verify_patches(
+                pack, [patches.setup, patch], hidden, scratch / f"decoy-{name}", project_env=env
+            )
         except PatchError:
             continue
         if v.success or (v.hidden is not None and any(t.startswith("<") for t in v.hidden.failed)):
@@ -166,6 +174,8 @@ class Options:
     timeout_s: int
     known: dict[str, str]
     """Commits already mined into the pack, to their task ids."""
+    environment: ProjectEnv | None
+    """The pack's project environment, activated once for every commit."""
 
 
 def mine_commit(commit: Commit, pack: Pack, options: Options, staging: Path, scratch: Path) -> Mined:
@@ -182,7 +192,7 @@ def mine_commit(commit: Commit, pack: Pack, options: Options, staging: Path, scr
     patches = build(options.repo, commit, files, pack, scratch)
     hidden = scratch / "hidden"
     hidden_tests(files, pack, hidden)
-    measured = measure(pack, patches, hidden, scratch)
+    measured = measure(pack, patches, hidden, scratch, options.environment)
     tests = measured.fail_to_pass + measured.pass_to_pass
     prompt = issue_text(commit.subject, commit.body, files.source + files.tests, tests, options.template)
     if prompt is None:
@@ -193,7 +203,7 @@ def mine_commit(commit: Commit, pack: Pack, options: Options, staging: Path, scr
     shutil.copytree(hidden, hidden_dir)
     shutil.copyfile(patches.setup, task_dir / "setup.patch")
     shutil.copyfile(patches.solution, task_dir / "solution.patch")
-    kept = decoys(pack, patches, hidden, scratch, task_dir)
+    kept = decoys(pack, patches, hidden, scratch, task_dir, options.environment)
     spec = {
         "id": ident,
         "hypothesis": HYPOTHESIS,
@@ -320,13 +330,16 @@ def mine(
     work = Path(tempfile.mkdtemp(prefix="rig-mine-"))
     verdicts: list[MinedCommit] = []
     try:
-        (clean,) = verify_patches(pack, [], None, work / "clean")
+        environment = activate(pack)
+        (clean,) = verify_patches(pack, [], None, work / "clean", project_env=environment)
         if not clean.check.ok:
             raise MineError(
                 f"{pack.root}: the fixture fails its own gate ({_failures(clean)}); "
                 "fix the pack first (rig calibrate --pack)"
             )
-        options = Options(root, template_for(pack, template), list(test_globs or []), timeout_s, _known(pack))
+        options = Options(
+            root, template_for(pack, template), list(test_globs or []), timeout_s, _known(pack), environment
+        )
         staging = work / "staging"
 
         def one(n: int, commit: Commit) -> MinedCommit | Mined:

@@ -126,7 +126,7 @@ class InferredEnvironment:
             if lines:
                 getattr(self, key).extend(lines)
                 self._why(key, f"given with {flag}")
-        if PYTEST_SETUP in self.setup and any(re.search(r"\bpytest\b", line) for line in setup):
+        if PYTEST_SETUP in self.setup and _installs_pytest(setup):
             # The author installs pytest their own way.
             self.setup.remove(PYTEST_SETUP)
             self.evidence["setup"] = [why for why in self.evidence["setup"] if why != PYTEST_WHY]
@@ -135,6 +135,11 @@ class InferredEnvironment:
         reasons = self.evidence.setdefault(key, [])
         if evidence not in reasons:
             reasons.append(evidence)
+
+
+def _installs_pytest(lines: Iterable[str]) -> bool:
+    """Whether any of the setup `lines` names pytest (and so installs it its own way)."""
+    return any(re.search(r"\bpytest\b", line) for line in lines)
 
 
 @dataclass(frozen=True)
@@ -230,11 +235,7 @@ def infer(project: Project, runs_pytest: bool) -> InferredEnvironment | None:
         notes.append(f"{NOXFILE}: nox sessions are not read; check [environment]")
     _version_backend(project, guess, pyproject)
     _workflows(project, guess, covered)
-    if (
-        runs_pytest
-        and "pytest" not in covered
-        and not any(re.search(r"\bpytest\b", line) for line in guess.setup)
-    ):
+    if runs_pytest and "pytest" not in covered and not _installs_pytest(guess.setup):
         guess.setup.append(PYTEST_SETUP)
         guess._why("setup", PYTEST_WHY)
     return guess

@@ -248,18 +248,21 @@ def derive(
     pack's `build` lines (`sh -c`, at the tree's root, in `sandbox` if given: they run the tree's
     code). None, or what failed in one line (a missing tool named)."""
     put_generated(workdir, project_env)
-    for line in project_env.build:
-        with _verify_env(home, pycache) as env:
-            env = project_env.verify_environ(env, workdir, path_roots=True)
+    if not project_env.build:
+        return None
+    # One environment (and bytecode prefix) for all the lines: a later line reads what an earlier made.
+    with _verify_env(home, pycache) as scrubbed:
+        env = project_env.verify_environ(scrubbed, workdir, path_roots=True)
+        for line in project_env.build:
             confined = _confine(["sh", "-c", line], workdir, home, pycache, sandbox, project_env)
             done = run_bounded(confined, workdir, env, timeout)
-        if done.timed_out:
-            return f"build line `{line}` timed out after {timeout:.0f}s"
-        if done.returncode != 0:
-            said = ((done.stderr + done.stdout).strip().splitlines() or ["no output"])[-1][:200]
-            if done.returncode == COMMAND_NOT_FOUND:
-                return f"build line `{line}` needs a command this machine lacks ({said}); install it"
-            return f"build line `{line}` exited {done.returncode}: {said}"
+            if done.timed_out:
+                return f"build line `{line}` timed out after {timeout:.0f}s"
+            if done.returncode != 0:
+                said = ((done.stderr + done.stdout).strip().splitlines() or ["no output"])[-1][:200]
+                if done.returncode == COMMAND_NOT_FOUND:
+                    return f"build line `{line}` needs a command this machine lacks ({said}); install it"
+                return f"build line `{line}` exited {done.returncode}: {said}"
     return None
 
 

@@ -36,9 +36,10 @@ docs: $(VENV)/.installed
 NODE_STAMP := harnesses/node/node_modules/.package-lock.json
 NPM_PREFETCH := build/npm-prefetch.stamp
 ENV_WHEELS := build/wheels.stamp
+NODE_LOCKS := build/node-locks.stamp
 
 setup: $(VENV)/.installed $(NODE_STAMP) sandbox
-setup-dev: $(VENV)/.installed-dev $(NODE_STAMP) $(NPM_PREFETCH) $(ENV_WHEELS) sandbox browser
+setup-dev: $(VENV)/.installed-dev $(NODE_STAMP) $(NPM_PREFETCH) $(NODE_LOCKS) $(ENV_WHEELS) sandbox browser
 
 # Playwright (a dev dependency) drives the system's chromium in tests/test_view.py; it must never
 # fetch a browser build of its own.
@@ -70,6 +71,24 @@ $(NPM_PREFETCH): tests/data/npm-prefetch.txt
 	rm -rf build/npm-prefetch && mkdir -p build/npm-prefetch
 	cd build/npm-prefetch && npm install --no-audit --no-fund --loglevel=error --no-save $$(cat ../../tests/data/npm-prefetch.txt)
 	rm -rf build/npm-prefetch
+	touch $@
+
+# The tests build node environments offline (tests/test_env_node.py, tests/test_runner_vitest.py):
+# npm finds the packages of each test project's package-lock.json in its cache, pnpm those of its
+# pnpm-lock.yaml in its store; both are filled here, by installing each lockfile once.
+$(NODE_LOCKS): $(wildcard tests/data/*_pack/fixture/package-lock.json tests/data/*_pack/fixture/pnpm-lock.yaml) $(NPM_PREFETCH)
+	for lock in tests/data/*_pack/fixture/package-lock.json; do \
+	  rm -rf build/node-prefetch && mkdir -p build/node-prefetch && \
+	  cp "$$lock" "$$(dirname $$lock)/package.json" build/node-prefetch/ && \
+	  (cd build/node-prefetch && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) || exit 1; \
+	done
+	for lock in tests/data/*_pack/fixture/pnpm-lock.yaml; do \
+	  rm -rf build/node-prefetch && mkdir -p build/node-prefetch && \
+	  cp "$$lock" "$$(dirname $$lock)/package.json" build/node-prefetch/ && \
+	  (cd build/node-prefetch && npx --yes --prefer-offline pnpm@$$(sed -n 's/^pnpm@//p' ../../tests/data/npm-prefetch.txt) \
+	    fetch --frozen-lockfile --reporter=silent) || exit 1; \
+	done
+	rm -rf build/node-prefetch
 	touch $@
 
 # tests/test_env.py builds project environments inside the loopback-only network: uv installs them

@@ -87,7 +87,11 @@ def env_show(
     if info.manifest is None:
         typer.echo("not built: run `rig env build`")
         raise typer.Exit(1)
-    typer.echo(f"python: {info.manifest.python_version} ({info.manifest.python}), {info.manifest.platform}")
+    manifest = info.manifest
+    if manifest.node is not None:
+        typer.echo(f"{manifest.manager} environment, node {manifest.node_version} ({manifest.node})")
+    else:
+        typer.echo(f"python: {manifest.python_version} ({manifest.python}), {manifest.platform}")
     typer.echo(f"size: {info.size_bytes / 1e6:.1f} MB\nbuilt: {info.manifest.built_at}\nlog: {info.log}")
     typer.echo("packages:\n" + "\n".join(f"  {line}" for line in info.packages))
 

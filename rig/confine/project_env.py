@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rig.confine.untrusted import remove
+
 # How many entries a fingerprint reads at most: more and the environment counts as changed (an
 # agent that filled it must not make the rig walk forever).
 FINGERPRINT_MAX_ENTRIES = 500_000
@@ -32,7 +34,7 @@ class ProjectEnv:
     """A complete project environment and what a tree needs to use it."""
 
     root: Path
-    """The virtualenv, read-only to every agent under bubblewrap."""
+    """The virtualenv (or the node environment's folder), read-only to every agent under bubblewrap."""
     hash: str
     """Its identity (rig/env/identity.py), pinned in every record."""
     packages_digest: str
@@ -54,7 +56,11 @@ class ProjectEnv:
     python_version: str = ""
     """Its interpreter's version, pinned in every record."""
     packages: tuple[str, ...] = ()
-    """Its installed distributions as `uv pip freeze` lists them (`name==version`)."""
+    """Its installed distributions as `uv pip freeze` lists them (`name==version`); a node
+    environment's top packages."""
+    node_modules: Path | None = None
+    """A node environment's node_modules (None: a Python environment): every tree gets a
+    node_modules folder of links to its entries, and its `.bin` goes first on PATH."""
 
     def version(self, distribution: str) -> str | None:
         """The installed version of `distribution` (pinned names: ruff, pytest), or None."""
@@ -67,13 +73,30 @@ class ProjectEnv:
 
     @property
     def bin(self) -> Path:
-        """The environment's scripts: python, pytest and the project's tools."""
+        """The environment's scripts: python, pytest and the project's tools (node_modules/.bin)."""
+        if self.node_modules is not None:
+            return self.node_modules / ".bin"
         return self.root / "bin"
 
     @property
     def python(self) -> str:
-        """The environment's interpreter, `{python}` in a pack's commands."""
+        """The environment's interpreter, `{python}` in a pack's commands (a node environment
+        has none: the rig's own)."""
+        if self.node_modules is not None:
+            return sys.executable
         return str(self.bin / "python")
+
+    def link_modules(self, tree: Path) -> None:
+        """Give `tree` a node_modules folder of links to the environment's entries, replacing
+        whatever is there: what node resolves from the tree is the environment's, while a tool
+        that writes into node_modules (vite's cache) writes into the tree's own folder."""
+        if self.node_modules is None:
+            return
+        dest = tree / "node_modules"
+        remove(dest)
+        dest.mkdir()
+        for entry in sorted(os.scandir(self.node_modules), key=lambda e: e.name):
+            os.symlink(entry.path, dest / entry.name)
 
     def visible(self) -> list[Path]:
         """What a sandbox must show read-only for the environment to run."""
@@ -89,24 +112,19 @@ class ProjectEnv:
         PYTHONPATH, the pack's variables."""
         own = str(Path(sys.executable).parent)
         rest = [p for p in env.get("PATH", "").split(os.pathsep) if p and p != own]
-        return {
-            **env,
-            **self.variables,
-            "PATH": os.pathsep.join([str(self.bin), *rest]),
-            "VIRTUAL_ENV": str(self.root),
-            "PYTHONPATH": os.pathsep.join(self.roots_in(tree)),
-        }
+        out = {**env, **self.variables, "PATH": os.pathsep.join([str(self.bin), *rest])}
+        if self.node_modules is None:
+            out |= {"VIRTUAL_ENV": str(self.root), "PYTHONPATH": os.pathsep.join(self.roots_in(tree))}
+        return out
 
     def verify_environ(self, env: dict[str, str], tree: Path, path_roots: bool) -> dict[str, str]:
         """A verification's scrubbed environment `env` with the project environment in it; the
         tree's source roots on PYTHONPATH only if `path_roots` (the gate: a command of the pack's);
         the hidden tests' boot puts them on the path itself, after pytest is imported."""
-        out = {
-            **env,
-            **self.variables,
-            "PATH": os.pathsep.join([str(self.bin), env.get("PATH", "")]),
-            "VIRTUAL_ENV": str(self.root),
-        }
+        out = {**env, **self.variables, "PATH": os.pathsep.join([str(self.bin), env.get("PATH", "")])}
+        if self.node_modules is not None:
+            return out
+        out["VIRTUAL_ENV"] = str(self.root)
         if path_roots:
             out["PYTHONPATH"] = os.pathsep.join(self.roots_in(tree))
         if self.plugins:

@@ -6,7 +6,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rig.confine.project_env import ProjectEnv, fingerprint
-from rig.env.build import GENERATED_DIR, MANIFEST, BuildResult, build, pretend_variables
+from rig.env.build import (
+    GENERATED_DIR,
+    MANIFEST,
+    NODE_MODULES,
+    PROJECT_COPY,
+    BuildResult,
+    build,
+    pretend_variables,
+)
 from rig.schema import Pack
 
 
@@ -17,7 +25,8 @@ def activate(pack: Pack, notify: Callable[[str], None] | None = None) -> Project
     if spec is None:
         return None
     result = build(pack, notify)
-    return described(result, {**pretend_variables(spec), **spec.env}, tuple(spec.build))
+    variables = spec.env if spec.is_node else {**pretend_variables(spec), **spec.env}
+    return described(result, variables, tuple(spec.build))
 
 
 def described(result: BuildResult, variables: dict[str, str], build_lines: tuple[str, ...]) -> ProjectEnv:
@@ -36,6 +45,7 @@ def described(result: BuildResult, variables: dict[str, str], build_lines: tuple
         state=fingerprint(result.path),
         python_version=manifest.python_version,
         packages=tuple(manifest.packages),
+        node_modules=result.path / PROJECT_COPY / NODE_MODULES if manifest.manager != "uv" else None,
     )
 
 

@@ -27,13 +27,17 @@ from rig.env.identity import (
     resolve_interpreter,
     source_roots,
 )
-from rig.env.network import build_network
+from rig.env.network import build_network, npm_endpoints
+from rig.env.node import Node, resolve_node
+from rig.env.node import install as install_node
+from rig.env.node import installed as node_installed
 from rig.env.uvtool import EnvError, base_environ, find_links, run_step, uv_bin
 from rig.schema import BuiltEnvironment, EnvironmentSpec, Pack
 
 ENV_DIR_VAR = "RIG_ENV_DIR"
 MANIFEST = ".rig-env.json"
 PROJECT_COPY = "project"
+NODE_MODULES = "node_modules"
 GENERATED_DIR = ".rig-generated"
 # Where an install writes what no tree needs: metadata, build products, caches.
 _NOT_GENERATED = ("__pycache__", "build", "dist", ".eggs", ".git", ".tox", ".nox", ".venv", "node_modules")
@@ -105,6 +109,8 @@ def _project_source(fixture: Path) -> str:
 def check_lock(pack: Pack) -> None:
     """Refuse a generated lock resolved from other inputs than the pack's now."""
     spec = _spec(pack)
+    if spec.is_node:
+        return
     lock = lock_path(pack)
     if spec.lock is not None or lock is None or not lock.is_file():
         return
@@ -120,6 +126,8 @@ def check_lock(pack: Pack) -> None:
 def _resolve(pack: Pack, interpreter: Interpreter, root: Path) -> Path | None:
     """Write the generated lock beside pack.toml if there is none yet; the path written, or None."""
     spec = _spec(pack)
+    if spec.is_node:
+        return None
     lock = lock_path(pack)
     if spec.lock is not None or lock is None or lock.is_file():
         return None
@@ -271,6 +279,62 @@ def installed_packages(target: Path, log: Path) -> list[str]:
     return run_step("freeze", cmd, log, target, base_environ(), capture=True).splitlines()
 
 
+@dataclass(frozen=True)
+class Identity:
+    """Which environment a pack needs now: what it is made from and its hash."""
+
+    interpreter: Interpreter
+    node: Node | None
+    hash: str
+
+
+def identify(pack: Pack) -> Identity:
+    """The interpreter (and for a node environment the node) the pack's environment is made from,
+    and its hash; EnvError in one line when either does not fit."""
+    spec = _spec(pack)
+    interpreter = resolve_interpreter(spec)
+    node = resolve_node(spec, pack.fixture_dir) if spec.is_node else None
+    return Identity(interpreter, node, environment_hash(pack, interpreter, node))
+
+
+def packages_now(target: Path, manifest: BuiltEnvironment, log: Path) -> list[str]:
+    """What a built environment holds now: `uv pip freeze`, or a node environment's top packages."""
+    if manifest.manager != "uv":
+        return node_installed(target / PROJECT_COPY / NODE_MODULES)
+    return installed_packages(target, log)
+
+
+def _make(pack: Pack, spec: EnvironmentSpec, ident: Identity, target: Path, log: Path) -> dict:
+    """Install the environment into `target`; the manifest's fields that depend on its kind."""
+    fixture = pack.fixture_dir
+    if ident.node is not None:
+        environ = base_environ()
+        with build_network(environ, log, npm_endpoints(environ, fixture)) as egress:
+            install_node(spec, fixture, target / PROJECT_COPY, ident.node, log, environ, egress)
+        return {
+            "packages": node_installed(target / PROJECT_COPY / NODE_MODULES),
+            "base_prefix": ident.node.prefix,
+            "source_roots": [],
+            "node": ident.node.path,
+            "node_version": ident.node.version,
+        }
+    with build_network(base_environ(), log) as egress:
+        _install(pack, spec, target, ident.interpreter, log, egress)
+    roots = source_roots(fixture)
+    generated = []
+    if spec.project:
+        generated = _generated(fixture, target / PROJECT_COPY, roots, target / GENERATED_DIR)
+        _unhook(target, log)
+    facts = _facts(target, log)
+    return {
+        "packages": installed_packages(target, log),
+        "base_prefix": facts["base_prefix"],
+        "source_roots": list(roots),
+        "generated": generated,
+        "pytest_plugins": facts["plugins"],
+    }
+
+
 def build(pack: Pack, notify: Callable[[str], None] | None = None) -> BuildResult:
     """Build the pack's environment unless the cache holds it already; concurrent callers (other
     processes, Dask workers) wait on one file lock and build it once. `notify` hears of a build
@@ -282,7 +346,8 @@ def build(pack: Pack, notify: Callable[[str], None] | None = None) -> BuildResul
     with FileLock(root / ".resolve.lock"):
         check_lock(pack)
         written = _resolve(pack, interpreter, root)
-    digest = environment_hash(pack, interpreter)
+    ident = identify(pack)
+    digest = ident.hash
     target = root / digest
     log = root / f"{digest}.log"
     with FileLock(root / f"{digest}.lock"):
@@ -294,32 +359,21 @@ def build(pack: Pack, notify: Callable[[str], None] | None = None) -> BuildResul
         if notify is not None:
             notify(f"building the project environment of pack {pack.name!r} once, into {target} (log: {log})")
         started = time.monotonic()
-        log.write_text(
-            f"building {pack.name}'s environment {digest} with {interpreter.path}\n", encoding="utf-8"
-        )
+        made_with = ident.node.path if ident.node is not None else interpreter.path
+        log.write_text(f"building {pack.name}'s environment {digest} with {made_with}\n", encoding="utf-8")
         try:
             target.mkdir()
-            with build_network(base_environ(), log) as egress:
-                _install(pack, spec, target, interpreter, log, egress)
-            roots = source_roots(pack.fixture_dir)
-            generated = []
-            if spec.project:
-                generated = _generated(pack.fixture_dir, target / PROJECT_COPY, roots, target / GENERATED_DIR)
-                _unhook(target, log)
-            facts = _facts(target, log)
+            made = _make(pack, spec, ident, target, log)
             manifest = BuiltEnvironment(
                 hash=digest,
                 pack=pack.name,
+                manager=spec.manager,
                 python=interpreter.path,
                 python_version=interpreter.version,
                 platform=interpreter.platform,
-                packages=installed_packages(target, log),
-                base_prefix=facts["base_prefix"],
-                source_roots=list(roots),
-                generated=generated,
-                pytest_plugins=facts["plugins"],
                 built_at=datetime.now(UTC).isoformat(timespec="seconds"),
                 seconds=round(time.monotonic() - started, 3),
+                **made,
             )
             partial = target / f"{MANIFEST}.partial"
             partial.write_text(manifest.model_dump_json(indent=2), encoding="utf-8")

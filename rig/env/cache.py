@@ -8,8 +8,9 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from rig.env.build import cache_root, check_lock, installed_packages, read_manifest
-from rig.env.identity import environment_hash, lock_path, resolve_interpreter
+from rig.env.build import cache_root, check_lock, identify, packages_now, read_manifest
+from rig.env.identity import lock_path
+from rig.env.node import TOOLS_DIR
 from rig.env.uvtool import EnvError
 from rig.schema import BuiltEnvironment, Pack
 
@@ -39,20 +40,20 @@ def tree_size(path: Path) -> int:
 
 
 def show(pack: Pack) -> EnvironmentInfo:
-    """The pack's environment: its hash and path, and if built its size and `uv pip freeze`."""
+    """The pack's environment: its hash and path, and if built its size and installed packages."""
     if pack.spec.environment is None:
         raise EnvError(f"{pack.root / 'pack.toml'}: no [environment]; add one (docs/environments.md)")
     lock = lock_path(pack)
     if lock is not None and not lock.is_file():
         raise EnvError(f"environment lock: {lock} does not exist yet; run `rig env build {pack.root}`")
     check_lock(pack)
-    digest = environment_hash(pack, resolve_interpreter(pack.spec.environment))
+    digest = identify(pack).hash
     root = cache_root()
     path, log = root / digest, root / f"{digest}.log"
     manifest = read_manifest(path)
     if manifest is None:
         return EnvironmentInfo(digest, path, log, None, 0, [])
-    return EnvironmentInfo(digest, path, log, manifest, tree_size(path), installed_packages(path, log))
+    return EnvironmentInfo(digest, path, log, manifest, tree_size(path), packages_now(path, manifest, log))
 
 
 def prune(keep: int) -> list[Path]:
@@ -64,7 +65,7 @@ def prune(keep: int) -> list[Path]:
     complete: list[tuple[str, Path]] = []
     broken: list[Path] = []
     for path in root.iterdir():
-        if not path.is_dir():
+        if not path.is_dir() or path.name == TOOLS_DIR:
             continue
         manifest = read_manifest(path)
         if manifest is None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rig.env.node import Node, identity_parts, node_lock
 from rig.env.uvtool import EnvError, uv_bin
 from rig.schema import EnvironmentSpec, Pack
 
@@ -97,6 +98,8 @@ def lock_path(pack: Pack) -> Path | None:
     spec = pack.spec.environment
     if spec is None:
         return None
+    if spec.is_node:
+        return node_lock(spec, pack.fixture_dir)
     if spec.lock is not None:
         return pack.fixture_dir / spec.lock
     if spec.project or spec.groups or spec.requirements:
@@ -104,12 +107,21 @@ def lock_path(pack: Pack) -> Path | None:
     return None
 
 
-def environment_hash(pack: Pack, interpreter: Interpreter) -> str:
+def environment_hash(pack: Pack, interpreter: Interpreter, node: Node | None = None) -> str:
     """The environment's identity: the [environment] table, the dependency specification it reads,
-    the requirements and lock files' bytes, the interpreter's version and the platform."""
+    the requirements and lock files' bytes, the interpreter's version and the platform; for a node
+    environment, what rig.env.node.identity_parts names instead of the Python parts."""
     spec = pack.spec.environment
     if spec is None:
         raise EnvError(f"{pack.root / 'pack.toml'}: no [environment]; add one (docs/environments.md)")
+    if node is not None:
+        parts = {
+            "environment": spec.model_dump(mode="json", exclude={"build"}),
+            "node": identity_parts(spec, pack.fixture_dir, node),
+            "platform": interpreter.platform,
+            "format": BUILD_FORMAT,
+        }
+        return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
     lock = lock_path(pack)
     parts = {
         "environment": spec.model_dump(mode="json", exclude={"build"}),

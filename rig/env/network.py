@@ -5,12 +5,15 @@ of its own whose only way out is the rig's egress proxy (rig.confine.network), w
 the configured indexes' host:port and nothing else, and logs every attempt beside the build log.
 The indexes are read from uv's variables (after pip's settings were passed to them): UV_INDEX_URL,
 UV_DEFAULT_INDEX, UV_INDEX, UV_EXTRA_INDEX_URL and UV_FIND_LINKS; without any, PyPI (pypi.org and
-files.pythonhosted.org, where its files are). `$RIG_ENV_ALLOW` adds host:port entries, comma
+files.pythonhosted.org, where its files are). A node build's are the registries npm's configuration
+names (registry.npmjs.org by default). `$RIG_ENV_ALLOW` adds host:port entries, comma
 separated (an index whose files are served from another host). Where the machine cannot make a
 network namespace the build runs on the machine's network, and its log says so.
 """
 
+import json
 import re
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +24,7 @@ from rig.schema import parse_host_port
 
 ALLOW_VAR = "RIG_ENV_ALLOW"
 PYPI = ("pypi.org:443", "files.pythonhosted.org:443")
+NPM_REGISTRY = "https://registry.npmjs.org/"
 # uv's index variables; each may hold several URLs (UV_INDEX as `name=url` entries).
 _INDEX_VARS = ("UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS")
 
@@ -37,20 +41,59 @@ def index_endpoints(environ: dict[str, str]) -> list[str]:
                 found.append(f"{endpoint[0]}:{endpoint[1]}")
     if not any(environ.get(var) for var in ("UV_INDEX_URL", "UV_DEFAULT_INDEX")):
         found += PYPI
+    found += _allowed(environ)
+    return list(dict.fromkeys(found))
+
+
+def npm_endpoints(environ: dict[str, str], project: Path) -> list[str]:
+    """The host:port a node build may reach: the registries npm's configuration names for
+    `project` (its .npmrc, the user's, npm_config_* variables; scoped registries too), plus
+    `$RIG_ENV_ALLOW`. pnpm reads the same configuration."""
+    listed = subprocess.run(
+        ["npm", "config", "ls", "--json"],
+        cwd=project,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    try:
+        config = json.loads(listed.stdout)
+    except ValueError:
+        said = listed.stderr.strip()[-200:]
+        raise EnvError(
+            f"`npm config ls --json` failed in {project} ({said}); fix npm's configuration"
+        ) from None
+    urls = [value for key, value in config.items() if key.endswith(":registry")]
+    urls.append(config.get("registry") or NPM_REGISTRY)
+    found = []
+    for url in urls:
+        endpoint = endpoint_of(url) if isinstance(url, str) else None
+        if endpoint is not None:
+            found.append(f"{endpoint[0]}:{endpoint[1]}")
+    found += _allowed(environ)
+    return list(dict.fromkeys(found))
+
+
+def _allowed(environ: dict[str, str]) -> list[str]:
+    found = []
     for entry in filter(None, (e.strip() for e in environ.get(ALLOW_VAR, "").split(","))):
         try:
             host, port = parse_host_port(entry)
         except ValueError as exc:
             raise EnvError(f"${ALLOW_VAR}: {exc}") from None
         found.append(f"{host}:{port}")
-    return list(dict.fromkeys(found))
+    return found
 
 
 @contextmanager
-def build_network(environ: dict[str, str], log: Path) -> Iterator[Egress | None]:
-    """The egress of one build (None: the machine's network, said in `log`); its attempts are
-    written to `<log>.network.jsonl` when the build ends."""
-    allowed = index_endpoints(environ)
+def build_network(
+    environ: dict[str, str], log: Path, allowed: list[str] | None = None
+) -> Iterator[Egress | None]:
+    """The egress of one build, to `allowed` host:port (default: the Python indexes of
+    `environ`); None: the machine's network, said in `log`. Its attempts are written to
+    `<log>.network.jsonl` when the build ends."""
+    allowed = index_endpoints(environ) if allowed is None else allowed
     plan, status = resolve_network("allowlist", allowed, sandboxed=False, required=False)
     with log.open("a", encoding="utf-8") as out:
         out.write(f"network: {status.detail}; allowed: {', '.join(allowed)}\n")

@@ -1,6 +1,7 @@
-"""`rig pack new`'s guess at a Python project's `[environment]`, from its tracked files alone.
+"""`rig pack new`'s guess at a project's `[environment]`, from its tracked files alone.
 
-Nothing of the project is run or installed: pyproject.toml, requirements files, tox.ini and the
+Nothing of the project is run or installed. A node project's environment is the package manager
+of its tracked lockfile. For a Python project, pyproject.toml, requirements files, tox.ini and the
 GitHub workflows are read as text. Where the test dependencies come from is taken in an order of
 preference (test extras, dependency groups, requirements files, tox.ini; a `dev` one only when no
 source has a test one), so the environment is the one the project's own test run would install.
@@ -37,7 +38,21 @@ NOXFILE = "noxfile.py"
 TOX_INI = "tox.ini"
 WORKFLOWS = (".github/workflows/*.yml", ".github/workflows/*.yaml")
 # The order pack.toml lists the keys in, and the summary.
-KEYS = ("project", "extras", "groups", "requirements", "lock", "env", "pretend_version", "setup", "build")
+KEYS = (
+    "manager",
+    "project",
+    "extras",
+    "groups",
+    "requirements",
+    "lock",
+    "env",
+    "pretend_version",
+    "setup",
+    "build",
+)
+# A node project's lockfiles, in order of preference, and the manager that installs each exactly.
+NODE_LOCKS = (("pnpm-lock.yaml", "pnpm"), ("package-lock.json", "npm"), ("npm-shrinkwrap.json", "npm"))
+UNSUPPORTED_LOCKS = ("yarn.lock", "bun.lockb", "bun.lock")
 
 REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(?:\[([^\]]*)\])?")
 REQUIREMENT_INCLUDE = re.compile(r"^(?:-r\s*|--requirement(?:\s*=\s*|\s+))(\S+)")
@@ -93,6 +108,8 @@ class InferredEnvironment:
     """
 
     project: bool
+    manager: str = "uv"
+    """What builds it: "uv" (a Python project) or the node package manager its lockfile names."""
     extras: list[str] = field(default_factory=list)
     groups: list[str] = field(default_factory=list)
     requirements: list[str] = field(default_factory=list)
@@ -106,7 +123,11 @@ class InferredEnvironment:
     notes: list[str] = field(default_factory=list)
 
     def values(self) -> list[tuple[str, object]]:
-        """The keys to write, in KEYS order, with their values: `project` always, the rest when set."""
+        """The keys to write, in KEYS order, with their values: `project` (a node environment's
+        `manager`) always, the rest when set."""
+        if self.is_node:
+            node = {"manager": self.manager, "env": self.env, "setup": self.setup, "build": self.build}
+            return [(key, node[key]) for key in KEYS if key == "manager" or node.get(key)]
         values: dict[str, object] = {
             "project": self.project,
             "extras": self.extras,
@@ -118,7 +139,12 @@ class InferredEnvironment:
             "setup": self.setup,
             "build": self.build,
         }
-        return [(key, values[key]) for key in KEYS if key == "project" or values[key]]
+        return [(key, values[key]) for key in KEYS if key == "project" or values.get(key)]
+
+    @property
+    def is_node(self) -> bool:
+        """Whether a node package manager builds it."""
+        return self.manager != "uv"
 
     def add_lines(self, setup: Iterable[str], build: Iterable[str]) -> None:
         """Append the author's own setup and build lines (`rig pack new --setup/--build`)."""
@@ -189,12 +215,13 @@ def _is_python(project: Project, runs_pytest: bool) -> bool:
 
 
 def infer(project: Project, runs_pytest: bool) -> InferredEnvironment | None:
-    """The `[environment]` the repository's files suggest, or None when it is no Python project.
+    """The `[environment]` the repository's files suggest, or None when it is neither a Python
+    project nor a node project with a lockfile.
 
     `runs_pytest`: the hidden tests run with pytest, so the environment must hold it.
     """
     if not _is_python(project, runs_pytest):
-        return None
+        return infer_node(project)
     notes: list[str] = []
     pyproject: dict[str, Any] = {}
     text = _read(project, "pyproject.toml", notes)
@@ -239,6 +266,22 @@ def infer(project: Project, runs_pytest: bool) -> InferredEnvironment | None:
         guess.setup.append(PYTEST_SETUP)
         guess._why("setup", PYTEST_WHY)
     return guess
+
+
+def infer_node(project: Project) -> InferredEnvironment | None:
+    """A node project's environment: the package manager of its tracked lockfile (pnpm-lock.yaml,
+    package-lock.json), installed exactly; None without package.json or a lockfile rig installs."""
+    if "package.json" not in project.files:
+        return None
+    for lock, manager in NODE_LOCKS:
+        if lock in project.files:
+            guess = InferredEnvironment(project=False, manager=manager)
+            guess._why("manager", f"{lock} is tracked: `{manager}` installs it exactly")
+            others = [name for name in UNSUPPORTED_LOCKS if name in project.files]
+            if others:
+                guess.notes.append(f"{', '.join(others)} also tracked: rig installs {lock} only")
+            return guess
+    return None
 
 
 def _choose(

@@ -136,12 +136,7 @@ class Scaffold:
             "Check every guess in pack.toml ([gate], [runner], [protect], docs; docs/packs.md explains "
             "each key). The gate and the hidden tests run in a scrubbed environment (a fresh HOME, PATH "
             f"{BASE_PATH}), from a copy of fixture/ alone: untracked files such as node_modules/ or a "
-            "virtualenv were not copied, and {python} is "
-            + (
-                "the [environment]'s interpreter, its bin first on PATH."
-                if d.environment is not None
-                else "the rig's own interpreter."
-            ),
+            "virtualenv were not copied, and " + _interpreter_note(d.environment),
         ]
         todo = [
             section
@@ -353,7 +348,7 @@ def detect(snap: Path, files: list[str]) -> Detected:
         guess = kind.default_gate
         detected.gate_command, detected.gate_run = list(guess.command), list(guess.run)
         detected.gate_source, detected.shadow_roots = guess.source, list(guess.shadow_roots)
-        if environment is not None:
+        if environment is not None and not environment.is_node:
             detected.gate_source = f"{guess.source.split(',')[0]}, run by the [environment]'s interpreter"
 
     protect = set(detected.gate_scripts) | set(detection.protect)
@@ -435,8 +430,18 @@ def manifest_text(name: str, repo: Path, commit: str, d: Detected) -> str:
         *_comment(
             f"Guessed from {d.gate_source}. command: what the project's docs tell a person to run; "
             "run: what the rig runs in the workspace ({python}: "
-            + ("the [environment]'s interpreter" if d.environment is not None else "the rig's interpreter")
-            + ", {node}: its node), in a scrubbed environment. It must pass on the clean fixture."
+            + (
+                "the [environment]'s interpreter"
+                if d.environment is not None and not d.environment.is_node
+                else "the rig's interpreter"
+            )
+            + ", {node}: its node), in a scrubbed environment"
+            + (
+                " with the [environment]'s node_modules/.bin first on PATH"
+                if d.environment is not None and d.environment.is_node
+                else ""
+            )
+            + ". It must pass on the clean fixture."
         ),
         f"command = {_toml(d.gate_command)}",
         f"run = {_toml(d.gate_run)}",
@@ -488,17 +493,38 @@ def manifest_text(name: str, repo: Path, commit: str, d: Detected) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _interpreter_note(env: InferredEnvironment | None) -> str:
+    """What {python} and PATH are in the gate of a pack with the guessed `env`."""
+    if env is None:
+        return "{python} is the rig's own interpreter."
+    if env.is_node:
+        return (
+            "every tree gets node_modules links into the [environment]'s, its node_modules/.bin first "
+            "on PATH ({python} is the rig's own interpreter)."
+        )
+    return "{python} is the [environment]'s interpreter, its bin first on PATH."
+
+
 def environment_lines(env: InferredEnvironment) -> list[str]:
     """pack.toml's `[environment]` table: each guessed key after a comment naming its evidence, then
     the notes as TODO comments."""
+    what = (
+        f"The project's node environment (node_modules from its lockfile, installed by {env.manager})"
+        if env.is_node
+        else "The project's Python environment"
+    )
+    setup_root = (
+        "its project/ folder, a copy of the fixture"
+        if env.is_node
+        else "the environment's root (the project's copy is its project/ folder)"
+    )
     lines = [
         "",
         "[environment]",
         *_comment(
-            "The project's Python environment, guessed from the repository's files; `rig env build` "
-            "builds it (docs/environments.md explains each key). setup lines run once at the "
-            "environment's root (the project's copy is its project/ folder), build lines at the root "
-            "of every tree a run gets."
+            f"{what}, guessed from the repository's files; `rig env build` builds it "
+            f"(docs/environments.md explains each key). setup lines run once at {setup_root}, build "
+            "lines at the root of every tree a run gets."
         ),
     ]
     for key, value in env.values():

@@ -1,13 +1,15 @@
 """Reading hidden-test outcomes from junit XML, and the canaries that prove them.
 
 Every runner kind writes junit XML; a test's id is `<module>::<test>`: pytest's classname's last
-part, or (node --test) the top-level describe() a hidden file wraps its tests in. A canary is a
+part, or (node --test) the top-level describe() a hidden file wraps its tests in, or (vitest) the
+file's stem. A canary is a
 test the rig writes and that must fail with its own message: a canary that passed, vanished or
 failed otherwise means outcomes were forced from inside the runner or the report was rewritten.
 """
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 TESTS_FAILED = 1
@@ -54,6 +56,20 @@ def suite_cases(junit: Path) -> list[Case]:
             cases.append(_case(top, ""))
         elif top.tag == "testsuite":
             cases += [_case(case, top.get("name", "")) for case in top.iter("testcase")]
+    return cases
+
+
+def named_cases(junit: Path, modules: Mapping[str, str]) -> list[Case]:
+    """Every testcase of a report whose classname is the file that ran it (vitest's): the module
+    is `modules`' name for that file, the name its full test name (`describe > test`) with a
+    first describe named after the module left out."""
+    cases = []
+    for element in ET.parse(junit).getroot().iter("testcase"):
+        classname = element.get("classname", "")
+        module = modules.get(classname, classname)
+        case = _case(element, module)
+        first, separator, rest = case.name.partition(" > ")
+        cases.append(replace(case, name=rest) if separator and first == module else case)
     return cases
 
 

@@ -8,11 +8,14 @@ from rig.runners.base import Kind
 from rig.runners.command import COMMAND
 from rig.runners.node_test import NODE_TEST
 from rig.runners.pytest import PYTEST
+from rig.runners.vitest import VITEST
 from rig.schema import RunnerKind
 
 # In `rig pack new`'s order of preference: the first kind whose detect() answers is the guess.
 KINDS: dict[RunnerKind, Kind] = {
     "pytest": PYTEST,
+    # Before node-test, whose test-file names (*.test.ts) a vitest project's tests have too.
+    "vitest": VITEST,
     "node-test": NODE_TEST,
     "command": COMMAND,
 }

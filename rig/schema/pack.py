@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from semantic_version import NpmSpec
 
 # --- Defaults of the bounds on an agent: experiment [timeouts] and [limits] start from these ------
 
@@ -52,7 +53,7 @@ class GateSpec(BaseModel):
 
 
 # Each name is a module of rig/runners and a line of rig.runners.registry (tests/test_runner_kinds.py).
-RunnerKind = Literal["pytest", "node-test", "command"]
+RunnerKind = Literal["pytest", "vitest", "node-test", "command"]
 
 
 class RunnerSpec(BaseModel):
@@ -129,16 +130,33 @@ def _relative_file(path: str, key: str) -> str:
     return path
 
 
-class EnvironmentSpec(BaseModel):
-    """The project's Python environment, built once by `rig env build` into a cache (rig/env/).
+NodeManager = Literal["npm", "pnpm"]
+# The keys that say what a Python environment installs: a node environment installs its lockfile.
+PYTHON_ONLY_KEYS = ("python", "project", "extras", "groups", "requirements", "pretend_version")
 
-    What is installed: the project itself (editable) with `extras`, PEP 735 dependency `groups`,
-    `requirements` files, all resolved once into a hashed lock written beside pack.toml; or exactly
-    `lock`, the project's own uv.lock or hashed requirements file. `setup` runs after the install;
+
+class EnvironmentSpec(BaseModel):
+    """The project's environment, built once by `rig env build` into a cache (rig/env/).
+
+    A Python environment (`manager` "uv", the default) installs the project itself (editable) with
+    `extras`, PEP 735 dependency `groups`, `requirements` files, all resolved once into a hashed
+    lock written beside pack.toml; or exactly `lock`, the project's own uv.lock or hashed
+    requirements file. A node environment (`manager` "npm" or "pnpm") installs exactly the
+    fixture's lockfile (`npm ci`, `pnpm install --frozen-lockfile`). `setup` runs after the install;
     `build` on every tree the agent or verification gets.
     """
 
     model_config = ConfigDict(extra="forbid")
+    manager: Literal["uv"] | NodeManager = Field(
+        default="uv",
+        description='what builds the environment: "uv" (a Python virtualenv), or "npm" or "pnpm" (a '
+        "node_modules from the fixture's package-lock.json or pnpm-lock.yaml)",
+    )
+    node: str | None = Field(
+        default=None,
+        description='a node environment\'s node version range, such as ">=20" (npm semver); default: '
+        "package.json's engines.node. The machine's node must satisfy it",
+    )
     python: str | None = Field(
         default=None,
         description='a version constraint such as ">=3.11"; default: the interpreter that runs rig',
@@ -156,7 +174,8 @@ class EnvironmentSpec(BaseModel):
     lock: str | None = Field(
         default=None,
         description="the project's uv.lock or hashed requirements file (relative to the fixture), "
-        "installed exactly; default: a lock rig resolves once into environment.lock.txt beside pack.toml",
+        "installed exactly; default: a lock rig resolves once into environment.lock.txt beside pack.toml. "
+        "A node environment's lockfile, default package-lock.json (npm-shrinkwrap.json) or pnpm-lock.yaml",
     )
     setup: list[str] = Field(
         default_factory=list,
@@ -177,6 +196,18 @@ class EnvironmentSpec(BaseModel):
         'PDM, poetry-dynamic-versioning): true means "0.0.0", false sets nothing',
     )
 
+    @field_validator("node")
+    @classmethod
+    def _node_range(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                NpmSpec(value)
+            except ValueError:
+                raise ValueError(
+                    f'{value!r} is not an npm version range; write e.g. ">=20" or "^20.11"'
+                ) from None
+        return value
+
     @field_validator("python")
     @classmethod
     def _constraint(cls, value: str | None) -> str | None:
@@ -184,8 +215,22 @@ class EnvironmentSpec(BaseModel):
             raise ValueError(f'{value!r} is not a version constraint; write e.g. ">=3.11" or "==3.12.*"')
         return value
 
+    @property
+    def is_node(self) -> bool:
+        """Whether a node package manager builds it (else uv)."""
+        return self.manager != "uv"
+
     @model_validator(mode="after")
     def _consistent(self) -> "EnvironmentSpec":
+        if self.is_node:
+            python_keys = [key for key in PYTHON_ONLY_KEYS if key in self.model_fields_set]
+            if python_keys:
+                raise ValueError(
+                    f"{', '.join(python_keys)}: a Python environment's keys; a {self.manager} environment "
+                    'installs the fixture\'s lockfile, so remove them (or set manager = "uv")'
+                )
+        elif self.node is not None:
+            raise ValueError('node: a node environment\'s key; set manager = "npm" or "pnpm", or remove it')
         for path in self.requirements:
             _relative_file(path, "requirements")
         if self.lock is not None:
@@ -333,11 +378,22 @@ class BuiltEnvironment(BaseModel):
     model_config = ConfigDict(extra="forbid")
     hash: str = Field(description="the environment's identity (rig/env/identity.py)")
     pack: str = Field(description="the name of the pack it was built for")
-    python: str = Field(description="the interpreter it was made from")
+    manager: Literal["uv"] | NodeManager = Field(
+        default="uv", description="what built it ([environment] manager)"
+    )
+    python: str = Field(description="the interpreter it was made from (a node environment: rig's own)")
     python_version: str
     platform: str
-    packages: list[str] = Field(description="`uv pip freeze` of the environment, after setup")
-    base_prefix: str = Field(description="the interpreter installation it was made from (sys.base_prefix)")
+    packages: list[str] = Field(
+        description="`uv pip freeze` of the environment, after setup; a node environment's packages at the "
+        "top of its node_modules, `name==version`"
+    )
+    base_prefix: str = Field(
+        description="the interpreter installation it was made from (sys.base_prefix); a node environment's "
+        "node installation"
+    )
+    node: str | None = Field(default=None, description="a node environment's node binary")
+    node_version: str | None = Field(default=None, description="a node environment's node version")
     source_roots: list[str] = Field(
         description='where a tree\'s importable packages live, relative to it ("" is its root)'
     )

@@ -244,10 +244,12 @@ def derive(
     pycache: Path | None = None,
     sandbox: Sandbox | None = None,
 ) -> str | None:
-    """Make the files a tree derives from its sources: the install's generated files, then the
-    pack's `build` lines (`sh -c`, at the tree's root, in `sandbox` if given: they run the tree's
-    code). None, or what failed in one line (a missing tool named)."""
+    """Make the files a tree derives from its sources: the install's generated files (or a node
+    environment's node_modules links), then the pack's `build` lines (`sh -c`, at the tree's
+    root, in `sandbox` if given: they run the tree's code). None, or what failed in one line (a
+    missing tool named)."""
     put_generated(workdir, project_env)
+    project_env.link_modules(workdir)
     if not project_env.build:
         return None
     # One environment (and bytecode prefix) for all the lines: a later line reads what an earlier made.

@@ -182,7 +182,9 @@ def init_baseline(workdir: Path, rig_git_dir: Path, everything: bool = False) ->
     # No template (hook samples) and one pack instead of a loose object per file: the private
     # copy below then costs a few files instead of a hundred.
     _git(["init", "-q", "-b", "main", "--template="], workdir)
-    _git(["-c", "core.bigFileThreshold=1", "add", "-A", *(["--force"] if everything else [])], workdir)
+    # The node_modules a node environment links into the tree is never staged, as in every later diff.
+    forced = ["--force", "--", ".", ":(exclude,glob)**/node_modules/**"] if everything else []
+    _git(["-c", "core.bigFileThreshold=1", "add", "-A", *forced], workdir)
     _git(["commit", "-q", "--no-verify", "-m", "baseline"], workdir)
     commit = (workdir / ".git" / "refs" / "heads" / "main").read_text().strip()
     shutil.copytree(workdir / ".git", rig_git_dir, symlinks=True)

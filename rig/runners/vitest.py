@@ -1,0 +1,239 @@
+"""The vitest runner kind: the environment's vitest over one canary wrapper per hidden test file,
+under a config of the rig's that extends the project's own.
+
+The project's vitest (or vite) config is honoured (its environment, setup files, aliases, globals,
+transforms), imported from the tree, where it is protected and restored before verification.
+What selects or stops tests and coverage is the rig's: `include` names the wrappers only, `bail`
+and `retry` are 0, `.only` is refused, coverage is off (so a coverage threshold cannot fail a run
+of a few tests), typecheck is off and a workspace's projects are dropped. junit XML comes from
+vitest's own reporter.
+"""
+
+import json
+import posixpath
+import re
+import secrets
+from pathlib import Path, PurePosixPath
+
+from rig.confine.project_env import ProjectEnv
+from rig.runners.argv import NODE, node_target
+from rig.runners.base import Detection, GateGuess, Kind, Placeholder, Project
+from rig.runners.hidden import HiddenRun, node_binary, token
+from rig.runners.junit import Canaries, Canary, named_cases
+from rig.schema import RunnerSpec
+
+# One wrapper per hidden file, in the file's folder: a canary registered before the file is
+# imported and one after, so code that ends the worker at import or forces outcomes loses one. A
+# file that fails to load is reported as a failing test named after its stem.
+WRAPPER = """// Written by the rig: its canaries must fail, or outcomes were forced.
+import {{ test }} from "vitest";
+test({first!r}, () => {{ throw new Error({first_message!r}); }});
+try {{
+  await import({module!r});
+}} catch (error) {{
+  test({stem!r}, () => {{ throw error; }});
+}}
+test({last!r}, () => {{ throw new Error({last_message!r}); }});
+"""
+# The rig's config: the project's (a function of vite's env or an object), with what selects,
+# stops or measures tests replaced.
+CONFIG = """// Written by the rig: the project's vitest config, with the hidden run's selection.
+{load}
+export default async (env) => {{
+  const loaded = typeof base === "function" ? await base(env) : await base;
+  const config = {{ ...(loaded ?? {{}}) }};
+  const test = {{ ...(config.test ?? {{}}) }};
+  delete test.projects;
+  delete test.workspace;
+  test.include = {include};
+  test.exclude = ["**/node_modules/**"];
+  test.coverage = {{ ...(test.coverage ?? {{}}), enabled: false }};
+  test.typecheck = {{ ...(test.typecheck ?? {{}}), enabled: false }};
+  test.bail = 0;
+  test.retry = 0;
+  test.allowOnly = false;
+  test.passWithNoTests = false;
+  test.watch = false;
+  config.test = test;
+  return config;
+}};
+"""
+# Where vitest looks for its config, in its order, then vite's.
+PROJECT_CONFIGS = tuple(
+    f"{stem}.config.{ext}" for stem in ("vitest", "vite") for ext in ("ts", "mts", "cts", "js", "mjs", "cjs")
+)
+_SUFFIXES = ("ts", "tsx", "mts", "cts", "js", "jsx", "mjs", "cjs")
+# vitest's default include, **/*.{test,spec}.?(c|m)[jt]s?(x), as a file-name pattern.
+_COLLECTED = re.compile(r"^.+\.(test|spec)\.[cm]?[jt]sx?$")
+_PROGRAM = "vitest"
+_SCRIPT = "vitest.mjs"
+_RUN_WORDS = frozenset({"run", "watch", "dev", "related"})
+
+
+def _entry(env: ProjectEnv | None) -> Path:
+    """The environment's vitest, never one the agent left in the tree."""
+    if env is None or env.node_modules is None:
+        raise RuntimeError(
+            'the vitest runner needs a node [environment] (manager = "npm" or "pnpm") in pack.toml'
+        )
+    entry = env.node_modules / "vitest" / _SCRIPT
+    if not entry.is_file():
+        raise RuntimeError(
+            f"vitest is not installed in the environment ({entry}); add it to the project's devDependencies"
+        )
+    return entry
+
+
+def setup(dest: Path, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -> HiddenRun:
+    """The environment's vitest over one canary wrapper per hidden test file, junit to `junit`."""
+    entry = _entry(env)
+    files = sorted(p for p in dest.iterdir() if p.is_file() and VITEST.is_test_file(p.name))
+    if not files:
+        raise RuntimeError(f"no hidden test files ({', '.join(VITEST.test_files)}) in the hidden tests")
+    tree = dest.parent
+    members: list[Canary] = []
+    modules: dict[str, str] = {}
+    for path in files:
+        stem = _stem(path.name)
+        first, last = (Canary("", f"canary_{token()}", secrets.token_hex(16)) for _ in range(2))
+        members += [first, last]
+        wrapper = dest / f"rig-{token()}-{stem}.wrap.test{PurePosixPath(path.name).suffix}"
+        wrapper.write_text(
+            WRAPPER.format(
+                first=first.test,
+                first_message=first.message,
+                module=f"./{path.name}",
+                stem=stem,
+                last=last.test,
+                last_message=last.message,
+            )
+        )
+        modules[wrapper.relative_to(tree).as_posix()] = stem
+    project = next((name for name in PROJECT_CONFIGS if (tree / name).is_file()), None)
+    load = (
+        f'import * as project from "../{project}";\nconst base = project.default ?? {{}};'
+        if project is not None
+        else "const base = {};"
+    )
+    config = dest / f"rig-{token()}.vitest.config.mjs"
+    config.write_text(CONFIG.format(load=load, include=json.dumps(sorted(modules))))
+    command = [
+        node_binary(),
+        str(entry),
+        "run",
+        "--config",
+        str(config),
+        "--reporter=junit",
+        f"--outputFile={junit}",
+        "--coverage.enabled=false",
+    ]
+    return HiddenRun(command, Canaries(tuple(members)), lambda report: named_cases(report, modules), "vitest")
+
+
+def _stem(name: str) -> str:
+    """A test file's module name in test ids: its name up to `.test.` or `.spec.`."""
+    return re.split(r"\.(?:test|spec)\.", name, maxsplit=1)[0]
+
+
+def runs_tests(argv: list[str]) -> bool:
+    """vitest itself (`vitest`, `vitest run`), or node running its script."""
+    program = posixpath.basename(argv[0])
+    if program == _PROGRAM:
+        return len(argv) == 1 or argv[1].startswith("-") or argv[1] in _RUN_WORDS
+    if program not in NODE:
+        return False
+    script = node_target(argv[1:])[1]
+    return script is not None and posixpath.basename(script) in (_SCRIPT, _PROGRAM)
+
+
+def collects(path: PurePosixPath) -> bool:
+    """Whether vitest's default include would run the file at `path`."""
+    return "node_modules" not in path.parts and bool(_COLLECTED.match(path.name))
+
+
+def _uses_vitest(project: Project) -> str | None:
+    text = project.read("package.json")
+    try:
+        manifest = json.loads(text) if text is not None else {}
+    except ValueError:
+        manifest = {}
+    if not isinstance(manifest, dict):
+        return None
+    for table in ("devDependencies", "dependencies"):
+        if isinstance(manifest.get(table), dict) and _PROGRAM in manifest[table]:
+            return f"package.json {table} vitest"
+    if _PROGRAM in project.scripts.get("test", ""):
+        return f'package.json "test": "{project.scripts["test"]}"'
+    return None
+
+
+def detect(project: Project) -> Detection | None:
+    """A package.json that depends on vitest or runs it as its test script, or a vitest config."""
+    if "package.json" not in project.files:
+        return None
+    configs = [name for name in PROJECT_CONFIGS if name in project.files and name.startswith(_PROGRAM)]
+    evidence = _uses_vitest(project) or (configs[0] if configs else None)
+    if evidence is None:
+        return None
+    return Detection(evidence, tuple(name for name in PROJECT_CONFIGS if name in project.files))
+
+
+def placeholder(message: str) -> Placeholder:
+    """A test file whose one test, in the describe() named after its stem, fails with `message`."""
+    content = (
+        "// Hidden tests of the example task: a placeholder that fails until it is replaced.\n"
+        "// A test's id is <file stem>::<describe > test>, the describe named after the stem left out.\n"
+        'import { describe, test } from "vitest";\n\n'
+        'describe("example_hidden", () => {\n'
+        '  test("placeholder", () => {\n'
+        f"    throw new Error({json.dumps(message)});\n"
+        "  });\n"
+        "});\n"
+    )
+    return Placeholder("example_hidden.test.ts", content, "example_hidden::placeholder")
+
+
+VITEST = Kind(
+    language="typescript",
+    protected_names=(
+        # How node and the package manager find modules and read options, as for node --test.
+        "package.json",
+        "package-lock.json",
+        "npm-shrinkwrap.json",
+        "pnpm-lock.yaml",
+        "pnpm-workspace.yaml",
+        ".npmrc",
+        "node_modules",
+        ".nvmrc",
+        ".node-version",
+        # How vitest and its transforms read the tests: the config the hidden run extends.
+        "vitest.config.*",
+        "vite.config.*",
+        "vitest.workspace.*",
+        "tsconfig*.json",
+        "babel.config.*",
+        ".babelrc*",
+    ),
+    python=False,
+    source_suffixes=tuple(f".{suffix}" for suffix in _SUFFIXES),
+    test_files=tuple(f"*.{kind}.{suffix}" for kind in ("test", "spec") for suffix in _SUFFIXES),
+    probe=re.compile(
+        r"(?:\bimport\.meta\.vitest\b|\b__vitest\w*|\bVITEST\w*|\bjunit\w*|\bprocess\.reallyExit\b)"
+    ),
+    setup=setup,
+    runs_tests=runs_tests,
+    collects=collects,
+    detect=detect,
+    placeholder=placeholder,
+    default_gate=GateGuess(
+        command=["npx", "vitest", "run"], run=["vitest", "run"], source="vitest run", shadow_roots=[]
+    ),
+    package_test_commands=(
+        ("npm", "test"),
+        ("npm", "run", "test"),
+        ("pnpm", "test"),
+        ("pnpm", "run", "test"),
+    ),
+    tamper_files={"vitest.config.mjs": "export default { test: { include: [], passWithNoTests: true } };\n"},
+    passing_test=("fake.test.ts", 'import { test } from "vitest";\n\ntest("fake", () => {});\n'),
+)

@@ -1,0 +1,204 @@
+"""Node environments ([environment] manager = "npm" or "pnpm", rig/env/node.py) of a real small
+project (tests/data/node_pack: ES modules, a devDependency with a bin, both lockfiles): the lockfile
+installed once, offline from npm's cache and pnpm's store (`make setup-dev` fills both); every tree
+gets node_modules links, so the gate, the hidden tests and the agent's shell resolve the project's
+dependencies; bad input is refused in one line with nothing left in the cache."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from env_pack import RIG
+
+from rig.env.activate import activate
+from rig.packs.manifest import PackError, load_pack
+from rig.paths import REPO_ROOT
+from rig.verify.checks import derive
+from rig.workspace.build import copy_fixture
+
+NODE_PACK = REPO_ROOT / "tests" / "data" / "node_pack"
+MANAGERS = ("npm", "pnpm")
+
+
+def node_pack(where: Path, environment: str = 'manager = "npm"\n') -> Path:
+    """A copy of tests/data/node_pack whose [environment] body is `environment`."""
+    shutil.copytree(NODE_PACK, where)
+    manifest = (where / "pack.toml").read_text()
+    head, _, _ = manifest.partition("[environment]\n")
+    (where / "pack.toml").write_text(f"{head}[environment]\n{environment}")
+    return where
+
+
+def offline(cache: Path) -> dict[str, str]:
+    """Builds into `cache` that npm and pnpm make from their caches alone (the tests' network is loopback)."""
+    return {**os.environ, "RIG_ENV_DIR": str(cache), "npm_config_offline": "true"}
+
+
+def rig(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([RIG, *args], capture_output=True, text=True, timeout=600, env=env)
+
+
+def environments(cache: Path) -> set[str]:
+    """The environments in the cache (not the package managers rig installed beside them)."""
+    return (
+        {p.name for p in cache.iterdir() if p.is_dir() and not p.name.startswith(".")}
+        if cache.is_dir()
+        else set()
+    )
+
+
+@pytest.mark.parametrize("manager", MANAGERS)
+def test_the_lockfile_is_installed_once_and_shown(manager: str, tmp_path: Path) -> None:
+    pack, cache = node_pack(tmp_path / "pack", f'manager = "{manager}"\n'), tmp_path / "envs"
+    env = offline(cache)
+    first = rig(env, "env", "build", str(pack))
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("built in") and "(1 packages;" in first.stdout, first.stdout
+    (digest,) = environments(cache)
+    again = rig(env, "env", "build", str(pack))
+    assert again.returncode == 0 and again.stdout.startswith("cached:"), again.stdout + again.stderr
+    shown = rig(env, "env", "show", str(pack), "--json")
+    assert json.loads(shown.stdout)["packages"] == ["semver==7.7.1"], shown.stdout
+    text = rig(env, "env", "show", str(pack)).stdout
+    node = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
+    assert f"{manager} environment, node {node.removeprefix('v')}" in text, text
+    semver = cache / digest / "project" / "node_modules" / ".bin" / "semver"
+    assert (
+        subprocess.run([semver, "-i", "minor", "1.2.3"], capture_output=True, text=True).stdout == "1.3.0\n"
+    )
+    assert not (pack / "fixture" / "node_modules").exists(), "the install wrote into the pack's fixture"
+
+
+@pytest.mark.parametrize("manager", MANAGERS)
+def test_calibration_runs_the_gate_and_hidden_tests_on_the_environment(manager: str, tmp_path: Path) -> None:
+    # The fixture's code, its visible test and the hidden test all import semver: without the
+    # environment's node_modules in each tree, the clean fixture would fail its own gate.
+    pack = node_pack(tmp_path / "pack", f'manager = "{manager}"\n')
+    proc = rig(offline(tmp_path / "envs"), "calibrate", "--pack", str(pack))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[PASS] clean fixture" in proc.stdout and "6/6 passed, all PASS" in proc.stdout, proc.stdout
+    assert (
+        "[PASS] t1_next_minor solution: reference solution passes the gate and 1 hidden tests" in proc.stdout
+    )
+
+
+def test_without_the_environment_the_same_gate_fails(tmp_path: Path) -> None:
+    pack = load_pack(node_pack(tmp_path / "pack"))
+    work = copy_fixture(pack.fixture_dir, tmp_path / "work")
+    done = subprocess.run(["node", "--test"], cwd=work, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "Cannot find package 'semver'" in done.stdout + done.stderr
+
+
+def test_a_tree_links_the_environment_and_its_writes_stay_in_the_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RIG_ENV_DIR", str(tmp_path / "envs"))
+    monkeypatch.setenv("npm_config_offline", "true")
+    pack = load_pack(node_pack(tmp_path / "pack"))
+    env = activate(pack)
+    assert env is not None and env.node_modules is not None
+    work = copy_fixture(pack.fixture_dir, tmp_path / "work")
+    (work / "node_modules").mkdir()
+    (work / "node_modules" / "semver").write_text("an agent's own install, replaced")
+    assert derive(work, tmp_path / "home", env) is None
+    links = {p.name: os.readlink(p) for p in (work / "node_modules").iterdir()}
+    assert links["semver"] == str(env.node_modules / "semver") and ".bin" in links
+    # A tool's cache under node_modules (vite's .vite) lands in the tree's own folder.
+    (work / "node_modules" / ".vite").mkdir()
+    (work / "node_modules" / ".vite" / "results.json").write_text("{}")
+    env.check_unchanged()
+    agent = env.agent_environ({"PATH": os.environ["PATH"], "HOME": str(tmp_path)}, work)
+    assert agent["PATH"].split(os.pathsep)[0] == str(env.node_modules / ".bin")
+    assert str(Path(sys.executable).parent) not in agent["PATH"].split(os.pathsep)
+    assert "VIRTUAL_ENV" not in agent and "PYTHONPATH" not in agent
+    done = subprocess.run(["semver", "-i", "minor", "2.0.9"], capture_output=True, text=True, env=agent)
+    assert done.stdout == "2.1.0\n", done.stderr
+    done = subprocess.run(["npm", "test"], cwd=work, capture_output=True, text=True, env=agent, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("body", "where", "says"),
+    [
+        ('manager = "npm"\nextras = ["test"]\n', "environment", "extras: a Python environment's keys"),
+        ('manager = "npm"\nnode = "not a range!"\n', "environment.node", "is not an npm version range"),
+        ('node = ">=20"\n', "environment", "node: a node environment's key"),
+        ('manager = "yarn"\n', "environment.manager", "Input should be"),
+    ],
+)
+def test_a_bad_node_environment_table_is_one_line(body: str, where: str, says: str, tmp_path: Path) -> None:
+    with pytest.raises(PackError) as err:
+        load_pack(node_pack(tmp_path / "pack", body))
+    message = str(err.value)
+    assert "\n" not in message and f": {where}" in message and says in message, message
+
+
+def test_builds_that_cannot_be_made_are_one_line_and_leave_nothing(tmp_path: Path) -> None:
+    cache = tmp_path / "envs"
+    env = offline(cache)
+
+    def refused(name: str, body: str = 'manager = "npm"\n', edit=None) -> str:
+        pack = node_pack(tmp_path / name, body)
+        if edit is not None:
+            edit(pack / "fixture")
+        proc = rig(env, "env", "build", str(pack))
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        (line,) = proc.stderr.splitlines()
+        assert environments(cache) == set(), "a refused build left an environment"
+        return line
+
+    line = refused("future", 'manager = "npm"\nnode = ">=99"\n')
+    assert "does not satisfy environment.node '>=99'" in line and "install a node" in line, line
+
+    def engines(fixture: Path) -> None:
+        manifest = json.loads((fixture / "package.json").read_text())
+        (fixture / "package.json").write_text(json.dumps({**manifest, "engines": {"node": ">=99 <100"}}))
+
+    line = refused("engines", edit=engines)
+    assert "does not satisfy package.json engines.node '>=99 <100'" in line, line
+    line = refused("unlocked", edit=lambda fixture: (fixture / "package-lock.json").unlink())
+    assert "has no package-lock.json or npm-shrinkwrap.json" in line and "environment.lock" in line, line
+
+    def stale(fixture: Path) -> None:
+        manifest = json.loads((fixture / "package.json").read_text())
+        manifest["devDependencies"]["left-pad"] = "1.3.0"
+        (fixture / "package.json").write_text(json.dumps(manifest))
+
+    line = refused("stale", edit=stale)
+    assert "environment build failed at step npm ci" in line and "log: " in line, line
+
+
+@pytest.mark.parametrize(("lockfile", "manager"), [("package-lock.json", "npm"), ("pnpm-lock.yaml", "pnpm")])
+def test_pack_new_infers_the_manager_builds_and_passes_the_gate(
+    lockfile: str, manager: str, tmp_path: Path
+) -> None:
+    repo = tmp_path / "nodeproject"
+    shutil.copytree(NODE_PACK / "fixture", repo)
+    for other in {"package-lock.json", "pnpm-lock.yaml"} - {lockfile}:
+        (repo / other).unlink()
+    for args in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "i"],
+    ):
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+    env = {**offline(tmp_path / "envs"), "GIT_CEILING_DIRECTORIES": str(tmp_path)}
+    done = subprocess.run(
+        [RIG, "pack", "new", str(tmp_path / "pack"), "--from", str(repo)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    spec = load_pack(tmp_path / "pack").spec
+    assert spec.environment is not None and spec.environment.manager == manager
+    assert f'environment: manager = "{manager}" ({lockfile} is tracked' in done.stdout, done.stdout
+    assert spec.gate.command == ["npm", "test"] and spec.runner.kind == "node-test"
+    assert "gate on the clean fixture, in the environment: passes" in done.stdout, done.stdout
+    manifest = (tmp_path / "pack" / "pack.toml").read_text()
+    assert f"installed by {manager})" in manifest and "python" not in manifest.split("[environment]")[1]

@@ -202,3 +202,88 @@ def test_pack_new_infers_the_manager_builds_and_passes_the_gate(
     assert "gate on the clean fixture, in the environment: passes" in done.stdout, done.stdout
     manifest = (tmp_path / "pack" / "pack.toml").read_text()
     assert f"installed by {manager})" in manifest and "python" not in manifest.split("[environment]")[1]
+
+
+EXPERIMENT = """name = "{name}"
+harness = "scripted"
+model = "scripted"
+pack = "{pack}"
+tasks = "all"
+repetitions = 1
+workers = 1
+seed = 5
+[timeouts]
+agent_s = 120
+stall_s = 60
+
+[[conditions]]
+name = "probe"
+harness_options = {{ policy = "script", commands = {commands} }}
+
+[[conditions]]
+name = "solution"
+harness_options = {{ policy = "solution" }}
+"""
+# What the agent's shell finds: the project's own tests through npm, the environment's bin on
+# PATH, a bare import resolved from the tree; a cache written under node_modules stays in the tree.
+PROBE = (
+    'npm test > npm-test.txt 2>&1; echo "exit $?" >> npm-test.txt; '
+    "semver -i minor 1.2.3 > semver.txt; "
+    "node --input-type=module -e \"import s from 'semver'; console.log(s.inc('1.2.3', 'major'))\" "
+    "> import.txt; "
+    "mkdir -p node_modules/.cache && touch node_modules/.cache/made-by-a-tool"
+)
+
+
+@pytest.mark.parametrize("sandbox", ["auto", "off"])
+def test_a_scripted_runs_shell_runs_the_projects_tests_in_the_environment(
+    sandbox: str, tmp_path: Path
+) -> None:
+    pack = node_pack(tmp_path / "pack")
+    env = {
+        **offline(tmp_path / "envs"),
+        "RIG_RESULTS_ROOT": str(tmp_path / "results"),
+        "RIG_RUNS_ROOT": str(tmp_path / "runs"),
+    }
+    calibrated = rig(env, "calibrate", "--pack", str(pack))
+    assert calibrated.returncode == 0, calibrated.stdout + calibrated.stderr
+    config = tmp_path / "probe.toml"
+    config.write_text(EXPERIMENT.format(name="probe", pack=pack, commands=json.dumps([PROBE])))
+    proc = rig(env, "run", str(config), "--sandbox", sandbox)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = tmp_path / "results" / "probe"
+    records = {r["condition"]: r for r in map(json.loads, (results / "runs.jsonl").read_text().splitlines())}
+    probe = records["probe"]
+    assert probe["sandbox"]["active"] is (sandbox == "auto")
+    assert sorted(probe["files_changed"]) == ["A import.txt", "A npm-test.txt", "A semver.txt"]
+    diff = (results / probe["artifacts"] / "diff.patch").read_text()
+
+    def added(name: str) -> list[str]:
+        section = diff.split(f"+++ b/{name}\n", 1)[1].split("diff --git", 1)[0]
+        return [line[1:] for line in section.splitlines()[1:] if line.startswith("+")]
+
+    # The task's setup broke nextMinor: the project's own test fails, in its environment.
+    ran = added("npm-test.txt")
+    assert ran[-1] == "exit 1" and any("# fail 1" in line for line in ran), ran
+    assert added("semver.txt") == ["1.3.0"] and added("import.txt") == ["2.0.0"]
+    assert not [a for a in probe["audit"] if a["rule"] == "toolchain_changed"], probe["audit"]
+    assert probe["success"] is False and probe["hidden"]["failed"] == ["bump_hidden::next_minor"]
+    assert records["solution"]["success"] is True
+    (built,) = environments(tmp_path / "envs")
+    for record in records.values():
+        assert record["pins"]["environment_hash"] == built
+
+
+def test_a_pnpm_environment_puts_its_pinned_pnpm_on_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RIG_ENV_DIR", str(tmp_path / "envs"))
+    monkeypatch.setenv("npm_config_offline", "true")
+    env = activate(load_pack(node_pack(tmp_path / "pack", 'manager = "pnpm"\n')))
+    assert env is not None and len(env.tools) == 1
+    agent = env.agent_environ({"PATH": os.environ["PATH"], "HOME": str(tmp_path)}, tmp_path)
+    assert agent["PATH"].split(os.pathsep)[1] == str(env.tools[0])
+    done = subprocess.run(["pnpm", "--version"], capture_output=True, text=True, env=agent, timeout=120)
+    pinned = json.loads((NODE_PACK / "fixture" / "package.json").read_text())["packageManager"]
+    assert f"pnpm@{done.stdout.strip()}" == pinned, done.stderr
+    assert env.tools[0].parent.parent in env.visible()

@@ -61,6 +61,9 @@ class ProjectEnv:
     node_modules: Path | None = None
     """A node environment's node_modules (None: a Python environment): every tree gets a
     node_modules folder of links to its entries, and its `.bin` goes first on PATH."""
+    tools: tuple[Path, ...] = ()
+    """`node_modules/.bin` folders on PATH after `bin`, their installs shown read-only in a
+    sandbox: the package manager rig installed for it (pnpm)."""
 
     def version(self, distribution: str) -> str | None:
         """The installed version of `distribution` (pinned names: ruff, pytest), or None."""
@@ -100,7 +103,8 @@ class ProjectEnv:
 
     def visible(self) -> list[Path]:
         """What a sandbox must show read-only for the environment to run."""
-        return [self.root, self.base_prefix]
+        # A tool's folder is <its install>/node_modules/.bin, whose links point into the install.
+        return [self.root, self.base_prefix, *(tool.parent.parent for tool in self.tools)]
 
     def roots_in(self, tree: Path) -> list[str]:
         """The tree's source roots as absolute paths, first on the module path."""
@@ -112,7 +116,11 @@ class ProjectEnv:
         PYTHONPATH, the pack's variables."""
         own = str(Path(sys.executable).parent)
         rest = [p for p in env.get("PATH", "").split(os.pathsep) if p and p != own]
-        out = {**env, **self.variables, "PATH": os.pathsep.join([str(self.bin), *rest])}
+        out = {
+            **env,
+            **self.variables,
+            "PATH": os.pathsep.join([str(self.bin), *map(str, self.tools), *rest]),
+        }
         if self.node_modules is None:
             out |= {"VIRTUAL_ENV": str(self.root), "PYTHONPATH": os.pathsep.join(self.roots_in(tree))}
         return out
@@ -121,7 +129,8 @@ class ProjectEnv:
         """A verification's scrubbed environment `env` with the project environment in it; the
         tree's source roots on PYTHONPATH only if `path_roots` (the gate: a command of the pack's);
         the hidden tests' boot puts them on the path itself, after pytest is imported."""
-        out = {**env, **self.variables, "PATH": os.pathsep.join([str(self.bin), env.get("PATH", "")])}
+        path = [str(self.bin), *map(str, self.tools), env.get("PATH", "")]
+        out = {**env, **self.variables, "PATH": os.pathsep.join(path)}
         if self.node_modules is not None:
             return out
         out["VIRTUAL_ENV"] = str(self.root)

@@ -46,6 +46,7 @@ def described(result: BuildResult, variables: dict[str, str], build_lines: tuple
         python_version=manifest.python_version,
         packages=tuple(manifest.packages),
         node_modules=result.path / PROJECT_COPY / NODE_MODULES if manifest.manager != "uv" else None,
+        tools=tuple(Path(tool) for tool in manifest.tools),
     )
 
 

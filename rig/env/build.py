@@ -310,8 +310,9 @@ def _make(pack: Pack, spec: EnvironmentSpec, ident: Identity, target: Path, log:
     if ident.node is not None:
         environ = base_environ()
         with build_network(environ, log, npm_endpoints(environ, fixture)) as egress:
-            install_node(spec, fixture, target / PROJECT_COPY, ident.node, log, environ, egress)
+            tools = install_node(spec, fixture, target / PROJECT_COPY, ident.node, log, environ, egress)
         return {
+            "tools": tools,
             "packages": node_installed(target / PROJECT_COPY / NODE_MODULES),
             "base_prefix": ident.node.prefix,
             "source_roots": [],

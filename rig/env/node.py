@@ -178,17 +178,20 @@ def install(
     log: Path,
     environ: dict[str, str],
     egress: Egress | None,
-) -> None:
+) -> list[str]:
     """Install the fixture's lockfile into a `copy` of it (its node_modules), then the pack's
-    setup lines; pnpm itself goes into the cache beside the environment."""
+    setup lines; pnpm itself goes into the cache beside the environment. The folders the
+    environment's users need on PATH besides its node_modules/.bin (pnpm's)."""
     node_lock(spec, fixture)
     shutil.copytree(fixture, copy, symlinks=True, ignore=shutil.ignore_patterns(*_NOT_COPIED))
+    tools: list[str] = []
     environ = {**environ, "PATH": os.pathsep.join([str(Path(node.path).parent), environ.get("PATH", "")])}
     if spec.manager == "npm":
         run_step("npm ci", ["npm", "ci", "--ignore-scripts", *_QUIET], log, copy, environ, egress=egress)
         run_step("npm rebuild", ["npm", "rebuild", *_QUIET], log, copy, environ, egress=egress)
     else:
         pnpm = _pnpm(copy.parent.parent, pnpm_version(fixture), log, environ, egress)
+        tools.append(str(Path(pnpm).parent))
         cmd = [pnpm, "install", "--frozen-lockfile", "--ignore-scripts", "--reporter=append-only"]
         run_step("pnpm install", cmd, log, copy, environ, egress=egress)
         run_step(
@@ -198,10 +201,11 @@ def install(
     setup_environ = {
         **environ,
         **spec.env,
-        "PATH": os.pathsep.join([str(modules / ".bin"), environ["PATH"]]),
+        "PATH": os.pathsep.join([str(modules / ".bin"), *tools, environ["PATH"]]),
     }
     for line in spec.setup:
         run_step("setup", ["sh", "-c", line], log, copy, setup_environ, egress=egress)
+    return tools
 
 
 def installed(modules: Path) -> list[str]:

@@ -393,6 +393,11 @@ class BuiltEnvironment(BaseModel):
         "node installation"
     )
     node: str | None = Field(default=None, description="a node environment's node binary")
+    tools: list[str] = Field(
+        default_factory=list,
+        description="folders its users need on PATH after its own bin: the pnpm rig installed beside the "
+        "environments for a pnpm environment",
+    )
     node_version: str | None = Field(default=None, description="a node environment's node version")
     source_roots: list[str] = Field(
         description='where a tree\'s importable packages live, relative to it ("" is its root)'

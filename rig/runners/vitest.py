@@ -23,17 +23,18 @@ from rig.runners.junit import Canaries, Canary, named_cases
 from rig.schema import RunnerSpec
 
 # One wrapper per hidden file, in the file's folder: a canary registered before the file is
-# imported and one after, so code that ends the worker at import or forces outcomes loses one. A
+# imported and one after, so code that ends the worker at import or forces outcomes loses one. The
+# last one fails through `expect`, so matchers replaced from the code under test show too. A
 # file that fails to load is reported as a failing test named after its stem.
 WRAPPER = """// Written by the rig: its canaries must fail, or outcomes were forced.
-import {{ test }} from "vitest";
+import {{ expect, test }} from "vitest";
 test({first!r}, () => {{ throw new Error({first_message!r}); }});
 try {{
   await import({module!r});
 }} catch (error) {{
   test({stem!r}, () => {{ throw error; }});
 }}
-test({last!r}, () => {{ throw new Error({last_message!r}); }});
+test({last!r}, () => {{ expect({last_message!r}).toBe("not " + {last_message!r}); }});
 """
 # The rig's config: the project's (a function of vite's env or an object), with what selects,
 # stops or measures tests replaced.

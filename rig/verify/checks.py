@@ -314,12 +314,13 @@ def run_hidden(
     junit.write_bytes(report)
     try:
         cases = run.read_cases(junit)
-    except (ET.ParseError, OSError) as exc:
+    except (ET.ParseError, OSError, ValueError) as exc:
+        # ValueError: a JSON report (jest's) that is no JSON or not the runner's.
         return HiddenOutcome(
             exit_code=done.returncode,
             ok=False,
             failed=["<crash>"],
-            error=f"{run.label}'s junit report is unreadable (exit {done.returncode}): {exc}",
+            error=f"{run.label}'s report is unreadable (exit {done.returncode}): {exc}",
         )
     canaries = run.canaries
     hidden = [case for case in cases if canaries is None or not canaries.owns(case)]

@@ -1,0 +1,237 @@
+"""The jest runner kind: the environment's jest over one canary wrapper per hidden test file.
+
+The project's jest configuration is honoured (its transform, such as ts-jest or babel-jest, its
+test environment, module mapping and setup files): jest reads it from the tree, where it is
+protected and restored before verification. What selects or stops tests and coverage is the
+rig's, given on the command line, which beats the configuration: `--testMatch` names the wrappers
+only, `--roots` is the tree, coverage is off (so a coverage threshold cannot fail a run of a few
+tests), `--ci` writes no snapshot. The outcomes come from jest's own JSON results (`--json`), no
+reporter package needed, cross-checked against its exit code.
+"""
+
+import json
+import posixpath
+import re
+import secrets
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+
+from rig.confine.project_env import ProjectEnv
+from rig.runners.argv import NODE, node_target
+from rig.runners.base import Detection, GateGuess, Kind, Placeholder, Project
+from rig.runners.hidden import HiddenRun, node_binary, token
+from rig.runners.junit import Canaries, Canary, Case
+from rig.schema import RunnerSpec
+
+# One wrapper per hidden file, beside it: a canary before the file is required and one after, so
+# code that ends the worker at require time or forces outcomes loses one. The last one fails
+# through `expect`, so matchers replaced from the code under test (`expect.extend`) show too.
+# `require`, not import: jest's transforms run a test file as CommonJS. A file that fails to load
+# is a failing test named after its stem.
+WRAPPER = """// Written by the rig: its canaries must fail, or outcomes were forced.
+test({first!r}, () => {{ throw new Error({first_message!r}); }});
+try {{
+  require({module!r});
+}} catch (error) {{
+  test({stem!r}, () => {{ throw error; }});
+}}
+test({last!r}, () => {{ expect({last_message!r}).toBe("not " + {last_message!r}); }});
+"""
+PROJECT_CONFIGS = tuple(f"jest.config.{ext}" for ext in ("ts", "mts", "cts", "js", "mjs", "cjs", "json"))
+_SUFFIXES = ("ts", "tsx", "mts", "cts", "js", "jsx", "mjs", "cjs")
+# jest's default testMatch: files in __tests__ folders, and *.test.* / *.spec.* files.
+_COLLECTED = re.compile(r"^.+[.](test|spec)[.][jt]sx?$")
+_COLLECTED_FOLDER = "__tests__"
+_PROGRAM = "jest"
+_SCRIPT = "jest.js"
+_STATES = {"passed": "passed", "failed": "failed"}
+
+
+def _entry(env: ProjectEnv | None) -> Path:
+    """The environment's jest, never one the agent left in the tree."""
+    if env is None or env.node_modules is None:
+        raise RuntimeError(
+            'the jest runner needs a node [environment] (manager = "npm" or "pnpm") in pack.toml'
+        )
+    entry = env.node_modules / "jest" / "bin" / _SCRIPT
+    if not entry.is_file():
+        raise RuntimeError(
+            f"jest is not installed in the environment ({entry}); add it to the project's devDependencies"
+        )
+    return entry
+
+
+def _stem(name: str) -> str:
+    """A test file's module name in test ids: its name up to `.test.` or `.spec.`."""
+    return re.split(r"\.(?:test|spec)\.", name, maxsplit=1)[0]
+
+
+def setup(dest: Path, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -> HiddenRun:
+    """The environment's jest over one canary wrapper per hidden test file, its JSON results to `junit`."""
+    entry = _entry(env)
+    files = sorted(p for p in dest.iterdir() if p.is_file() and JEST.is_test_file(p.name))
+    if not files:
+        raise RuntimeError(f"no hidden test files ({', '.join(JEST.test_files)}) in the hidden tests")
+    tree = dest.parent
+    members: list[Canary] = []
+    modules: dict[str, str] = {}
+    for path in files:
+        stem = _stem(path.name)
+        first, last = (Canary("", f"canary_{token()}", secrets.token_hex(16)) for _ in range(2))
+        members += [first, last]
+        wrapper = dest / f"rig-{token()}-{stem}.wrap.test{PurePosixPath(path.name).suffix}"
+        wrapper.write_text(
+            WRAPPER.format(
+                first=first.test,
+                first_message=first.message,
+                module=f"./{path.name}",
+                stem=stem,
+                last=last.test,
+                last_message=last.message,
+            )
+        )
+        modules[str(wrapper)] = stem
+    matches = [arg for wrapper in sorted(modules) for arg in ("--testMatch", wrapper)]
+    command = [
+        node_binary(),
+        str(entry),
+        "--ci",
+        "--json",
+        f"--outputFile={junit}",
+        "--coverage=false",
+        "--bail=0",
+        "--no-watchman",
+        "--roots",
+        str(tree),
+        "--testPathIgnorePatterns",
+        "/node_modules/",
+        *matches,
+    ]
+    return HiddenRun(command, Canaries(tuple(members)), lambda report: json_cases(report, modules), "jest")
+
+
+def json_cases(report: Path, modules: Mapping[str, str]) -> list[Case]:
+    """Every test of jest's JSON results: the module is `modules`' name for the file that ran it,
+    the name its ancestors' titles and its own joined by " > ", a first describe named after the
+    module left out. A file that failed before any test ran is one failing case named after it.
+    Raises ValueError for a report that is not jest's JSON."""
+    data = json.loads(report.read_bytes())
+    if not isinstance(data, dict) or not isinstance(data.get("testResults"), list):
+        raise ValueError("no testResults")
+    cases = []
+    for result in data["testResults"]:
+        module = modules.get(str(result.get("name", "")), str(result.get("name", "")))
+        assertions = result.get("assertionResults") or []
+        if not assertions and result.get("status") == "failed":
+            cases.append(Case(module, module, "failed", str(result.get("message", ""))))
+        for test in assertions:
+            titles = [str(t) for t in test.get("ancestorTitles", [])]
+            if titles and titles[0] == module:
+                titles = titles[1:]
+            name = " > ".join([*titles, str(test.get("title", ""))])
+            state = _STATES.get(str(test.get("status")), "skipped")
+            message = " ".join(str(m) for m in test.get("failureMessages", []))
+            cases.append(Case(module, name, state, message))
+    return cases
+
+
+def runs_tests(argv: list[str]) -> bool:
+    """jest itself, or node running its bin script."""
+    program = posixpath.basename(argv[0])
+    if program == _PROGRAM:
+        return "--init" not in argv[1:]
+    if program not in NODE:
+        return False
+    script = node_target(argv[1:])[1]
+    return script is not None and (
+        posixpath.basename(script) == _PROGRAM or script.endswith(f"{_PROGRAM}/bin/{_SCRIPT}")
+    )
+
+
+def collects(path: PurePosixPath) -> bool:
+    """Whether jest's default testMatch would run the file at `path`."""
+    if "node_modules" in path.parts or path.suffix.lstrip(".") not in ("js", "jsx", "ts", "tsx"):
+        return False
+    return _COLLECTED_FOLDER in path.parts[:-1] or bool(_COLLECTED.match(path.name))
+
+
+def detect(project: Project) -> Detection | None:
+    """A package.json that depends on jest, configures it or runs it as its test script, or a jest config."""
+    if "package.json" not in project.files:
+        return None
+    configs = tuple(name for name in PROJECT_CONFIGS if name in project.files)
+    text = project.read("package.json")
+    try:
+        manifest = json.loads(text) if text is not None else {}
+    except ValueError:
+        manifest = {}
+    manifest = manifest if isinstance(manifest, dict) else {}
+    evidence = next(
+        (
+            f"package.json {table} jest"
+            for table in ("devDependencies", "dependencies")
+            if isinstance(manifest.get(table), dict) and _PROGRAM in manifest[table]
+        ),
+        None,
+    )
+    if evidence is None and isinstance(manifest.get(_PROGRAM), dict):
+        evidence = 'package.json "jest"'
+    if evidence is None and re.search(r"\bjest\b", project.scripts.get("test", "")):
+        evidence = f'package.json "test": "{project.scripts["test"]}"'
+    if evidence is None and configs:
+        evidence = configs[0]
+    return None if evidence is None else Detection(evidence, configs)
+
+
+def placeholder(message: str) -> Placeholder:
+    """A test file whose one test, in the describe() named after its stem, fails with `message`."""
+    content = (
+        "// Hidden tests of the example task: a placeholder that fails until it is replaced.\n"
+        "// A test's id is <file stem>::<describe > test>, the describe named after the stem left out.\n"
+        'describe("example_hidden", () => {\n'
+        '  test("placeholder", () => {\n'
+        f"    throw new Error({json.dumps(message)});\n"
+        "  });\n"
+        "});\n"
+    )
+    return Placeholder("example_hidden.test.js", content, "example_hidden::placeholder")
+
+
+JEST = Kind(
+    language="javascript",
+    protected_names=(
+        "package.json",
+        "package-lock.json",
+        "npm-shrinkwrap.json",
+        "pnpm-lock.yaml",
+        "pnpm-workspace.yaml",
+        ".npmrc",
+        "node_modules",
+        ".nvmrc",
+        ".node-version",
+        # How jest and its transforms read the tests.
+        "jest.config.*",
+        "jest.setup.*",
+        "tsconfig*.json",
+        "babel.config.*",
+        ".babelrc*",
+    ),
+    python=False,
+    source_suffixes=tuple(f".{suffix}" for suffix in _SUFFIXES),
+    test_files=tuple(f"*.{kind}.{suffix}" for kind in ("test", "spec") for suffix in _SUFFIXES),
+    probe=re.compile(r"(?:\bJEST_WORKER_ID\b|\b__jest\w*|\bprocess\.reallyExit\b)"),
+    setup=setup,
+    runs_tests=runs_tests,
+    collects=collects,
+    detect=detect,
+    placeholder=placeholder,
+    default_gate=GateGuess(command=["npx", "jest"], run=["jest", "--ci"], source="jest", shadow_roots=[]),
+    package_test_commands=(
+        ("npm", "test"),
+        ("npm", "run", "test"),
+        ("pnpm", "test"),
+        ("pnpm", "run", "test"),
+    ),
+    tamper_files={"jest.config.js": "module.exports = { testMatch: [], passWithNoTests: true };\n"},
+    passing_test=("fake.test.js", 'test("fake", () => {});\n'),
+)

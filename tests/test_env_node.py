@@ -287,3 +287,21 @@ def test_a_pnpm_environment_puts_its_pinned_pnpm_on_path(
     pinned = json.loads((NODE_PACK / "fixture" / "package.json").read_text())["packageManager"]
     assert f"pnpm@{done.stdout.strip()}" == pinned, done.stderr
     assert env.tools[0].parent.parent in env.visible()
+
+
+def test_a_gate_that_writes_into_the_environment_fails_calibration_by_name(tmp_path: Path) -> None:
+    # Through the tree's node_modules link, as a tool that writes into its own package would.
+    pack = node_pack(tmp_path / "pack")
+    manifest = (pack / "pack.toml").read_text()
+    writes = 'run = ["sh", "-c", "node --test && touch node_modules/semver/written-by-the-gate"]'
+    (pack / "pack.toml").write_text(manifest.replace('run = ["{node}", "--test"]', writes))
+    cache = tmp_path / "envs"
+    proc = rig(offline(cache), "calibrate", "--pack", str(pack))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (line,) = [line for line in proc.stdout.splitlines() if "environment unchanged" in line]
+    assert line.startswith(
+        "[FAIL] environment unchanged: the gate or the hidden tests wrote into the project"
+    ), line
+    assert "(project/node_modules/semver/written-by-the-gate)" in line, line
+    (digest,) = environments(cache)
+    assert not (cache / digest / ".rig-env.json").exists(), "a written environment must be rebuilt"

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from rig.confine.project_env import ProjectEnv
-from rig.env.activate import activate
+from rig.confine.project_env import EnvironmentChanged, ProjectEnv, written_since
+from rig.env.activate import activate, invalidate
 from rig.packs.manifest import pack_digest
 from rig.schema import (
     CalibrationReport,
@@ -189,6 +189,29 @@ def run_item(item: Item, pack: Pack, scratch: Path, project_env: ProjectEnv | No
     return result(passed, reason, verification)
 
 
+def _environment_written(env: ProjectEnv | None, since: float) -> ItemResult | None:
+    """A failing item when the gate or the hidden tests wrote into the project environment (which
+    a run's sandbox shows read-only, so the same commands fail there; without one, the run fails
+    its audit); the environment is then rebuilt at its next use. None when it is unchanged."""
+    if env is None:
+        return None
+    try:
+        env.check_unchanged()
+    except EnvironmentChanged:
+        files = written_since(env.root, since)
+        invalidate(env)
+        return ItemResult(
+            name="environment unchanged",
+            kind="fixture",
+            task=None,
+            passed=False,
+            reason=f"the gate or the hidden tests wrote into the project environment "
+            f"({', '.join(files) or 'a file'}), which runs show read-only: change the command that "
+            "writes it in pack.toml",
+        )
+    return None
+
+
 def calibrate(
     pack: Pack,
     tasks: list[Task],
@@ -201,6 +224,7 @@ def calibrate(
     check last."""
     items = plan(tasks)
     project_env = activate(pack)
+    started = time.time()
     before = pack_digest(pack, skip_caches=False)
     root = Path(tempfile.mkdtemp(prefix="rig-calibrate-", dir=keep))
     results: list[ItemResult] = []
@@ -231,5 +255,10 @@ def calibrate(
     if on_result:
         on_result(fixture_result)
     final = [*results, fixture_result]
+    written = _environment_written(project_env, started)
+    if written is not None:
+        if on_result:
+            on_result(written)
+        final.append(written)
     n_pass = sum(r.passed for r in final)
     return CalibrationReport(ok=n_pass == len(final), passed=n_pass, failed=len(final) - n_pass, items=final)

@@ -92,6 +92,9 @@ def scrubbed_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, s
         "NO_COLOR": "1",
         # Only the plugins verification names: an installed distribution cannot add its own.
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        # npm (a gate's `npm test`) asks the registry for a newer npm and prints a notice, which
+        # would be the last line a failing gate's verdict shows.
+        "npm_config_update_notifier": "false",
     }
     env.update(extra or {})
     return env

@@ -53,6 +53,8 @@ class ProjectEnv:
     """The pytest plugin modules its distributions register, loaded by name (autoload stays off)."""
     state: str = ""
     """The fingerprint taken when it was activated: a run that changes it fails."""
+    activated_at: float = 0.0
+    """When that fingerprint was taken (time.time()): what changed since is named."""
     python_version: str = ""
     """Its interpreter's version, pinned in every record."""
     packages: tuple[str, ...] = ()
@@ -144,10 +146,36 @@ class ProjectEnv:
         """Raise EnvironmentChanged if the environment's fingerprint is not the one it was activated with."""
         now = fingerprint(self.root)
         if now != self.state:
+            written = written_since(self.root, self.activated_at)
+            named = f": {', '.join(written)}" if written else ""
             raise EnvironmentChanged(
                 f"the project environment {self.root} changed during the run (a file in it was written, "
-                "added or removed)"
+                f"added or removed{named})"
             )
+
+
+def written_since(root: Path, since: float, limit: int = 3) -> list[str]:
+    """Up to `limit` files under `root` (a built environment, rig's own) changed after `since` (a
+    time.time()), relative to it: what a command wrote into the environment. Links not followed;
+    bounded in entries as the fingerprint is."""
+    found: list[str] = []
+    seen = 0
+    for folder, dirs, files in os.walk(root):
+        seen += len(dirs)
+        for name in files:
+            seen += 1
+            path = Path(folder, name)
+            try:
+                changed = path.lstat().st_mtime > since
+            except OSError:
+                continue
+            if changed:
+                found.append(path.relative_to(root).as_posix())
+                if len(found) >= limit:
+                    return found
+        if seen > FINGERPRINT_MAX_ENTRIES:
+            break
+    return found
 
 
 def fingerprint(root: Path) -> str:

@@ -2,6 +2,7 @@
 for the confinement and verification layers (rig.confine.project_env.ProjectEnv)."""
 
 import hashlib
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,6 +43,7 @@ def described(result: BuildResult, variables: dict[str, str], build_lines: tuple
         build=build_lines,
         generated=result.path / GENERATED_DIR if manifest.generated else None,
         plugins=tuple(manifest.pytest_plugins),
+        activated_at=time.time(),
         state=fingerprint(result.path),
         python_version=manifest.python_version,
         packages=tuple(manifest.packages),

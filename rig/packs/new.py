@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import tempfile
 import textwrap
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -721,7 +722,8 @@ class EnvironmentCheck:
 def check_environment(path: Path, shown: str) -> EnvironmentCheck:
     """Build the written pack's environment (cached after the first time) and run its gate on a
     clean copy of the fixture in it; what it ran, and the key to change when it fails."""
-    from rig.env.activate import activate
+    from rig.confine.project_env import EnvironmentChanged, written_since
+    from rig.env.activate import activate, invalidate
     from rig.env.uvtool import EnvError
     from rig.verify.checks import run_check
     from rig.workspace.build import copy_fixture
@@ -736,10 +738,25 @@ def check_environment(path: Path, shown: str) -> EnvironmentCheck:
         )
     assert env is not None
     lines = [f"environment: built {env.hash[:12]} at {env.root} (rig env show {shlex.quote(shown)} lists it)"]
+    started = time.time()
     with tempfile.TemporaryDirectory(prefix="rig-pack-new-") as tmp:
         work = copy_fixture(pack.fixture_dir, Path(tmp) / "work")
         outcome = run_check(work, Path(tmp) / "home", pack.spec.gate, project_env=env)
     shown_gate = " ".join(pack.spec.gate.run)
+    try:
+        env.check_unchanged()
+    except EnvironmentChanged:
+        files = written_since(env.root, started)
+        invalidate(env)
+        return EnvironmentCheck(
+            [
+                *lines,
+                f"gate on the clean fixture, in the environment: WROTE INTO THE ENVIRONMENT "
+                f"({', '.join(files) or 'a file'}), which runs show read-only, so it fails there",
+                f"Change [gate] run in pack.toml (drop the option that writes it), {again}.",
+            ],
+            False,
+        )
     if outcome.ok:
         return EnvironmentCheck(
             [*lines, f"gate on the clean fixture, in the environment: passes ({shown_gate})"], True

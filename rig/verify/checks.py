@@ -12,6 +12,7 @@ module's (rig.runners.registry).
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -191,7 +192,7 @@ def run_check(
         )
     if gate.report == "exit-code":
         ok = done.returncode == 0
-        tail = ((done.stdout + done.stderr).strip().splitlines() or ["no output"])[-1]
+        tail = telling_line(done.stdout + done.stderr)
         return CheckOutcome(
             exit_code=done.returncode,
             ok=ok,
@@ -221,6 +222,19 @@ def run_check(
             error=f"the gate's report ok={claimed_ok} contradicts exit {done.returncode}",
         )
     return CheckOutcome(exit_code=done.returncode, ok=claimed_ok, failed=failed, results=results)
+
+
+# A line that says what failed, in a runner's output (vitest's `FAIL file`, an `Error:`, pytest's
+# `1 failed`), rather than its closing decoration.
+_TELLING = re.compile(r"\b(?:error|errors|fail|failed|failure|FAIL|ERR!)\b", re.IGNORECASE)
+
+
+def telling_line(output: str) -> str:
+    """The last line of `output` that names a failure or an error, else its last line."""
+    lines = [line.strip() for line in output.strip().splitlines() if line.strip()]
+    if not lines:
+        return "no output"
+    return next((line for line in reversed(lines) if _TELLING.search(line)), lines[-1])[:300]
 
 
 def put_generated(workdir: Path, project_env: ProjectEnv) -> None:

@@ -25,6 +25,9 @@ class HiddenRun:
     read_cases: Callable[[Path], list[Case]]
     label: str
     """The runner's name in verdicts: `pytest wrote no junit report`."""
+    failed_exit: Callable[[list[Case]], int] | None = None
+    """The exit code the runner must give when the report's `cases` include failures (the
+    canaries always do); None: 1. mocha exits with the number of failures."""
 
 
 def node_binary() -> str:

@@ -109,15 +109,18 @@ class Canaries:
         """Whether a junit testcase belongs to one of the canaries."""
         return any(c.owns(case) for c in self.members)
 
-    def problem(self, cases: list[Case], returncode: int | None, runner: str) -> str | None:
+    def problem(
+        self, cases: list[Case], returncode: int | None, runner: str, failed_exit: int = TESTS_FAILED
+    ) -> str | None:
         """What is wrong with the canaries' outcomes, to follow "the rig's canary test"; None if none.
 
         " <name> passed instead of failing" for one canary, "s failed but pytest exited 0, not 1".
+        `failed_exit`: the exit code the runner gives for this report's failures.
         """
         for canary in self.members:
             problem = canary.problem(cases)
             if problem:
                 return f" {canary.module or canary.test} {problem}"
-        if returncode != TESTS_FAILED:
-            return f"s failed but {runner} exited {returncode}, not {TESTS_FAILED}"
+        if returncode != failed_exit:
+            return f"s failed but {runner} exited {returncode}, not {failed_exit}"
         return None

@@ -53,7 +53,7 @@ class GateSpec(BaseModel):
 
 
 # Each name is a module of rig/runners and a line of rig.runners.registry (tests/test_runner_kinds.py).
-RunnerKind = Literal["pytest", "vitest", "jest", "node-test", "command"]
+RunnerKind = Literal["pytest", "vitest", "jest", "mocha", "node-test", "command"]
 
 
 class RunnerSpec(BaseModel):

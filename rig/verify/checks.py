@@ -341,7 +341,8 @@ def run_hidden(
     failed = [case.id for case in hidden if case.state == "failed"]
     skipped = [case.id for case in hidden if case.state == "skipped"]
     if canaries is not None:
-        problem = canaries.problem(cases, done.returncode, run.label)
+        expected = run.failed_exit(cases) if run.failed_exit is not None else TESTS_FAILED
+        problem = canaries.problem(cases, done.returncode, run.label, expected)
         if problem is not None:
             return HiddenOutcome(
                 exit_code=done.returncode,

@@ -1,0 +1,276 @@
+"""The mocha runner kind: the environment's mocha over one canary wrapper per hidden test file.
+
+The project's mocha configuration (`.mocharc.*` or package.json's "mocha": its ui, require hooks
+such as ts-node, timeout, extensions) is honoured through a config the rig writes, which loads it
+with mocha's own loader and drops what selects or stops tests (spec, grep, bail, retries,
+parallel, watch, only) and the reporter; the rig's selection and mocha's JSON reporter are given
+on the command line. Outcomes come from that JSON, cross-checked against mocha's exit code, which
+is its number of failures.
+"""
+
+import json
+import posixpath
+import re
+import secrets
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+
+from rig.confine.project_env import ProjectEnv
+from rig.runners.argv import NODE, node_target
+from rig.runners.base import Detection, GateGuess, Kind, Placeholder, Project
+from rig.runners.hidden import HiddenRun, node_binary, token
+from rig.runners.junit import Canaries, Canary, Case
+from rig.schema import RunnerSpec
+
+# One wrapper per hidden file, beside it: a canary before the file is required and one after, so
+# code that ends the process at require time or forces outcomes loses one. A file that fails to
+# load is a failing test named after its stem. The code under test shares mocha's process and its
+# node:assert, a plain mutable object: the wrapper freezes it first (as node-test's does), so
+# `assert.equal = () => {}` from the code under test does nothing, and the last canary fails
+# through it.
+WRAPPER = """// Written by the rig: its canaries must fail, or outcomes were forced.
+const rigAssert = require("node:assert");
+for (const shared of [rigAssert, rigAssert.strict]) Object.freeze(shared);
+it({first!r}, () => {{ throw new Error({first_message!r}); }});
+try {{
+  require({module!r});
+}} catch (error) {{
+  it({stem!r}, () => {{ throw error; }});
+}}
+it({last!r}, () => {{ rigAssert.strictEqual({last_message!r}, "not " + {last_message!r}); }});
+"""
+CONFIG = """// Written by the rig: the project's mocha configuration, without what selects or stops tests.
+const options = require({options!r});
+const config = {{ ...(options.loadPkgRc({{}}) || {{}}), ...(options.loadRc({{}}) || {{}}) }};
+for (const key of {dropped}) delete config[key];
+module.exports = config;
+"""
+_DROPPED = (
+    "spec",
+    "file",
+    "ignore",
+    "exclude",
+    "watch",
+    "watch-files",
+    "watch-ignore",
+    "parallel",
+    "jobs",
+    "j",
+    "bail",
+    "b",
+    "retries",
+    "grep",
+    "g",
+    "fgrep",
+    "f",
+    "invert",
+    "i",
+    "forbid-only",
+    "forbid-pending",
+    "reporter",
+    "R",
+    "reporter-option",
+    "reporter-options",
+    "O",
+    "config",
+    "package",
+    "dry-run",
+    "fail-zero",
+    "pass-on-failing-test-suite",
+)
+PROJECT_CONFIGS = tuple(f".mocharc.{ext}" for ext in ("js", "cjs", "mjs", "yaml", "yml", "json", "jsonc"))
+_PROGRAM = "mocha"
+_SCRIPT = "mocha.js"
+_SUFFIXES = ("js", "cjs", "mjs", "ts", "cts", "mts")
+# What mocha runs with no spec: ./test/*.{js,cjs,mjs}.
+_DEFAULT_FOLDER = "test"
+_MAX_EXIT = 255
+
+
+def _entry(env: ProjectEnv | None) -> Path:
+    """The environment's mocha, never one the agent left in the tree."""
+    if env is None or env.node_modules is None:
+        raise RuntimeError(
+            'the mocha runner needs a node [environment] (manager = "npm" or "pnpm") in pack.toml'
+        )
+    entry = env.node_modules / "mocha" / "bin" / _SCRIPT
+    if not entry.is_file():
+        raise RuntimeError(
+            f"mocha is not installed in the environment ({entry}); add it to the project's devDependencies"
+        )
+    return entry
+
+
+def _stem(name: str) -> str:
+    """A test file's module name in test ids: its name up to `.test.` or `.spec.`."""
+    return re.split(r"\.(?:test|spec)\.", name, maxsplit=1)[0]
+
+
+def setup(dest: Path, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -> HiddenRun:
+    """The environment's mocha over one canary wrapper per hidden test file, its JSON results to `junit`."""
+    entry = _entry(env)
+    files = sorted(p for p in dest.iterdir() if p.is_file() and MOCHA.is_test_file(p.name))
+    if not files:
+        raise RuntimeError(f"no hidden test files ({', '.join(MOCHA.test_files)}) in the hidden tests")
+    members: list[Canary] = []
+    modules: dict[str, str] = {}
+    for path in files:
+        stem = _stem(path.name)
+        first, last = (Canary("", f"canary_{token()}", secrets.token_hex(16)) for _ in range(2))
+        members += [first, last]
+        wrapper = dest / f"rig-{token()}-{stem}.wrap.test{PurePosixPath(path.name).suffix}"
+        wrapper.write_text(
+            WRAPPER.format(
+                first=first.test,
+                first_message=first.message,
+                module=f"./{path.name}",
+                stem=stem,
+                last=last.test,
+                last_message=last.message,
+            )
+        )
+        modules[str(wrapper)] = stem
+    config = dest / f"rig-{token()}.mocharc.cjs"
+    options = entry.parent.parent / "lib" / "cli" / "options.js"
+    config.write_text(CONFIG.format(options=str(options), dropped=json.dumps(list(_DROPPED))))
+    command = [
+        node_binary(),
+        str(entry),
+        "--config",
+        str(config),
+        "--no-package",
+        "--reporter",
+        "json",
+        "--reporter-option",
+        f"output={junit}",
+        "--retries",
+        "0",
+        "--forbid-only",
+        *sorted(modules),
+    ]
+    return HiddenRun(
+        command,
+        Canaries(tuple(members)),
+        lambda report: json_cases(report, modules),
+        "mocha",
+        failed_exit=lambda cases: min(_MAX_EXIT, sum(case.state == "failed" for case in cases)),
+    )
+
+
+def json_cases(report: Path, modules: Mapping[str, str]) -> list[Case]:
+    """Every test of mocha's JSON report: the module is `modules`' name for its file, the name its
+    full title with a first describe named after the module left out. Raises ValueError for a
+    report that is not mocha's JSON."""
+    data = json.loads(report.read_bytes())
+    if not isinstance(data, dict) or not all(isinstance(data.get(k), list) for k in ("passes", "failures")):
+        raise ValueError("no passes or failures")
+    cases = []
+    for state, key in (("passed", "passes"), ("failed", "failures"), ("skipped", "pending")):
+        for test in data.get(key) or []:
+            module = modules.get(str(test.get("file", "")), str(test.get("file", "")))
+            name = str(test.get("fullTitle", test.get("title", "")))
+            # mocha joins the titles with spaces: a first describe named after the module is its prefix.
+            name = name.removeprefix(f"{module} ")
+            error = test.get("err") or {}
+            message = (
+                f"{error.get('message', '')} {error.get('stack', '')}" if isinstance(error, dict) else ""
+            )
+            cases.append(Case(module, name, state, message))
+    return cases
+
+
+def runs_tests(argv: list[str]) -> bool:
+    """mocha itself, or node running its bin script."""
+    program = posixpath.basename(argv[0])
+    if program in (_PROGRAM, "_mocha"):
+        return "init" not in argv[1:2]
+    if program not in NODE:
+        return False
+    script = node_target(argv[1:])[1]
+    return script is not None and (
+        posixpath.basename(script) in (_PROGRAM, "_mocha") or script.endswith(f"{_PROGRAM}/bin/{_SCRIPT}")
+    )
+
+
+def collects(path: PurePosixPath) -> bool:
+    """Whether mocha with no spec would run the file at `path`: ./test/*.{js,cjs,mjs}."""
+    return path.parts[:-1] == (_DEFAULT_FOLDER,) and path.suffix in (".js", ".cjs", ".mjs")
+
+
+def detect(project: Project) -> Detection | None:
+    """A package.json that depends on mocha, configures it or runs it as its test script, or a .mocharc."""
+    if "package.json" not in project.files:
+        return None
+    configs = tuple(name for name in PROJECT_CONFIGS if name in project.files)
+    text = project.read("package.json")
+    try:
+        manifest = json.loads(text) if text is not None else {}
+    except ValueError:
+        manifest = {}
+    manifest = manifest if isinstance(manifest, dict) else {}
+    evidence = next(
+        (
+            f"package.json {table} mocha"
+            for table in ("devDependencies", "dependencies")
+            if isinstance(manifest.get(table), dict) and _PROGRAM in manifest[table]
+        ),
+        None,
+    )
+    if evidence is None and re.search(r"\bmocha\b", project.scripts.get("test", "")):
+        evidence = f'package.json "test": "{project.scripts["test"]}"'
+    if evidence is None and configs:
+        evidence = configs[0]
+    return None if evidence is None else Detection(evidence, configs)
+
+
+def placeholder(message: str) -> Placeholder:
+    """A test file whose one test, in the describe() named after its stem, fails with `message`."""
+    content = (
+        "// Hidden tests of the example task: a placeholder that fails until it is replaced.\n"
+        "// A test's id is <file stem>::<full title>, the describe named after the stem left out.\n"
+        'describe("example_hidden", () => {\n'
+        '  it("placeholder", () => {\n'
+        f"    throw new Error({json.dumps(message)});\n"
+        "  });\n"
+        "});\n"
+    )
+    return Placeholder("example_hidden.test.js", content, "example_hidden::placeholder")
+
+
+MOCHA = Kind(
+    language="javascript",
+    protected_names=(
+        "package.json",
+        "package-lock.json",
+        "npm-shrinkwrap.json",
+        "pnpm-lock.yaml",
+        "pnpm-workspace.yaml",
+        ".npmrc",
+        "node_modules",
+        ".nvmrc",
+        ".node-version",
+        # How mocha and its require hooks read the tests.
+        ".mocharc*",
+        "tsconfig*.json",
+        "babel.config.*",
+        ".babelrc*",
+    ),
+    python=False,
+    source_suffixes=tuple(f".{suffix}" for suffix in _SUFFIXES),
+    test_files=tuple(f"*.{kind}.{suffix}" for kind in ("test", "spec") for suffix in _SUFFIXES),
+    probe=re.compile(r"(?:\bMOCHA_\w*|\b__mocha\w*|\bprocess\.reallyExit\b)"),
+    setup=setup,
+    runs_tests=runs_tests,
+    collects=collects,
+    detect=detect,
+    placeholder=placeholder,
+    default_gate=GateGuess(command=["npx", "mocha"], run=["mocha"], source="mocha", shadow_roots=[]),
+    package_test_commands=(
+        ("npm", "test"),
+        ("npm", "run", "test"),
+        ("pnpm", "test"),
+        ("pnpm", "run", "test"),
+    ),
+    tamper_files={".mocharc.json": '{ "spec": [], "allow-uncaught": true }\n'},
+    passing_test=("fake.test.js", 'it("fake", () => {});\n'),
+)

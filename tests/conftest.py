@@ -85,3 +85,10 @@ def run_check_json(workdir: Path) -> tuple[int, dict]:
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 1, f"--json must print exactly one line, got: {proc.stdout!r} {proc.stderr!r}"
     return proc.returncode, json.loads(lines[0])
+
+
+@pytest.fixture
+def offline_npm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """npm installs from its cache alone (the tests' network is loopback): for node environments
+    built in the test's own process."""
+    monkeypatch.setenv("npm_config_offline", "true")

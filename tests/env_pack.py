@@ -24,6 +24,30 @@ kind = "pytest"
 """
 
 
+# An experiment of the scripted harness on `pack`: a `probe` condition running shell `commands` (a
+# JSON list), and the reference solution.
+EXPERIMENT = """name = "{name}"
+harness = "scripted"
+model = "scripted"
+pack = "{pack}"
+tasks = "all"
+repetitions = 1
+workers = 1
+seed = 5
+[timeouts]
+agent_s = 120
+stall_s = 60
+
+[[conditions]]
+name = "probe"
+harness_options = {{ policy = "script", commands = {commands} }}
+
+[[conditions]]
+name = "solution"
+harness_options = {{ policy = "solution" }}
+"""
+
+
 def make_pack(where: Path, environment: str = 'extras = ["test"]\n', manifest: str = MANIFEST) -> Path:
     """A pack around tests/data/env_project with the given [environment] body."""
     for folder in ("tasks", "hidden_tests"):

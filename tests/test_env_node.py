@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from env_pack import RIG
+from env_pack import EXPERIMENT
+from node_packs import offline, pack_new_from, rig
 
 from rig.env.activate import activate
 from rig.packs.manifest import PackError, load_pack
@@ -31,15 +32,6 @@ def node_pack(where: Path, environment: str = 'manager = "npm"\n') -> Path:
     head, _, _ = manifest.partition("[environment]\n")
     (where / "pack.toml").write_text(f"{head}[environment]\n{environment}")
     return where
-
-
-def offline(cache: Path) -> dict[str, str]:
-    """Builds into `cache` that npm and pnpm make from their caches alone (the tests' network is loopback)."""
-    return {**os.environ, "RIG_ENV_DIR": str(cache), "npm_config_offline": "true"}
-
-
-def rig(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([RIG, *args], capture_output=True, text=True, timeout=600, env=env)
 
 
 def environments(cache: Path) -> set[str]:
@@ -176,24 +168,11 @@ def test_builds_that_cannot_be_made_are_one_line_and_leave_nothing(tmp_path: Pat
 def test_pack_new_infers_the_manager_builds_and_passes_the_gate(
     lockfile: str, manager: str, tmp_path: Path
 ) -> None:
-    repo = tmp_path / "nodeproject"
-    shutil.copytree(NODE_PACK / "fixture", repo)
+    fixture = tmp_path / "nodeproject" / "fixture"
+    shutil.copytree(NODE_PACK / "fixture", fixture)
     for other in {"package-lock.json", "pnpm-lock.yaml"} - {lockfile}:
-        (repo / other).unlink()
-    for args in (
-        ["init", "-q"],
-        ["add", "-A"],
-        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "i"],
-    ):
-        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
-    env = {**offline(tmp_path / "envs"), "GIT_CEILING_DIRECTORIES": str(tmp_path)}
-    done = subprocess.run(
-        [RIG, "pack", "new", str(tmp_path / "pack"), "--from", str(repo)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
+        (fixture / other).unlink()
+    done = pack_new_from(fixture, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     spec = load_pack(tmp_path / "pack").spec
     assert spec.environment is not None and spec.environment.manager == manager
@@ -204,26 +183,6 @@ def test_pack_new_infers_the_manager_builds_and_passes_the_gate(
     assert f"installed by {manager})" in manifest and "python" not in manifest.split("[environment]")[1]
 
 
-EXPERIMENT = """name = "{name}"
-harness = "scripted"
-model = "scripted"
-pack = "{pack}"
-tasks = "all"
-repetitions = 1
-workers = 1
-seed = 5
-[timeouts]
-agent_s = 120
-stall_s = 60
-
-[[conditions]]
-name = "probe"
-harness_options = {{ policy = "script", commands = {commands} }}
-
-[[conditions]]
-name = "solution"
-harness_options = {{ policy = "solution" }}
-"""
 # What the agent's shell finds: the project's own tests through npm, the environment's bin on
 # PATH, a bare import resolved from the tree; a cache written under node_modules stays in the tree.
 PROBE = (

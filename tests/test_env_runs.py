@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from env_pack import make_pack, offline, rig
+from env_pack import EXPERIMENT, make_pack, offline, rig
 
 from rig.env.activate import packages_digest
 
@@ -132,26 +132,6 @@ PROBE = (
     'print(os.environ["ENVPROJECT_MODE"])\' > probe.txt; '
     'python -m pytest -q -p no:cacheprovider tests > pytest.txt 2>&1; echo "exit $?" >> pytest.txt'
 )
-EXPERIMENT = """name = "{name}"
-harness = "scripted"
-model = "scripted"
-pack = "{pack}"
-tasks = "all"
-repetitions = 1
-workers = 1
-seed = 5
-[timeouts]
-agent_s = 120
-stall_s = 60
-
-[[conditions]]
-name = "probe"
-harness_options = {{ policy = "script", commands = {commands} }}
-
-[[conditions]]
-name = "solution"
-harness_options = {{ policy = "solution" }}
-"""
 
 
 def env_run_pack(where: Path) -> Path:

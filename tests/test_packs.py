@@ -56,7 +56,7 @@ command = ["sh", "run-tests.sh", "{junit}"]
             lambda m: "colour = 1\n" + m,
             r"pack.toml: colour: Extra inputs are not permitted; fix the manifest$",
         ),
-        (lambda m: m.replace('kind = "command"', 'kind = "jest"'), r"runner.kind: Input should be 'pytest'"),
+        (lambda m: m.replace('kind = "command"', 'kind = "karma"'), r"runner.kind: Input should be 'pytest'"),
         (
             lambda m: m.replace('command = ["sh", "run-tests.sh", "{junit}"]\n', ""),
             r"needs command = \[\.\.\.\]",

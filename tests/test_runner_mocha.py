@@ -5,44 +5,20 @@ tests run under the project's configuration without its spec, from mocha's JSON 
 code (the number of failures) cross-checked; node:assert is frozen before the code under test
 loads; `rig pack new` recognises it."""
 
-import os
-import shutil
-import subprocess
 from pathlib import Path, PurePosixPath
 
-import pytest
-from env_pack import RIG
+from node_packs import DATA, hidden_run, offline, pack_new_from, rig
 
-from rig.env.activate import activate
 from rig.packs.manifest import load_pack
-from rig.paths import REPO_ROOT
 from rig.runners.mocha import MOCHA
 from rig.schema import HiddenOutcome
-from rig.verify.checks import derive, run_hidden
-from rig.workspace.build import copy_fixture
 
-PACK = REPO_ROOT / "tests" / "data" / "mocha_pack"
+PACK = DATA / "mocha_pack"
 TASK = "t1_clamp_above"
 
 
-def offline(cache: Path) -> dict[str, str]:
-    return {**os.environ, "RIG_ENV_DIR": str(cache), "npm_config_offline": "true"}
-
-
-@pytest.fixture
-def offline_npm(monkeypatch: pytest.MonkeyPatch) -> None:
-    """npm installs from its cache alone (the tests' network is loopback)."""
-    monkeypatch.setenv("npm_config_offline", "true")
-
-
 def test_calibration_runs_the_hidden_tests_under_the_projects_config(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [RIG, "calibrate", "--pack", str(PACK)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=offline(tmp_path),
-    )
+    done = rig(offline(tmp_path), "calibrate", "--pack", str(PACK))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "6/6 passed, all PASS" in done.stdout, done.stdout
     assert (
@@ -51,28 +27,13 @@ def test_calibration_runs_the_hidden_tests_under_the_projects_config(tmp_path: P
     )
 
 
-def hidden_run(
-    tmp_path: Path, source: str | None = None, hidden: dict[str, str] | None = None
-) -> HiddenOutcome:
-    """The task's hidden tests (with `hidden` files added) on the fixture, whose src/clamp.js is
-    replaced by `source`; the environment is built into the tests' shared cache."""
-    pack = load_pack(PACK)
-    env = activate(pack)
-    work = copy_fixture(pack.fixture_dir, tmp_path / "work")
-    if source is not None:
-        (work / "src" / "clamp.js").write_text(source)
-    assert derive(work, tmp_path / "home", env) is None
-    tests = tmp_path / "hidden"
-    shutil.copytree(PACK / "hidden_tests" / TASK, tests)
-    for name, text in (hidden or {}).items():
-        (tests / name).write_text(text)
-    return run_hidden(
-        work, tests, tmp_path / "report.json", tmp_path / "home", pack.spec.runner, project_env=env
-    )
+def solved(tmp_path: Path, source: str | None = None, hidden: dict[str, str] | None = None) -> HiddenOutcome:
+    """The hidden tests (and `hidden` files) on the fixture, src/clamp.js replaced by `source`."""
+    return hidden_run(PACK, TASK, tmp_path, {"src/clamp.js": source} if source is not None else None, hidden)
 
 
 def test_ids_exit_code_and_a_file_that_fails_to_load(tmp_path: Path, offline_npm: None) -> None:
-    outcome = hidden_run(tmp_path, hidden={"other_hidden.test.js": 'require("./no-such-module");\n'})
+    outcome = solved(tmp_path, hidden={"other_hidden.test.js": 'require("./no-such-module");\n'})
     assert outcome.passed == [
         "clamp_hidden::holds a value above at high",
         "clamp_hidden::holds a value below at low",
@@ -96,7 +57,7 @@ module.exports = { clamp };
 
 
 def test_node_assert_cannot_be_disarmed_from_the_code_under_test(tmp_path: Path, offline_npm: None) -> None:
-    outcome = hidden_run(tmp_path, ASSERT_DISARMED)
+    outcome = solved(tmp_path, ASSERT_DISARMED)
     assert not outcome.ok and "clamp_hidden::holds a value above at high" in outcome.failed, outcome
     assert "<canary>" not in outcome.failed, outcome
 
@@ -112,22 +73,7 @@ def test_the_kind_recognises_its_command_and_files() -> None:
 
 
 def test_pack_new_recognises_a_mocha_project_and_passes_its_gate(tmp_path: Path) -> None:
-    repo = tmp_path / "clamp"
-    shutil.copytree(PACK / "fixture", repo)
-    for args in (
-        ["init", "-q"],
-        ["add", "-A"],
-        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "i"],
-    ):
-        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
-    env = {**offline(tmp_path / "envs"), "GIT_CEILING_DIRECTORIES": str(tmp_path)}
-    done = subprocess.run(
-        [RIG, "pack", "new", str(tmp_path / "pack"), "--from", str(repo)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
+    done = pack_new_from(PACK / "fixture", tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     spec = load_pack(tmp_path / "pack").spec
     assert spec.runner.kind == "mocha" and "runner: mocha (package.json devDependencies mocha)" in done.stdout

@@ -5,38 +5,22 @@ not match and a 100% coverage threshold), in its npm environment built offline f
 test's id is `<stem>::<test>`, forced outcomes fail the canaries, and `rig pack new` recognises it."""
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path, PurePosixPath
 
-import pytest
-from env_pack import RIG
+from node_packs import DATA, hidden_run, offline, pack_new_from, rig
 
-from rig.env.activate import activate
 from rig.packs.manifest import load_pack
-from rig.paths import REPO_ROOT
 from rig.runners.vitest import VITEST
 from rig.schema import HiddenOutcome
-from rig.verify.checks import derive, run_hidden
-from rig.workspace.build import copy_fixture
 
-PACK = REPO_ROOT / "tests" / "data" / "vitest_pack"
+PACK = DATA / "vitest_pack"
 TASK = "t1_trim_dashes"
 
 
-def offline(cache: Path) -> dict[str, str]:
-    return {**os.environ, "RIG_ENV_DIR": str(cache), "npm_config_offline": "true"}
-
-
 def calibrate(pack: Path, cache: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [RIG, "calibrate", "--pack", str(pack)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=offline(cache),
-    )
+    return rig(offline(cache), "calibrate", "--pack", str(pack))
 
 
 def test_calibration_runs_the_hidden_tests_under_the_projects_config(tmp_path: Path) -> None:
@@ -66,30 +50,9 @@ def test_a_coverage_threshold_and_a_missing_provider_cannot_fail_the_hidden_run(
     assert "6/6 passed, all PASS" in done.stdout, done.stdout
 
 
-def hidden_run(
-    tmp_path: Path, source: str | None = None, hidden: dict[str, str] | None = None
-) -> HiddenOutcome:
-    """The task's hidden tests (with `hidden` files added) on the fixture, whose src/slug.ts is
-    replaced by `source`; the environment is built into the tests' shared cache."""
-    pack = load_pack(PACK)
-    env = activate(pack)
-    work = copy_fixture(pack.fixture_dir, tmp_path / "work")
-    if source is not None:
-        (work / "src" / "slug.ts").write_text(source)
-    assert derive(work, tmp_path / "home", env) is None
-    tests = tmp_path / "hidden"
-    shutil.copytree(PACK / "hidden_tests" / TASK, tests)
-    for name, text in (hidden or {}).items():
-        (tests / name).write_text(text)
-    return run_hidden(
-        work, tests, tmp_path / "junit.xml", tmp_path / "home", pack.spec.runner, project_env=env
-    )
-
-
-@pytest.fixture
-def offline_npm(monkeypatch: pytest.MonkeyPatch) -> None:
-    """npm installs from its cache alone (the tests' network is loopback)."""
-    monkeypatch.setenv("npm_config_offline", "true")
+def solved(tmp_path: Path, source: str | None = None, hidden: dict[str, str] | None = None) -> HiddenOutcome:
+    """The hidden tests (and `hidden` files) on the fixture, src/slug.ts replaced by `source`."""
+    return hidden_run(PACK, TASK, tmp_path, {"src/slug.ts": source} if source is not None else None, hidden)
 
 
 def test_ids_are_stem_and_test_and_a_file_that_fails_to_load_is_its_stem(
@@ -103,10 +66,10 @@ def test_ids_are_stem_and_test_and_a_file_that_fails_to_load_is_its_stem(
             "",
         ]
     )
-    outcome = hidden_run(tmp_path, hidden={"other_hidden.test.ts": broken})
+    outcome = solved(tmp_path, hidden={"other_hidden.test.ts": broken})
     assert outcome.passed == ["slug_hidden::no dash at either end", "slug_hidden::punctuation only is empty"]
     assert outcome.failed == ["other_hidden::x"] and not outcome.ok, outcome
-    syntax = hidden_run(tmp_path / "syntax", hidden={"other_hidden.test.ts": "this is not ( valid"})
+    syntax = solved(tmp_path / "syntax", hidden={"other_hidden.test.ts": "this is not ( valid"})
     assert syntax.failed == ["other_hidden::other_hidden"] and "<canary>" not in syntax.failed, syntax
 
 
@@ -131,7 +94,7 @@ export function slugify(text: string): string {
 def test_outcomes_forced_from_the_code_under_test_fail_the_canaries(
     tmp_path: Path, offline_npm: None
 ) -> None:
-    outcome = hidden_run(tmp_path, FORCED)
+    outcome = solved(tmp_path, FORCED)
     assert not outcome.ok and outcome.failed[0] == "<canary>", outcome
     assert "passed instead of failing" in (outcome.error or ""), outcome.error
 
@@ -147,22 +110,7 @@ def test_the_kind_recognises_its_command_and_files() -> None:
 
 
 def test_pack_new_recognises_a_vitest_project_and_passes_its_gate(tmp_path: Path) -> None:
-    repo = tmp_path / "slugproject"
-    shutil.copytree(PACK / "fixture", repo)
-    for args in (
-        ["init", "-q"],
-        ["add", "-A"],
-        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "i"],
-    ):
-        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
-    env = {**offline(tmp_path / "envs"), "GIT_CEILING_DIRECTORIES": str(tmp_path)}
-    done = subprocess.run(
-        [RIG, "pack", "new", str(tmp_path / "pack"), "--from", str(repo)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
+    done = pack_new_from(PACK / "fixture", tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     spec = load_pack(tmp_path / "pack").spec
     assert (

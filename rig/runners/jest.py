@@ -12,15 +12,23 @@ reporter package needed, cross-checked against its exit code.
 import json
 import posixpath
 import re
-import secrets
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
 from rig.confine.project_env import ProjectEnv
 from rig.runners.argv import NODE, node_target
 from rig.runners.base import Detection, GateGuess, Kind, Placeholder, Project
-from rig.runners.hidden import HiddenRun, node_binary, token
-from rig.runners.junit import Canaries, Canary, Case
+from rig.runners.hidden import HiddenRun, node_binary
+from rig.runners.js import (
+    PACKAGE_FILES,
+    SUFFIXES,
+    TEST_FILES,
+    depends_on,
+    package_json,
+    runner_entry,
+    wrap,
+)
+from rig.runners.junit import Canaries, Case
 from rig.schema import RunnerSpec
 
 # One wrapper per hidden file, beside it: a canary before the file is required and one after, so
@@ -38,7 +46,6 @@ try {{
 test({last!r}, () => {{ expect({last_message!r}).toBe("not " + {last_message!r}); }});
 """
 PROJECT_CONFIGS = tuple(f"jest.config.{ext}" for ext in ("ts", "mts", "cts", "js", "mjs", "cjs", "json"))
-_SUFFIXES = ("ts", "tsx", "mts", "cts", "js", "jsx", "mjs", "cjs")
 # jest's default testMatch: files in __tests__ folders, and *.test.* / *.spec.* files.
 _COLLECTED = re.compile(r"^.+[.](test|spec)[.][jt]sx?$")
 _COLLECTED_FOLDER = "__tests__"
@@ -47,50 +54,12 @@ _SCRIPT = "jest.js"
 _STATES = {"passed": "passed", "failed": "failed"}
 
 
-def _entry(env: ProjectEnv | None) -> Path:
-    """The environment's jest, never one the agent left in the tree."""
-    if env is None or env.node_modules is None:
-        raise RuntimeError(
-            'the jest runner needs a node [environment] (manager = "npm" or "pnpm") in pack.toml'
-        )
-    entry = env.node_modules / "jest" / "bin" / _SCRIPT
-    if not entry.is_file():
-        raise RuntimeError(
-            f"jest is not installed in the environment ({entry}); add it to the project's devDependencies"
-        )
-    return entry
-
-
-def _stem(name: str) -> str:
-    """A test file's module name in test ids: its name up to `.test.` or `.spec.`."""
-    return re.split(r"\.(?:test|spec)\.", name, maxsplit=1)[0]
-
-
 def setup(dest: Path, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -> HiddenRun:
     """The environment's jest over one canary wrapper per hidden test file, its JSON results to `junit`."""
-    entry = _entry(env)
-    files = sorted(p for p in dest.iterdir() if p.is_file() and JEST.is_test_file(p.name))
-    if not files:
-        raise RuntimeError(f"no hidden test files ({', '.join(JEST.test_files)}) in the hidden tests")
+    entry = runner_entry(env, _PROGRAM, "bin", _SCRIPT)
+    wrapped = wrap(dest, JEST, WRAPPER)
     tree = dest.parent
-    members: list[Canary] = []
-    modules: dict[str, str] = {}
-    for path in files:
-        stem = _stem(path.name)
-        first, last = (Canary("", f"canary_{token()}", secrets.token_hex(16)) for _ in range(2))
-        members += [first, last]
-        wrapper = dest / f"rig-{token()}-{stem}.wrap.test{PurePosixPath(path.name).suffix}"
-        wrapper.write_text(
-            WRAPPER.format(
-                first=first.test,
-                first_message=first.message,
-                module=f"./{path.name}",
-                stem=stem,
-                last=last.test,
-                last_message=last.message,
-            )
-        )
-        modules[str(wrapper)] = stem
+    modules = {str(wrapper): module for wrapper, module in wrapped.modules.items()}
     matches = [arg for wrapper in sorted(modules) for arg in ("--testMatch", wrapper)]
     command = [
         node_binary(),
@@ -107,7 +76,7 @@ def setup(dest: Path, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -
         "/node_modules/",
         *matches,
     ]
-    return HiddenRun(command, Canaries(tuple(members)), lambda report: json_cases(report, modules), "jest")
+    return HiddenRun(command, Canaries(wrapped.canaries), lambda report: json_cases(report, modules), "jest")
 
 
 def json_cases(report: Path, modules: Mapping[str, str]) -> list[Case]:
@@ -160,24 +129,9 @@ def detect(project: Project) -> Detection | None:
     if "package.json" not in project.files:
         return None
     configs = tuple(name for name in PROJECT_CONFIGS if name in project.files)
-    text = project.read("package.json")
-    try:
-        manifest = json.loads(text) if text is not None else {}
-    except ValueError:
-        manifest = {}
-    manifest = manifest if isinstance(manifest, dict) else {}
-    evidence = next(
-        (
-            f"package.json {table} jest"
-            for table in ("devDependencies", "dependencies")
-            if isinstance(manifest.get(table), dict) and _PROGRAM in manifest[table]
-        ),
-        None,
-    )
-    if evidence is None and isinstance(manifest.get(_PROGRAM), dict):
+    evidence = depends_on(project, _PROGRAM)
+    if evidence is None and isinstance(package_json(project).get(_PROGRAM), dict):
         evidence = 'package.json "jest"'
-    if evidence is None and re.search(r"\bjest\b", project.scripts.get("test", "")):
-        evidence = f'package.json "test": "{project.scripts["test"]}"'
     if evidence is None and configs:
         evidence = configs[0]
     return None if evidence is None else Detection(evidence, configs)
@@ -200,15 +154,7 @@ def placeholder(message: str) -> Placeholder:
 JEST = Kind(
     language="javascript",
     protected_names=(
-        "package.json",
-        "package-lock.json",
-        "npm-shrinkwrap.json",
-        "pnpm-lock.yaml",
-        "pnpm-workspace.yaml",
-        ".npmrc",
-        "node_modules",
-        ".nvmrc",
-        ".node-version",
+        *PACKAGE_FILES,
         # How jest and its transforms read the tests.
         "jest.config.*",
         "jest.setup.*",
@@ -217,8 +163,8 @@ JEST = Kind(
         ".babelrc*",
     ),
     python=False,
-    source_suffixes=tuple(f".{suffix}" for suffix in _SUFFIXES),
-    test_files=tuple(f"*.{kind}.{suffix}" for kind in ("test", "spec") for suffix in _SUFFIXES),
+    source_suffixes=tuple(f".{suffix}" for suffix in SUFFIXES),
+    test_files=TEST_FILES,
     probe=re.compile(r"(?:\bJEST_WORKER_ID\b|\b__jest\w*|\bprocess\.reallyExit\b)"),
     setup=setup,
     runs_tests=runs_tests,

@@ -11,7 +11,6 @@ is its number of failures.
 import json
 import posixpath
 import re
-import secrets
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
@@ -19,7 +18,15 @@ from rig.confine.project_env import ProjectEnv
 from rig.runners.argv import NODE, node_target
 from rig.runners.base import Detection, GateGuess, Kind, Placeholder, Project
 from rig.runners.hidden import HiddenRun, node_binary, token
-from rig.runners.junit import Canaries, Canary, Case
+from rig.runners.js import (
+    PACKAGE_FILES,
+    SUFFIXES,
+    TEST_FILES,
+    depends_on,
+    runner_entry,
+    wrap,
+)
+from rig.runners.junit import Canaries, Case
 from rig.schema import RunnerSpec
 
 # One wrapper per hidden file, beside it: a canary before the file is required and one after, so
@@ -81,55 +88,16 @@ _DROPPED = (
 PROJECT_CONFIGS = tuple(f".mocharc.{ext}" for ext in ("js", "cjs", "mjs", "yaml", "yml", "json", "jsonc"))
 _PROGRAM = "mocha"
 _SCRIPT = "mocha.js"
-_SUFFIXES = ("js", "cjs", "mjs", "ts", "cts", "mts")
 # What mocha runs with no spec: ./test/*.{js,cjs,mjs}.
 _DEFAULT_FOLDER = "test"
 _MAX_EXIT = 255
 
 
-def _entry(env: ProjectEnv | None) -> Path:
-    """The environment's mocha, never one the agent left in the tree."""
-    if env is None or env.node_modules is None:
-        raise RuntimeError(
-            'the mocha runner needs a node [environment] (manager = "npm" or "pnpm") in pack.toml'
-        )
-    entry = env.node_modules / "mocha" / "bin" / _SCRIPT
-    if not entry.is_file():
-        raise RuntimeError(
-            f"mocha is not installed in the environment ({entry}); add it to the project's devDependencies"
-        )
-    return entry
-
-
-def _stem(name: str) -> str:
-    """A test file's module name in test ids: its name up to `.test.` or `.spec.`."""
-    return re.split(r"\.(?:test|spec)\.", name, maxsplit=1)[0]
-
-
 def setup(dest: Path, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -> HiddenRun:
     """The environment's mocha over one canary wrapper per hidden test file, its JSON results to `junit`."""
-    entry = _entry(env)
-    files = sorted(p for p in dest.iterdir() if p.is_file() and MOCHA.is_test_file(p.name))
-    if not files:
-        raise RuntimeError(f"no hidden test files ({', '.join(MOCHA.test_files)}) in the hidden tests")
-    members: list[Canary] = []
-    modules: dict[str, str] = {}
-    for path in files:
-        stem = _stem(path.name)
-        first, last = (Canary("", f"canary_{token()}", secrets.token_hex(16)) for _ in range(2))
-        members += [first, last]
-        wrapper = dest / f"rig-{token()}-{stem}.wrap.test{PurePosixPath(path.name).suffix}"
-        wrapper.write_text(
-            WRAPPER.format(
-                first=first.test,
-                first_message=first.message,
-                module=f"./{path.name}",
-                stem=stem,
-                last=last.test,
-                last_message=last.message,
-            )
-        )
-        modules[str(wrapper)] = stem
+    entry = runner_entry(env, _PROGRAM, "bin", _SCRIPT)
+    wrapped = wrap(dest, MOCHA, WRAPPER)
+    modules = {str(wrapper): module for wrapper, module in wrapped.modules.items()}
     config = dest / f"rig-{token()}.mocharc.cjs"
     options = entry.parent.parent / "lib" / "cli" / "options.js"
     config.write_text(CONFIG.format(options=str(options), dropped=json.dumps(list(_DROPPED))))
@@ -150,7 +118,7 @@ def setup(dest: Path, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -
     ]
     return HiddenRun(
         command,
-        Canaries(tuple(members)),
+        Canaries(wrapped.canaries),
         lambda report: json_cases(report, modules),
         "mocha",
         failed_exit=lambda cases: min(_MAX_EXIT, sum(case.state == "failed" for case in cases)),
@@ -202,22 +170,7 @@ def detect(project: Project) -> Detection | None:
     if "package.json" not in project.files:
         return None
     configs = tuple(name for name in PROJECT_CONFIGS if name in project.files)
-    text = project.read("package.json")
-    try:
-        manifest = json.loads(text) if text is not None else {}
-    except ValueError:
-        manifest = {}
-    manifest = manifest if isinstance(manifest, dict) else {}
-    evidence = next(
-        (
-            f"package.json {table} mocha"
-            for table in ("devDependencies", "dependencies")
-            if isinstance(manifest.get(table), dict) and _PROGRAM in manifest[table]
-        ),
-        None,
-    )
-    if evidence is None and re.search(r"\bmocha\b", project.scripts.get("test", "")):
-        evidence = f'package.json "test": "{project.scripts["test"]}"'
+    evidence = depends_on(project, _PROGRAM)
     if evidence is None and configs:
         evidence = configs[0]
     return None if evidence is None else Detection(evidence, configs)
@@ -240,15 +193,7 @@ def placeholder(message: str) -> Placeholder:
 MOCHA = Kind(
     language="javascript",
     protected_names=(
-        "package.json",
-        "package-lock.json",
-        "npm-shrinkwrap.json",
-        "pnpm-lock.yaml",
-        "pnpm-workspace.yaml",
-        ".npmrc",
-        "node_modules",
-        ".nvmrc",
-        ".node-version",
+        *PACKAGE_FILES,
         # How mocha and its require hooks read the tests.
         ".mocharc*",
         "tsconfig*.json",
@@ -256,8 +201,8 @@ MOCHA = Kind(
         ".babelrc*",
     ),
     python=False,
-    source_suffixes=tuple(f".{suffix}" for suffix in _SUFFIXES),
-    test_files=tuple(f"*.{kind}.{suffix}" for kind in ("test", "spec") for suffix in _SUFFIXES),
+    source_suffixes=tuple(f".{suffix}" for suffix in SUFFIXES),
+    test_files=TEST_FILES,
     probe=re.compile(r"(?:\bMOCHA_\w*|\b__mocha\w*|\bprocess\.reallyExit\b)"),
     setup=setup,
     runs_tests=runs_tests,

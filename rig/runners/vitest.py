@@ -12,14 +12,21 @@ vitest's own reporter.
 import json
 import posixpath
 import re
-import secrets
 from pathlib import Path, PurePosixPath
 
 from rig.confine.project_env import ProjectEnv
 from rig.runners.argv import NODE, node_target
 from rig.runners.base import Detection, GateGuess, Kind, Placeholder, Project
 from rig.runners.hidden import HiddenRun, node_binary, token
-from rig.runners.junit import Canaries, Canary, named_cases
+from rig.runners.js import (
+    PACKAGE_FILES,
+    SUFFIXES,
+    TEST_FILES,
+    depends_on,
+    runner_entry,
+    wrap,
+)
+from rig.runners.junit import Canaries, named_cases
 from rig.schema import RunnerSpec
 
 # One wrapper per hidden file, in the file's folder: a canary registered before the file is
@@ -63,7 +70,6 @@ export default async (env) => {{
 PROJECT_CONFIGS = tuple(
     f"{stem}.config.{ext}" for stem in ("vitest", "vite") for ext in ("ts", "mts", "cts", "js", "mjs", "cjs")
 )
-_SUFFIXES = ("ts", "tsx", "mts", "cts", "js", "jsx", "mjs", "cjs")
 # vitest's default include, **/*.{test,spec}.?(c|m)[jt]s?(x), as a file-name pattern.
 _COLLECTED = re.compile(r"^.+\.(test|spec)\.[cm]?[jt]sx?$")
 _PROGRAM = "vitest"
@@ -71,45 +77,12 @@ _SCRIPT = "vitest.mjs"
 _RUN_WORDS = frozenset({"run", "watch", "dev", "related"})
 
 
-def _entry(env: ProjectEnv | None) -> Path:
-    """The environment's vitest, never one the agent left in the tree."""
-    if env is None or env.node_modules is None:
-        raise RuntimeError(
-            'the vitest runner needs a node [environment] (manager = "npm" or "pnpm") in pack.toml'
-        )
-    entry = env.node_modules / "vitest" / _SCRIPT
-    if not entry.is_file():
-        raise RuntimeError(
-            f"vitest is not installed in the environment ({entry}); add it to the project's devDependencies"
-        )
-    return entry
-
-
 def setup(dest: Path, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -> HiddenRun:
     """The environment's vitest over one canary wrapper per hidden test file, junit to `junit`."""
-    entry = _entry(env)
-    files = sorted(p for p in dest.iterdir() if p.is_file() and VITEST.is_test_file(p.name))
-    if not files:
-        raise RuntimeError(f"no hidden test files ({', '.join(VITEST.test_files)}) in the hidden tests")
+    entry = runner_entry(env, _PROGRAM, _SCRIPT)
+    wrapped = wrap(dest, VITEST, WRAPPER)
     tree = dest.parent
-    members: list[Canary] = []
-    modules: dict[str, str] = {}
-    for path in files:
-        stem = _stem(path.name)
-        first, last = (Canary("", f"canary_{token()}", secrets.token_hex(16)) for _ in range(2))
-        members += [first, last]
-        wrapper = dest / f"rig-{token()}-{stem}.wrap.test{PurePosixPath(path.name).suffix}"
-        wrapper.write_text(
-            WRAPPER.format(
-                first=first.test,
-                first_message=first.message,
-                module=f"./{path.name}",
-                stem=stem,
-                last=last.test,
-                last_message=last.message,
-            )
-        )
-        modules[wrapper.relative_to(tree).as_posix()] = stem
+    modules = {wrapper.relative_to(tree).as_posix(): module for wrapper, module in wrapped.modules.items()}
     project = next((name for name in PROJECT_CONFIGS if (tree / name).is_file()), None)
     load = (
         f'import * as project from "../{project}";\nconst base = project.default ?? {{}};'
@@ -128,12 +101,9 @@ def setup(dest: Path, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -
         f"--outputFile={junit}",
         "--coverage.enabled=false",
     ]
-    return HiddenRun(command, Canaries(tuple(members)), lambda report: named_cases(report, modules), "vitest")
-
-
-def _stem(name: str) -> str:
-    """A test file's module name in test ids: its name up to `.test.` or `.spec.`."""
-    return re.split(r"\.(?:test|spec)\.", name, maxsplit=1)[0]
+    return HiddenRun(
+        command, Canaries(wrapped.canaries), lambda report: named_cases(report, modules), "vitest"
+    )
 
 
 def runs_tests(argv: list[str]) -> bool:
@@ -152,28 +122,12 @@ def collects(path: PurePosixPath) -> bool:
     return "node_modules" not in path.parts and bool(_COLLECTED.match(path.name))
 
 
-def _uses_vitest(project: Project) -> str | None:
-    text = project.read("package.json")
-    try:
-        manifest = json.loads(text) if text is not None else {}
-    except ValueError:
-        manifest = {}
-    if not isinstance(manifest, dict):
-        return None
-    for table in ("devDependencies", "dependencies"):
-        if isinstance(manifest.get(table), dict) and _PROGRAM in manifest[table]:
-            return f"package.json {table} vitest"
-    if _PROGRAM in project.scripts.get("test", ""):
-        return f'package.json "test": "{project.scripts["test"]}"'
-    return None
-
-
 def detect(project: Project) -> Detection | None:
     """A package.json that depends on vitest or runs it as its test script, or a vitest config."""
     if "package.json" not in project.files:
         return None
     configs = [name for name in PROJECT_CONFIGS if name in project.files and name.startswith(_PROGRAM)]
-    evidence = _uses_vitest(project) or (configs[0] if configs else None)
+    evidence = depends_on(project, _PROGRAM) or (configs[0] if configs else None)
     if evidence is None:
         return None
     return Detection(evidence, tuple(name for name in PROJECT_CONFIGS if name in project.files))
@@ -197,16 +151,7 @@ def placeholder(message: str) -> Placeholder:
 VITEST = Kind(
     language="typescript",
     protected_names=(
-        # How node and the package manager find modules and read options, as for node --test.
-        "package.json",
-        "package-lock.json",
-        "npm-shrinkwrap.json",
-        "pnpm-lock.yaml",
-        "pnpm-workspace.yaml",
-        ".npmrc",
-        "node_modules",
-        ".nvmrc",
-        ".node-version",
+        *PACKAGE_FILES,
         # How vitest and its transforms read the tests: the config the hidden run extends.
         "vitest.config.*",
         "vite.config.*",
@@ -216,8 +161,8 @@ VITEST = Kind(
         ".babelrc*",
     ),
     python=False,
-    source_suffixes=tuple(f".{suffix}" for suffix in _SUFFIXES),
-    test_files=tuple(f"*.{kind}.{suffix}" for kind in ("test", "spec") for suffix in _SUFFIXES),
+    source_suffixes=tuple(f".{suffix}" for suffix in SUFFIXES),
+    test_files=TEST_FILES,
     probe=re.compile(
         r"(?:\bimport\.meta\.vitest\b|\b__vitest\w*|\bVITEST\w*|\bjunit\w*|\bprocess\.reallyExit\b)"
     ),

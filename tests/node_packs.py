@@ -1,0 +1,68 @@
+"""Helpers for the tests of node environments and their runner kinds, around the small real
+projects of tests/data/*_pack, whose environments install offline: npm from its cache, pnpm from
+its store, both filled by `make setup-dev` from the projects' lockfiles."""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from env_pack import RIG
+
+from rig.env.activate import activate
+from rig.packs.manifest import load_pack
+from rig.paths import REPO_ROOT
+from rig.schema import HiddenOutcome
+from rig.verify.checks import derive, run_hidden
+from rig.workspace.build import copy_fixture
+
+DATA = REPO_ROOT / "tests" / "data"
+
+
+def offline(cache: Path, **extra: str) -> dict[str, str]:
+    """The environment of a rig whose node builds go into `cache` from npm's cache alone (the
+    tests' network is loopback)."""
+    return {**os.environ, "RIG_ENV_DIR": str(cache), "npm_config_offline": "true", **extra}
+
+
+def rig(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """The rig CLI under `env`."""
+    return subprocess.run([RIG, *args], capture_output=True, text=True, timeout=600, env=env)
+
+
+def pack_new_from(fixture: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """`rig pack new` (with its check) of a git repository holding a copy of `fixture`, into
+    `tmp_path / "pack"`."""
+    repo = tmp_path / "repo"
+    shutil.copytree(fixture, repo)
+    for args in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "i"],
+    ):
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+    env = offline(tmp_path / "envs", GIT_CEILING_DIRECTORIES=str(tmp_path))
+    return rig(env, "pack", "new", str(tmp_path / "pack"), "--from", str(repo))
+
+
+def hidden_run(
+    pack_dir: Path,
+    task: str,
+    tmp_path: Path,
+    files: dict[str, str] | None = None,
+    hidden: dict[str, str] | None = None,
+) -> HiddenOutcome:
+    """A task's hidden tests (with `hidden` files added) on the pack's fixture with `files`
+    (relative path: text) written over it, in the pack's environment (built into the tests'
+    shared cache; npm offline must be set)."""
+    pack = load_pack(pack_dir)
+    env = activate(pack)
+    work = copy_fixture(pack.fixture_dir, tmp_path / "work")
+    for rel, text in (files or {}).items():
+        (work / rel).write_text(text)
+    assert derive(work, tmp_path / "home", env) is None
+    tests = tmp_path / "hidden"
+    shutil.copytree(pack_dir / "hidden_tests" / task, tests)
+    for name, text in (hidden or {}).items():
+        (tests / name).write_text(text)
+    return run_hidden(work, tests, tmp_path / "report", tmp_path / "home", pack.spec.runner, project_env=env)

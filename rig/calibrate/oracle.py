@@ -17,8 +17,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from rig.confine.project_env import EnvironmentChanged, ProjectEnv, written_since
-from rig.env.activate import activate, invalidate
+from rig.confine.project_env import ProjectEnv
+from rig.env.activate import activate, written_into
 from rig.packs.manifest import pack_digest
 from rig.schema import (
     CalibrationReport,
@@ -193,23 +193,18 @@ def _environment_written(env: ProjectEnv | None, since: float) -> ItemResult | N
     """A failing item when the gate or the hidden tests wrote into the project environment (which
     a run's sandbox shows read-only, so the same commands fail there; without one, the run fails
     its audit); the environment is then rebuilt at its next use. None when it is unchanged."""
-    if env is None:
+    files = written_into(env, since)
+    if files is None:
         return None
-    try:
-        env.check_unchanged()
-    except EnvironmentChanged:
-        files = written_since(env.root, since)
-        invalidate(env)
-        return ItemResult(
-            name="environment unchanged",
-            kind="fixture",
-            task=None,
-            passed=False,
-            reason=f"the gate or the hidden tests wrote into the project environment "
-            f"({', '.join(files) or 'a file'}), which runs show read-only: change the command that "
-            "writes it in pack.toml",
-        )
-    return None
+    return ItemResult(
+        name="environment unchanged",
+        kind="fixture",
+        task=None,
+        passed=False,
+        reason=f"the gate or the hidden tests wrote into the project environment "
+        f"({', '.join(files) or 'a file'}), which runs show read-only: change the command that "
+        "writes it in pack.toml",
+    )
 
 
 def calibrate(

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rig.confine.project_env import ProjectEnv, fingerprint
+from rig.confine.project_env import EnvironmentChanged, ProjectEnv, fingerprint, written_since
 from rig.env.build import (
     GENERATED_DIR,
     MANIFEST,
@@ -60,3 +60,18 @@ def packages_digest(packages: list[str]) -> str:
 def invalidate(env: ProjectEnv) -> None:
     """Make a changed environment incomplete, so that the next build rebuilds it from nothing."""
     (env.root / MANIFEST).unlink(missing_ok=True)
+
+
+def written_into(env: ProjectEnv | None, since: float) -> list[str] | None:
+    """What a command run since `since` (a time.time()) wrote into the environment, which runs show
+    read-only (a few files, or [] when only a removal shows); the environment is then made
+    incomplete, so that its next use rebuilds it. None when it is unchanged or there is none."""
+    if env is None:
+        return None
+    try:
+        env.check_unchanged()
+    except EnvironmentChanged:
+        files = written_since(env.root, since)
+        invalidate(env)
+        return files
+    return None

@@ -288,11 +288,12 @@ class Identity:
     hash: str
 
 
-def identify(pack: Pack) -> Identity:
+def identify(pack: Pack, interpreter: Interpreter | None = None) -> Identity:
     """The interpreter (and for a node environment the node) the pack's environment is made from,
-    and its hash; EnvError in one line when either does not fit."""
+    and its hash; EnvError in one line when either does not fit. A caller that has resolved the
+    interpreter already passes it: resolving it runs a subprocess."""
     spec = _spec(pack)
-    interpreter = resolve_interpreter(spec)
+    interpreter = interpreter or resolve_interpreter(spec)
     node = resolve_node(spec, pack.fixture_dir) if spec.is_node else None
     return Identity(interpreter, node, environment_hash(pack, interpreter, node))
 
@@ -347,7 +348,7 @@ def build(pack: Pack, notify: Callable[[str], None] | None = None) -> BuildResul
     with FileLock(root / ".resolve.lock"):
         check_lock(pack)
         written = _resolve(pack, interpreter, root)
-    ident = identify(pack)
+    ident = identify(pack, interpreter)
     digest = ident.hash
     target = root / digest
     log = root / f"{digest}.log"

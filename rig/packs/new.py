@@ -722,8 +722,7 @@ class EnvironmentCheck:
 def check_environment(path: Path, shown: str) -> EnvironmentCheck:
     """Build the written pack's environment (cached after the first time) and run its gate on a
     clean copy of the fixture in it; what it ran, and the key to change when it fails."""
-    from rig.confine.project_env import EnvironmentChanged, written_since
-    from rig.env.activate import activate, invalidate
+    from rig.env.activate import activate, written_into
     from rig.env.uvtool import EnvError
     from rig.verify.checks import run_check
     from rig.workspace.build import copy_fixture
@@ -743,11 +742,8 @@ def check_environment(path: Path, shown: str) -> EnvironmentCheck:
         work = copy_fixture(pack.fixture_dir, Path(tmp) / "work")
         outcome = run_check(work, Path(tmp) / "home", pack.spec.gate, project_env=env)
     shown_gate = " ".join(pack.spec.gate.run)
-    try:
-        env.check_unchanged()
-    except EnvironmentChanged:
-        files = written_since(env.root, started)
-        invalidate(env)
+    files = written_into(env, started)
+    if files is not None:
         return EnvironmentCheck(
             [
                 *lines,

@@ -72,6 +72,7 @@ def python_mined(tmp_path_factory) -> tuple[Path, Path, dict[str, str], dict]:
 def test_each_commit_of_a_python_history_gets_the_expected_verdict(python_mined):
     repo, _pack, expected, report = python_mined
     got = {entry["subject"]: entry["verdict"] for entry in report["commits"]}
+    mined_ones = [verdict for verdict in expected.values() if verdict == "mined"]
     assert got == expected
     assert report["snapshot"] == git(repo, "rev-parse", "HEAD").strip()
     reasons = {entry["verdict"]: entry["reason"] for entry in report["commits"]}
@@ -82,6 +83,32 @@ def test_each_commit_of_a_python_history_gets_the_expected_verdict(python_mined)
     assert "already passes before the fix" in reasons["no-fail-to-pass"]
     # The fix's test imports a helper beside it that is no test: the hidden copy cannot import it.
     assert "test_stats: E   ModuleNotFoundError: No module named 'helpers'" in reasons["solution-fails"]
+    # The funnel: each verdict stops a commit at one step, so each step's count follows from them.
+    stops = {
+        "merge": "read",
+        "root": "read",
+        "no-tests": "read",
+        "no-source": "read",
+        "protected": "read",
+        "generated": "read",
+        "conflict": "changes",
+        "flaky": "applied",
+        "solution-fails": "not_flaky",
+        "no-fail-to-pass": "passed_after",
+        "no-message": "failed_before",
+        "calibration": "described",
+        "mined": "kept",
+    }
+    order = list(report["funnel"])
+    assert order[0] == "read" and order[-1] == "kept"
+    expected_funnel = {
+        step: sum(order.index(stops[verdict]) >= n for verdict in expected.values())
+        for n, step in enumerate(order)
+    }
+    assert report["funnel"] == expected_funnel
+    assert report["funnel"]["read"] == len(expected) and report["funnel"]["kept"] == len(mined_ones)
+    by_verdict = {entry["verdict"]: entry["stage"] for entry in report["commits"]}
+    assert by_verdict["conflict"] == "changes" and by_verdict["mined"] == "kept"
 
 
 @pytest.mark.slow
@@ -174,6 +201,12 @@ def test_javascript_history_mines_and_calibrates(tmp_path):
     assert "test/slug.test.mjs" not in solution and "src/slug.mjs" in solution
     calibration = rig("calibrate", "--pack", str(pack))
     assert calibration.returncode == 0, calibration.stdout + calibration.stderr
+    # Mined again, as a person reads it: the mined commit is the pack's already, so none gets past reading.
+    again = rig("task", "mine", str(repo), "--pack", str(pack))
+    assert again.returncode == 0, again.stderr
+    read = len(expected)
+    assert f"funnel: {read} read > 0 with source and tests > 0 applied > 0 not flaky" in again.stdout
+    assert again.stdout.rstrip().endswith("0 calibrated > 0 kept")
 
 
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path):

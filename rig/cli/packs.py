@@ -12,6 +12,19 @@ if TYPE_CHECKING:
 from rig.cli.common import ResultsOption, fail, read_only_context, report_warnings, store_errors
 from rig.cli.main import app
 
+# The funnel line `rig task mine` prints: each step's count (rig.schema.MineFunnel) and its words.
+FUNNEL_WORDS = {
+    "read": "read",
+    "changes": "with source and tests",
+    "applied": "applied",
+    "not_flaky": "not flaky",
+    "passed_after": "pass after the fix",
+    "failed_before": "fail before it",
+    "described": "described",
+    "calibrated": "calibrated",
+    "kept": "kept",
+}
+
 pack_app = typer.Typer(help="Task packs: make one from your own repository.", no_args_is_help=True)
 app.add_typer(pack_app, name="pack")
 
@@ -219,6 +232,8 @@ def task_mine(
     mined = counts.pop("mined", 0)
     skipped = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items()))
     typer.echo(f"mined {mined}; skipped {sum(counts.values())}" + (f" ({skipped})" if skipped else ""))
+    funnel = report.funnel.model_dump()
+    typer.echo("funnel: " + " > ".join(f"{n} {FUNNEL_WORDS[stage]}" for stage, n in funnel.items()))
     if mined:
         typer.echo(
             f'next: rig calibrate --pack {pack}, then an experiment with pack = "{pack}" (docs/mining.md)'

@@ -36,7 +36,7 @@ from rig.mine.patches import Patches, build, decoy_patches, hidden_tests
 from rig.mine.prompt import DEFAULT_TEMPLATE, issue_text
 from rig.packs.tasks import TaskError, load_tasks
 from rig.runners.registry import kind_of
-from rig.schema import MinedCommit, MineReport, MineVerdict, Pack, Verification
+from rig.schema import FunnelStage, MinedCommit, MineFunnel, MineReport, MineVerdict, Pack, Verification
 from rig.workspace.build import PatchError
 
 DEFAULT_MAX = 50
@@ -100,16 +100,25 @@ class Measured:
     fails_stages: list[str]
 
 
-def measure(pack: Pack, patches: Patches, hidden: Path, scratch: Path, env: ProjectEnv | None) -> Measured:
-    """Run the hidden tests before and after the fix (in `env`): which fail before, that all pass
-    after, and that neither verdict changes over HIDDEN_RUNS runs."""
+def measure(
+    pack: Pack,
+    patches: Patches,
+    hidden: Path,
+    scratch: Path,
+    env: ProjectEnv | None,
+    reached: Callable[[FunnelStage], None],
+) -> Measured:
+    """Run the hidden tests before and after the fix (in `env`): that neither verdict changes over
+    HIDDEN_RUNS runs, that all pass after, which fail before; `reached` hears each step passed."""
     fixed = [patches.setup, patches.solution]
     before = verify_patches(pack, [patches.setup], hidden, scratch / "before", HIDDEN_RUNS, project_env=env)
     after = verify_patches(pack, fixed, hidden, scratch / "after", HIDDEN_RUNS, project_env=env)
     _flaky(before, after)
+    reached("not_flaky")
     fixed, broken = after[0], before[0].hidden
     if not fixed.success or fixed.hidden is None:
         raise Skip("solution-fails", f"with the fix applied: {_failures(fixed)}")
+    reached("passed_after")
     if broken is None:
         raise Skip("no-fail-to-pass", "before the fix the hidden tests did not run")
     markers = [t for t in broken.failed if t.startswith("<")]
@@ -119,6 +128,7 @@ def measure(pack: Pack, patches: Patches, hidden: Path, scratch: Path, env: Proj
         )
     if not broken.failed:
         raise Skip("no-fail-to-pass", "every hidden test already passes before the fix: they do not test it")
+    reached("failed_before")
     return Measured(
         fail_to_pass=sorted(broken.failed),
         pass_to_pass=sorted(set(fixed.hidden.passed) - set(broken.failed)),
@@ -178,8 +188,16 @@ class Options:
     """The pack's project environment, activated once for every commit."""
 
 
-def mine_commit(commit: Commit, pack: Pack, options: Options, staging: Path, scratch: Path) -> Mined:
-    """Measure one commit and write its task into `staging`, or raise Skip."""
+def mine_commit(
+    commit: Commit,
+    pack: Pack,
+    options: Options,
+    staging: Path,
+    scratch: Path,
+    reached: Callable[[FunnelStage], None],
+) -> Mined:
+    """Measure one commit and write its task into `staging`, or raise Skip; `reached` hears each
+    step of the funnel it passes."""
     if len(commit.parents) > 1:
         raise Skip("merge", "a merge commit: its change is its parents' fixes")
     if not commit.parents:
@@ -187,16 +205,19 @@ def mine_commit(commit: Commit, pack: Pack, options: Options, staging: Path, scr
     if commit.sha in options.known:
         raise Skip("already-mined", f"already in the pack as {options.known[commit.sha]}")
     files = split(options.repo, commit, pack, options.test_globs)
+    reached("changes")
     scratch.mkdir(parents=True)
     # The reverse first: a test a later commit deleted is a conflict, not a missing file.
     patches = build(options.repo, commit, files, pack, scratch)
     hidden = scratch / "hidden"
     hidden_tests(files, pack, hidden)
-    measured = measure(pack, patches, hidden, scratch, options.environment)
+    reached("applied")
+    measured = measure(pack, patches, hidden, scratch, options.environment, reached)
     tests = measured.fail_to_pass + measured.pass_to_pass
     prompt = issue_text(commit.subject, commit.body, files.source + files.tests, tests, options.template)
     if prompt is None:
         raise Skip("no-message", "its message says nothing once the files and tests it names are left out")
+    reached("described")
     ident = task_id(prompt.splitlines()[0], commit.sha)
     task_dir, hidden_dir = staging / "tasks" / ident, staging / "hidden_tests" / ident
     task_dir.mkdir(parents=True)
@@ -229,6 +250,7 @@ def mine_commit(commit: Commit, pack: Pack, options: Options, staging: Path, scr
         fail_to_pass=measured.fail_to_pass,
         pass_to_pass=measured.pass_to_pass,
         decoys=sorted(kept),
+        stage="described",
     )
     return Mined(verdict, task_dir, hidden_dir)
 
@@ -343,20 +365,20 @@ def mine(
         staging = work / "staging"
 
         def one(n: int, commit: Commit) -> MinedCommit | Mined:
+            stages: list[FunnelStage] = ["read"]
             try:
                 if commits and not is_ancestor(root, commit.sha, at):
                     raise Skip(
                         "outside",
                         f"not in the history of the snapshot {at[:12]}: its fix is not in the fixture",
                     )
-                return mine_commit(commit, pack, options, staging, work / f"{n:04d}")
+                return mine_commit(commit, pack, options, staging, work / f"{n:04d}", stages.append)
             except Skip as skip:
-                return _skipped(commit, skip.verdict, skip.reason)
+                return _skipped(commit, skip.verdict, skip.reason, stages[-1])
             # One commit never stops the mining: whatever went wrong is its verdict.
             except Exception as exc:
-                return _skipped(
-                    commit, "error", f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
-                )
+                problem = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+                return _skipped(commit, "error", problem, stages[-1])
 
         mined: list[Mined] = []
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
@@ -373,18 +395,21 @@ def mine(
         failures = _calibrated(pack, staging, mined, workers)
         for entry in mined:
             problem = failures.get(entry.verdict.task or "")
+            if problem is None:
+                entry.verdict.stage = "calibrated"
             if problem is None and (pack.tasks_dir / (entry.verdict.task or "")).exists():
                 entry.verdict.verdict = "error"
                 entry.verdict.reason = f"the pack already has a task named {entry.verdict.task}"
             elif problem is None:
                 _install(pack, entry)
+                entry.verdict.stage = "kept"
             else:
                 entry.verdict.verdict = "calibration"
                 entry.verdict.reason = f"calibration failed: {problem}"
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return MineReport(pack=pack.name, snapshot=at, commits=verdicts)
+    return MineReport(pack=pack.name, snapshot=at, commits=verdicts, funnel=MineFunnel.of(verdicts))
 
 
-def _skipped(commit: Commit, verdict: MineVerdict, reason: str) -> MinedCommit:
-    return MinedCommit(commit=commit.sha, subject=commit.subject, verdict=verdict, reason=reason)
+def _skipped(commit: Commit, verdict: MineVerdict, reason: str, stage: FunnelStage) -> MinedCommit:
+    return MinedCommit(commit=commit.sha, subject=commit.subject, verdict=verdict, reason=reason, stage=stage)

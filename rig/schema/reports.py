@@ -79,6 +79,24 @@ MineVerdict = Literal[
 ]
 
 
+# How far a commit got through `rig task mine`, in the order the steps check it: read; its change
+# has source and test files the pack allows; its reverse applied; its hidden tests kept their
+# verdicts over every run; they all pass after the fix; some fail before it; its message says
+# something; the task made of it passed calibration; it was moved into the pack.
+FunnelStage = Literal[
+    "read",
+    "changes",
+    "applied",
+    "not_flaky",
+    "passed_after",
+    "failed_before",
+    "described",
+    "calibrated",
+    "kept",
+]
+FUNNEL_STAGES: tuple[FunnelStage, ...] = FunnelStage.__args__
+
+
 class MinedCommit(BaseModel):
     """One commit `rig task mine` looked at: the task made of it, or why none was."""
 
@@ -86,18 +104,44 @@ class MinedCommit(BaseModel):
     subject: str
     verdict: MineVerdict
     reason: str
+    stage: FunnelStage = Field(
+        default="read", description="the last step of mining it passed (MineFunnel, in that order)"
+    )
     task: str | None = None
     fail_to_pass: list[str] = Field(default_factory=list)
     pass_to_pass: list[str] = Field(default_factory=list)
     decoys: list[str] = Field(default_factory=list)
 
 
+class MineFunnel(BaseModel):
+    """How many of the commits read passed each step of mining, in the order they are checked: every
+    count is at most the one before it, and each commit that stopped says why (its verdict)."""
+
+    read: int
+    changes: int = Field(description="changed source and test files, none generated or protected")
+    applied: int = Field(description="their reverse applied to the snapshot")
+    not_flaky: int = Field(description="their hidden tests gave one verdict over every run of the same code")
+    passed_after: int = Field(description="the fix passed its hidden tests and the gate")
+    failed_before: int = Field(description="some hidden test failed before the fix")
+    described: int = Field(description="their message said something once files and tests were left out")
+    calibrated: int = Field(description="the task made of them passed calibration")
+    kept: int = Field(description="the task was moved into the pack")
+
+    @classmethod
+    def of(cls, commits: list[MinedCommit]) -> "MineFunnel":
+        """The funnel of these commits, from the last step each one passed."""
+        reached = [FUNNEL_STAGES.index(entry.stage) for entry in commits]
+        return cls(**{stage: sum(at >= n for at in reached) for n, stage in enumerate(FUNNEL_STAGES)})
+
+
 class MineReport(BaseModel):
-    """What `rig task mine` did: every commit looked at, in history order (newest first)."""
+    """What `rig task mine` did: every commit looked at, in history order (newest first), and how
+    many passed each step."""
 
     pack: str
     snapshot: str
     commits: list[MinedCommit]
+    funnel: MineFunnel
 
 
 class HarnessCheck(BaseModel):

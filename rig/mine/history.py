@@ -4,16 +4,26 @@ A commit's files are sorted by the pack: its tests (the runner kind's test file 
 user's globs), the files the pack protects, generated files, and the source. Whatever makes a
 commit unusable is a Skip with the verdict and the reason; a repository or commit that cannot be
 read is a MineError.
+
+The history is read with GitPython: the repository is the user's own, which they name, so their
+git environment applies as it does to their own git. Workspaces, agent-made trees, never are
+(rig.workspace.build runs git with a fixed environment). Each call opens the repository and
+closes it again: commits are measured in threads, and one Repo's git processes are not to be shared.
 """
 
 import fnmatch
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from git import BadName, GitCommandError, InvalidGitRepositoryError, NoSuchPathError, Repo
+from git.objects import Commit as GitCommit
+
 from rig.runners.registry import kind_of
 from rig.schema import MineVerdict, Pack
-from rig.workspace.build import WorkspaceError, git_bytes
+from rig.workspace.build import DIFF_FLAGS
 from rig.workspace.protect import is_protected, rules_for
 
 # Files a tool writes: a fix to them is not a change a person makes.
@@ -57,56 +67,67 @@ class Commit:
     body: str
 
 
-def _git(repo: Path, *args: str) -> str:
+@contextmanager
+def opened(repo: Path) -> Iterator[Repo]:
+    """The git repository at `repo`, closed (its git processes ended) on leaving; MineError if the
+    folder is no git work tree."""
+    if not repo.is_dir():
+        raise MineError(f"{repo}: no such folder; give the git repository the pack was made from")
     try:
-        return git_bytes(list(args), repo).decode(errors="surrogateescape")
-    except WorkspaceError as exc:
-        raise MineError(f"{exc}; check the repository and the commit") from None
+        handle = Repo(repo, search_parent_directories=True)
+    except (InvalidGitRepositoryError, NoSuchPathError):
+        raise MineError(
+            f"{repo}: not a git work tree; give the git repository the pack was made from"
+        ) from None
+    try:
+        yield handle
+    finally:
+        handle.close()
 
 
 def repository(repo: Path) -> Path:
     """The top of the git repository holding `repo`; MineError if there is none."""
-    if not repo.is_dir():
-        raise MineError(f"{repo}: no such folder; give the git repository the pack was made from")
+    with opened(repo) as handle:
+        if handle.working_tree_dir is None:
+            raise MineError(f"{repo}: a bare repository; give a clone with a work tree")
+        return Path(handle.working_tree_dir)
+
+
+def _resolved(handle: Repo, ref: str, what: str) -> GitCommit:
     try:
-        top = git_bytes(["rev-parse", "--show-toplevel"], repo).decode().strip()
-    except WorkspaceError:
+        return handle.commit(ref)
+    except (BadName, ValueError, GitCommandError):
         raise MineError(
-            f"{repo}: not a git work tree; give the git repository the pack was made from"
+            f"{what} {ref!r} is not a commit of {handle.working_tree_dir}; fix it (git log shows the commits)"
         ) from None
-    return Path(top)
 
 
 def resolve(repo: Path, ref: str, what: str) -> str:
     """The full sha of the commit `ref` names; MineError naming `what` if there is none."""
-    try:
-        return git_bytes(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], repo).decode().strip()
-    except WorkspaceError:
-        raise MineError(
-            f"{what} {ref!r} is not a commit of {repo}; fix it (git log shows the commits)"
-        ) from None
+    with opened(repo) as handle:
+        return _resolved(handle, ref, what).hexsha
 
 
-def _commit(repo: Path, sha: str) -> Commit:
-    raw = _git(repo, "show", "-s", "--format=%H%x00%P%x00%s%x00%b", sha)
-    full, parents, subject, body = (raw.rstrip("\n") + "\0\0\0").split("\0")[:4]
-
-    def text(message: str) -> str:
-        # A message in another encoding still makes a prompt (and a task.toml) that is UTF-8.
-        return message.encode(errors="surrogateescape").decode(errors="replace")
-
-    return Commit(full, tuple(parents.split()), text(subject), text(body))
+def _commit(found: GitCommit) -> Commit:
+    # git's subject is the message's first paragraph on one line; the body is the rest. GitPython
+    # decodes the message in the commit's own encoding, replacing what does not decode, so a
+    # prompt (and a task.toml) made of it is UTF-8.
+    message = found.message if isinstance(found.message, str) else found.message.decode(errors="replace")
+    first, _, body = message.strip("\n").partition("\n\n")
+    subject = " ".join(line.strip() for line in first.splitlines())
+    return Commit(found.hexsha, tuple(p.hexsha for p in found.parents), subject, body.strip("\n"))
 
 
 def history(repo: Path, snapshot: str, since: str | None, named: list[str], max_commits: int) -> list[Commit]:
     """The commits to look at, newest first: the named ones, or the snapshot's history back to
     `since` (excluded), at most `max_commits`."""
-    if named:
-        return [_commit(repo, resolve(repo, ref, "--commit")) for ref in named]
-    args = ["rev-list", f"--max-count={max_commits}", snapshot]
-    if since:
-        args.append(f"^{resolve(repo, since, '--since')}")
-    return [_commit(repo, sha) for sha in _git(repo, *args).split()]
+    with opened(repo) as handle:
+        if named:
+            return [_commit(_resolved(handle, ref, "--commit")) for ref in named]
+        revs = [snapshot]
+        if since:
+            revs.append(f"^{_resolved(handle, since, '--since').hexsha}")
+        return [_commit(found) for found in handle.iter_commits(revs, max_count=max_commits)]
 
 
 def _is_test(path: str, patterns: tuple[str, ...], by_path: bool) -> bool:
@@ -114,13 +135,16 @@ def _is_test(path: str, patterns: tuple[str, ...], by_path: bool) -> bool:
     return any(fnmatch.fnmatchcase(subject, pattern) for pattern in patterns)
 
 
-def _generated(repo: Path, rev: str, path: str) -> bool:
+def _generated(at: GitCommit, path: str) -> bool:
     if PurePosixPath(path).name in LOCKFILES:
         return True
     try:
-        head = git_bytes(["cat-file", "blob", f"{rev}:{path}"], repo)[:GENERATED_HEAD_BYTES]
-    except WorkspaceError:
+        blob = at.tree / path
+    except KeyError:
         return False
+    if blob.type != "blob":
+        return False
+    head = blob.data_stream.read(GENERATED_HEAD_BYTES)
     return bool(GENERATED_MARK.search(head))
 
 
@@ -135,35 +159,28 @@ class Split:
 def split(repo: Path, commit: Commit, pack: Pack, test_globs: list[str]) -> Split:
     """Sort a commit's files into source and tests, or Skip it (protected or generated files, no
     tests, no source)."""
-    raw = _git(
-        repo,
-        "diff-tree",
-        "-r",
-        "-z",
-        "--no-renames",
-        "--name-status",
-        "--no-commit-id",
-        *commit.parents,
-        commit.sha,
-    )
-    fields = raw.split("\0")
-    changes = list(zip(fields[0::2], fields[1::2], strict=False))
     patterns = tuple(test_globs) or kind_of(pack.spec.runner.kind).test_files
     rules = rules_for(pack)
     source, tests = [], []
-    for status, path in changes:
-        if not path:
-            continue
-        if _is_test(path, patterns, by_path=bool(test_globs)):
-            # A test the fix deletes comes back with the reverse; it judges nothing here.
-            if status in ("A", "M"):
-                tests.append(path)
-        elif is_protected(path, rules):
-            raise Skip("protected", f"changes {path}, which the pack protects")
-        elif _generated(repo, commit.parents[0] if status == "D" else commit.sha, path):
-            raise Skip("generated", f"changes {path}, a generated file")
-        else:
-            source.append(path)
+    with opened(repo) as handle:
+        found = _resolved(handle, commit.sha, "commit")
+        before = _resolved(handle, commit.parents[0], "its parent")
+        # A rename is a deletion and an addition: the reverse brings the old file back.
+        for diff in before.diff(found, no_renames=True):
+            status = diff.change_type
+            path = diff.a_path if status == "D" else diff.b_path
+            if not path:
+                continue
+            if _is_test(path, patterns, by_path=bool(test_globs)):
+                # A test the fix deletes comes back with the reverse; it judges nothing here.
+                if status in ("A", "M"):
+                    tests.append(path)
+            elif is_protected(path, rules):
+                raise Skip("protected", f"changes {path}, which the pack protects")
+            elif _generated(before if status == "D" else found, path):
+                raise Skip("generated", f"changes {path}, a generated file")
+            else:
+                source.append(path)
     if not tests:
         kind = ", ".join(test_globs) or pack.spec.runner.kind
         raise Skip("no-tests", f"adds or changes no test file ({kind}): nothing can judge the fix")
@@ -172,10 +189,22 @@ def split(repo: Path, commit: Commit, pack: Pack, test_globs: list[str]) -> Spli
     return Split(source, tests)
 
 
+def commit_diff(repo: Path, commit: Commit, paths: list[str] | None = None) -> bytes:
+    """The commit's change from its parent as a git patch (binary files included, no renames), of
+    `paths` only when given; byte for byte, as `git apply` takes it."""
+    limit = ["--", *paths] if paths is not None else []
+    with opened(repo) as handle:
+        return handle.git.diff(
+            *DIFF_FLAGS,
+            commit.parents[0],
+            commit.sha,
+            *limit,
+            stdout_as_string=False,
+            strip_newline_in_stdout=False,
+        )
+
+
 def is_ancestor(repo: Path, sha: str, at: str) -> bool:
     """Whether `sha` is `at` or one of its ancestors."""
-    try:
-        git_bytes(["merge-base", "--is-ancestor", sha, at], repo)
-    except WorkspaceError:  # exit 1: not an ancestor
-        return False
-    return True
+    with opened(repo) as handle:
+        return handle.is_ancestor(sha, at)

@@ -11,7 +11,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from rig.mine.history import Commit, Skip, Split
+from rig.mine.history import Commit, Skip, Split, commit_diff
 from rig.runners.registry import kind_of
 from rig.schema import Pack
 from rig.workspace.build import DIFF_FLAGS, WorkspaceError, copy_fixture, git_bytes
@@ -46,10 +46,8 @@ def build(repo: Path, commit: Commit, files: Split, pack: Pack, scratch: Path) -
     _scratch_git(["add", "-A", "-f"], work)
     _scratch_git(["commit", "-q", "--no-verify", "--allow-empty", "-m", "fixture"], work)
     whole, source = scratch / "commit.diff", scratch / "source.diff"
-    whole.write_bytes(git_bytes(["diff", *DIFF_FLAGS, *commit.parents, commit.sha], repo))
-    source.write_bytes(
-        git_bytes(["diff", *DIFF_FLAGS, *commit.parents, commit.sha, "--", *files.source], repo)
-    )
+    whole.write_bytes(commit_diff(repo, commit))
+    source.write_bytes(commit_diff(repo, commit, files.source))
     try:
         _apply(work, whole, "--check", "-R")
     except WorkspaceError as exc:

@@ -219,15 +219,27 @@ def python_repo(root: Path) -> tuple[Path, dict[str, str]]:
         "protected",
         {"tests/helpers.py": "def close(a, b):\n    return abs(a - b) < 1e-9\n"},
     )
-    # Its test imports that helper, which is not a test file: the hidden copy lacks it.
+    # Its test imports that helper, which is no test file: run at its own path, beside the helper,
+    # as pytest runs the project's tests, it imports it.
     step(
         "Fix median of an even number of values",
-        "solution-fails",
+        "mined",
         {
             "calc/stats.py": "def median(values):\n    s = sorted(values)\n    n = len(s)\n"
             "    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2\n",
             "tests/test_stats.py": "from helpers import close\n\nfrom calc.stats import median\n\n\n"
             "def test_even():\n    assert close(median([1, 2, 3, 4]), 2.5)\n",
+        },
+    )
+    # Its test asserts what the fix does not do, so it fails after the fix too; it lies outside
+    # pytest's testpaths, where the project's own run (the gate) never collects it.
+    step(
+        "Round the mean of values to two places",
+        "solution-fails",
+        {
+            "calc/mean.py": "def mean2(values):\n    return round(sum(values) / len(values), 2)\n",
+            "examples/test_mean2.py": "from calc.mean import mean2\n\n\n"
+            "def test_thirds():\n    assert mean2([1, 1, 2]) == 1.34\n",
         },
     )
     step(

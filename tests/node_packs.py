@@ -12,7 +12,7 @@ from env_pack import RIG
 from rig.env.activate import activate
 from rig.packs.manifest import load_pack
 from rig.paths import REPO_ROOT
-from rig.schema import HiddenOutcome
+from rig.schema import IN_FOLDER, HiddenOutcome, Placement
 from rig.verify.checks import derive, run_hidden
 from rig.workspace.build import copy_fixture
 
@@ -51,10 +51,12 @@ def hidden_run(
     tmp_path: Path,
     files: dict[str, str] | None = None,
     hidden: dict[str, str] | None = None,
+    at: str | None = None,
 ) -> HiddenOutcome:
     """A task's hidden tests (with `hidden` files added) on the pack's fixture with `files`
     (relative path: text) written over it, in the pack's environment (built into the tests'
-    shared cache; npm offline must be set)."""
+    shared cache; npm offline must be set); with `at`, at their own paths in that folder of the
+    tree, every file a test."""
     pack = load_pack(pack_dir)
     env = activate(pack)
     work = copy_fixture(pack.fixture_dir, tmp_path / "work")
@@ -62,7 +64,16 @@ def hidden_run(
         (work / rel).write_text(text)
     assert derive(work, tmp_path / "home", env) is None
     tests = tmp_path / "hidden"
-    shutil.copytree(pack_dir / "hidden_tests" / task, tests)
+    shutil.copytree(pack_dir / "hidden_tests" / task, tests / (at or ""))
     for name, text in (hidden or {}).items():
-        (tests / name).write_text(text)
-    return run_hidden(work, tests, tmp_path / "report", tmp_path / "home", pack.spec.runner, project_env=env)
+        (tests / (at or "") / name).write_text(text)
+    placement = Placement(at="own-paths") if at is not None else IN_FOLDER
+    return run_hidden(
+        work,
+        tests,
+        tmp_path / "report",
+        tmp_path / "home",
+        pack.spec.runner,
+        project_env=env,
+        placement=placement,
+    )

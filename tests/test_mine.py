@@ -20,11 +20,13 @@ import pytest
 from env_pack import offline
 from mine_repos import commit, git, javascript_repo, python_repo
 
+from rig.env.activate import activate
 from rig.mine.prompt import DEFAULT_TEMPLATE, issue_text
 from rig.packs.manifest import load_pack
 from rig.packs.stats import CEILING, FLOOR, task_stats
 from rig.packs.tasks import load_tasks
 from rig.schema import Cell
+from rig.verify.checks import run_hidden
 from rig.workspace.build import apply_patch, copy_fixture
 
 RIG = str(Path(sys.executable).with_name("rig"))
@@ -81,8 +83,7 @@ def test_each_commit_of_a_python_history_gets_the_expected_verdict(python_mined)
     assert "test_mean::test_mean_counts_runs changed verdict over 3 runs" in reasons["flaky"]
     assert "patch failed: calc/ops.py" in reasons["conflict"]
     assert "already passes before the fix" in reasons["no-fail-to-pass"]
-    # The fix's test imports a helper beside it that is no test: the hidden copy cannot import it.
-    assert "test_stats: E   ModuleNotFoundError: No module named 'helpers'" in reasons["solution-fails"]
+    assert "hidden tests failed: test_mean2::test_thirds" in reasons["solution-fails"]
     # The funnel: each verdict stops a commit at one step, so each step's count follows from them.
     stops = {
         "merge": "read",
@@ -151,13 +152,63 @@ def test_mined_tasks_are_measured_hidden_and_calibrate(python_mined, tmp_path):
     apply_patch(work, task.setup_patch)
     assert "def test_hex" not in (work / "tests" / "test_parse.py").read_text()
     assert "0x1f" not in (work / "calc" / "parse.py").read_text().replace("int(text)", "")
-    assert "def test_hex" in (task.hidden_dir / "test_parse.py").read_text()
+    # Hidden at its own path: the file the tree's tests/ holds, run there, beside the helpers.
+    assert task.spec.hidden_at == "own-paths"
+    assert "def test_hex" in (task.hidden_dir / "tests" / "test_parse.py").read_text()
+    median = made["Fix median of an even number of values"]
+    # Before the fix its module does not import (calc/stats.py is not there yet): pytest names it.
+    assert median["fail_to_pass"] == ["tests.test_stats"]
+    # Beside it, the pristine files of its folder (the fix changes none there), put back over the
+    # agent's and not run; only the commit's test is.
+    median_task = tasks[median["task"]]
+    hidden = {p.relative_to(median_task.hidden_dir).as_posix() for p in median_task.hidden_dir.rglob("*.py")}
+    assert {"tests/test_stats.py", "tests/helpers.py", "tests/conftest.py"} <= hidden
+    assert median_task.spec.hidden_tests == ["tests/test_stats.py"]
     assert (pack / "mine-prompt.md").read_text() == DEFAULT_TEMPLATE
     calibration = rig("calibrate", "--pack", str(pack), "--json")
     assert calibration.returncode == 0, calibration.stdout + calibration.stderr
     assert json.loads(calibration.stdout)["ok"] is True
     # The repository is only read.
     assert git(repo, "status", "--porcelain") == ""
+
+
+@pytest.mark.slow
+def test_a_helper_beside_a_hidden_test_is_the_pristine_one(python_mined, tmp_path, monkeypatch):
+    """An agent that rewrites the helper its hidden test asserts through, with a wrong fix, still fails."""
+    _repo, pack, _expected, report = python_mined
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    (median,) = [e for e in report["commits"] if e["subject"] == "Fix median of an even number of values"]
+    (task,) = load_tasks(load_pack(pack), [median["task"]])
+    work = copy_fixture(task.pack.fixture_dir, tmp_path / "work")
+    apply_patch(work, task.setup_patch)
+    (work / "calc" / "stats.py").write_text("def median(values):\n    return 0\n")
+    (work / "tests" / "helpers.py").unlink()
+    (work / "tests" / "helpers.py").symlink_to(tmp_path / "forged.py")
+    (tmp_path / "forged.py").write_text("def close(a, b):\n    return True\n")
+    env = activate(task.pack)
+    junit, home = tmp_path / "j.xml", tmp_path / "home"
+    home.mkdir()
+
+    def hidden():
+        return run_hidden(
+            work,
+            task.hidden_dir,
+            junit,
+            home,
+            task.pack.spec.runner,
+            project_env=env,
+            placement=task.placement,
+        )
+
+    outcome = hidden()
+    assert not outcome.ok and outcome.failed == ["test_stats::test_even"], outcome
+    assert (work / "tests" / "helpers.py").read_text() == "def close(a, b):\n    return abs(a - b) < 1e-9\n"
+    assert (tmp_path / "forged.py").read_text() == "def close(a, b):\n    return True\n"
+    # Fixed as the commit did, it passes there.
+    (work / "calc" / "stats.py").unlink()
+    apply_patch(work, task.solution_patch)
+    assert hidden().ok
 
 
 @pytest.mark.slow
@@ -189,7 +240,7 @@ def test_javascript_history_mines_and_calibrates(tmp_path):
     (made,) = [e for e in report["commits"] if e["verdict"] == "mined"]
     assert made["fail_to_pass"] == ["many words"]
     assert made["pass_to_pass"] == ["one word"]
-    assert (pack / "hidden_tests" / made["task"] / "slug.test.mjs").is_file()
+    assert (pack / "hidden_tests" / made["task"] / "test" / "slug.test.mjs").is_file()
     task_dir = pack / "tasks" / made["task"]
     spec = tomllib.loads((task_dir / "task.toml").read_text())
     # One change in one file: no decoy can be made, and a mined task needs none (its baseline is one).

@@ -21,11 +21,13 @@ from rig.confine.project_env import ProjectEnv
 from rig.env.activate import activate, written_into
 from rig.packs.manifest import pack_digest
 from rig.schema import (
+    IN_FOLDER,
     CalibrationReport,
     Expectation,
     Item,
     ItemResult,
     Pack,
+    Placement,
     Task,
     Verification,
 )
@@ -124,9 +126,11 @@ def verify_patches(
     hidden_runs: int = 1,
     *,
     project_env: ProjectEnv | None,
+    placement: Placement = IN_FOLDER,
 ) -> list[Verification]:
     """Verify a fresh copy of `pack`'s fixture in `scratch` with `patches` applied: the gate once,
-    then the hidden tests in `hidden_dir` (None: none) `hidden_runs` times in that same workspace,
+    then the hidden tests in `hidden_dir` (None: none; run where `placement` says) `hidden_runs`
+    times in that same workspace,
     so a test whose verdict depends on what an earlier run left behind shows as flaky. One
     Verification per hidden run. Raises PatchError for a patch that does not apply.
 
@@ -148,7 +152,14 @@ def verify_patches(
         if hidden_dir is not None:
             junit = scratch / f"hidden-junit-{n}.xml"
             hidden = run_hidden(
-                work, hidden_dir, junit, home, pack.spec.runner, pycache=pycache, project_env=project_env
+                work,
+                hidden_dir,
+                junit,
+                home,
+                pack.spec.runner,
+                pycache=pycache,
+                project_env=project_env,
+                placement=placement,
             )
         runs.append(Verification(check=check, hidden=hidden))
     forget_bytecode(pycache, work)
@@ -174,7 +185,10 @@ def run_item(item: Item, pack: Pack, scratch: Path, project_env: ProjectEnv | No
         )
 
     try:
-        (verification,) = verify_patches(pack, item.patches, hidden, scratch, project_env=project_env)
+        placement = item.task.placement if item.task else IN_FOLDER
+        (verification,) = verify_patches(
+            pack, item.patches, hidden, scratch, project_env=project_env, placement=placement
+        )
     except PatchError as exc:
         return result(False, str(exc))
     passed, reason = judge(item, verification)

@@ -36,7 +36,16 @@ from rig.mine.patches import Patches, build, decoy_patches, hidden_tests
 from rig.mine.prompt import DEFAULT_TEMPLATE, issue_text
 from rig.packs.tasks import TaskError, load_tasks
 from rig.runners.registry import kind_of
-from rig.schema import FunnelStage, MinedCommit, MineFunnel, MineReport, MineVerdict, Pack, Verification
+from rig.schema import (
+    FunnelStage,
+    MinedCommit,
+    MineFunnel,
+    MineReport,
+    MineVerdict,
+    Pack,
+    Placement,
+    Verification,
+)
 from rig.workspace.build import PatchError
 
 DEFAULT_MAX = 50
@@ -100,10 +109,18 @@ class Measured:
     fails_stages: list[str]
 
 
+@dataclass(frozen=True)
+class Hidden:
+    """A candidate's hidden tests: their folder, and where they run."""
+
+    dir: Path
+    placement: Placement
+
+
 def measure(
     pack: Pack,
     patches: Patches,
-    hidden: Path,
+    hidden: Hidden,
     scratch: Path,
     env: ProjectEnv | None,
     reached: Callable[[FunnelStage], None],
@@ -111,8 +128,18 @@ def measure(
     """Run the hidden tests before and after the fix (in `env`): that neither verdict changes over
     HIDDEN_RUNS runs, that all pass after, which fail before; `reached` hears each step passed."""
     fixed = [patches.setup, patches.solution]
-    before = verify_patches(pack, [patches.setup], hidden, scratch / "before", HIDDEN_RUNS, project_env=env)
-    after = verify_patches(pack, fixed, hidden, scratch / "after", HIDDEN_RUNS, project_env=env)
+    before, after = (
+        verify_patches(
+            pack,
+            applied,
+            hidden.dir,
+            scratch / name,
+            HIDDEN_RUNS,
+            project_env=env,
+            placement=hidden.placement,
+        )
+        for applied, name in (([patches.setup], "before"), (fixed, "after"))
+    )
     _flaky(before, after)
     reached("not_flaky")
     fixed, broken = after[0], before[0].hidden
@@ -137,7 +164,7 @@ def measure(
 
 
 def decoys(
-    pack: Pack, patches: Patches, hidden: Path, scratch: Path, task_dir: Path, env: ProjectEnv | None
+    pack: Pack, patches: Patches, hidden: Hidden, scratch: Path, task_dir: Path, env: ProjectEnv | None
 ) -> dict[str, dict]:
     """Write each decoy that is measured (in `env`) to fail into task_dir/decoys; their task.toml
     entries."""
@@ -147,7 +174,12 @@ def decoys(
         patch.write_bytes(body)
         try:
             (v,) = verify_patches(
-                pack, [patches.setup, patch], hidden, scratch / f"decoy-{name}", project_env=env
+                pack,
+                [patches.setup, patch],
+                hidden.dir,
+                scratch / f"decoy-{name}",
+                project_env=env,
+                placement=hidden.placement,
             )
         except PatchError:
             continue
@@ -210,9 +242,9 @@ def mine_commit(
     # The reverse first: a test a later commit deleted is a conflict, not a missing file.
     patches = build(options.repo, commit, files, pack, scratch)
     hidden = scratch / "hidden"
-    hidden_tests(files, pack, hidden)
+    placement = hidden_tests(files, pack, hidden)
     reached("applied")
-    measured = measure(pack, patches, hidden, scratch, options.environment, reached)
+    measured = measure(pack, patches, Hidden(hidden, placement), scratch, options.environment, reached)
     tests = measured.fail_to_pass + measured.pass_to_pass
     prompt = issue_text(commit.subject, commit.body, files.source + files.tests, tests, options.template)
     if prompt is None:
@@ -224,10 +256,12 @@ def mine_commit(
     shutil.copytree(hidden, hidden_dir)
     shutil.copyfile(patches.setup, task_dir / "setup.patch")
     shutil.copyfile(patches.solution, task_dir / "solution.patch")
-    kept = decoys(pack, patches, hidden, scratch, task_dir, options.environment)
+    kept = decoys(pack, patches, Hidden(hidden, placement), scratch, task_dir, options.environment)
     spec = {
         "id": ident,
         "hypothesis": HYPOTHESIS,
+        "hidden_at": placement.at,
+        "hidden_tests": list(placement.tests),
         "timeout_s": options.timeout_s,
         "prompt": prompt,
         "baseline": {"fails_stages": measured.fails_stages, "fails_hidden": measured.fail_to_pass},

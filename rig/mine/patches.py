@@ -13,11 +13,13 @@ from pathlib import Path, PurePosixPath
 
 from rig.mine.history import Commit, Skip, Split, commit_diff
 from rig.runners.registry import kind_of
-from rig.schema import Pack
+from rig.schema import IN_FOLDER, Pack, Placement
 from rig.workspace.build import DIFF_FLAGS, WorkspaceError, copy_fixture, git_bytes
 
 # Decoys that leave one change out: the first changes of the solution, at most this many.
 MAX_PARTIAL_DECOYS = 4
+# Files below a hidden test's folder put back from the pristine tree, at most.
+MAX_COMPANIONS = 500
 
 
 def _scratch_git(args: list[str], cwd: Path) -> bytes:
@@ -69,10 +71,38 @@ def build(repo: Path, commit: Commit, files: Split, pack: Pack, scratch: Path) -
     return Patches(setup, solution)
 
 
-def hidden_tests(files: Split, pack: Pack, dest: Path) -> None:
-    """Copy the snapshot's version of the commit's tests into `dest`, one folder, as the hidden
-    runners take them, with the files beside them their kind's tests need (pytest: conftest.py, where
-    the fixtures live)."""
+def companions(files: Split, fixture: Path) -> list[str]:
+    """The pristine files the commit's tests run beside, which verification puts back over the
+    agent's: everything below each test's folder (its helpers, data, other tests), when the fix
+    changes nothing there, and the `__init__.py` files of the folders above it. A folder holding
+    more than MAX_COMPANIONS files gives only the files directly in it."""
+    found: dict[str, None] = {}
+    for folder in dict.fromkeys(PurePosixPath(rel).parent for rel in files.tests):
+        for above in folder.parents:
+            if above != PurePosixPath(".") and (fixture / above / "__init__.py").is_file():
+                found[(above / "__init__.py").as_posix()] = None
+        if folder == PurePosixPath(".") or any(
+            PurePosixPath(rel).is_relative_to(folder) for rel in files.source
+        ):
+            continue
+        below = sorted(
+            p for p in (fixture / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts
+        )
+        if len(below) > MAX_COMPANIONS:
+            below = sorted(p for p in (fixture / folder).iterdir() if p.is_file())
+        found.update((p.relative_to(fixture).as_posix(), None) for p in below)
+    return [rel for rel in found if rel not in files.tests]
+
+
+def hidden_tests(files: Split, pack: Pack, dest: Path) -> Placement:
+    """Copy the snapshot's version of the commit's tests into `dest`, and say where they run. At
+    their own paths (`dest` mirrors the tree) wherever the runner kind allows, with their pristine
+    companions; else as one folder, with the files beside them their kind's tests need."""
+    if kind_of(pack.spec.runner.kind).at_own_paths:
+        for rel in [*files.tests, *companions(files, pack.fixture_dir)]:
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(pack.fixture_dir / rel, dest / rel)
+        return Placement(at="own-paths", tests=tuple(files.tests))
     wanted: dict[str, Path] = {}
     for rel in files.tests:
         name = PurePosixPath(rel).name
@@ -89,6 +119,7 @@ def hidden_tests(files: Split, pack: Pack, dest: Path) -> None:
     dest.mkdir(parents=True)
     for name, source in wanted.items():
         shutil.copyfile(source, dest / name)
+    return IN_FOLDER
 
 
 def _sections(patch: bytes) -> list[tuple[bytes, list[bytes]]]:

@@ -6,6 +6,7 @@ from pydantic import ValidationError
 
 from rig.packs.manifest import load_pack
 from rig.packs.tomlfile import first_error, read_toml
+from rig.runners.registry import kind_of
 from rig.schema import Pack, Task, TaskSpec
 
 MIN_DECOYS = 2
@@ -46,6 +47,12 @@ def load_task(task_dir: Path, pack: Pack, hidden_root: Path | None = None) -> Ta
         raise TaskError(f"{toml_path}: {len(declared)} decoys; every task needs at least {MIN_DECOYS}")
     if not task.hidden_dir.is_dir():
         raise TaskError(f"{task.hidden_dir}: missing; every task needs hidden tests")
+    kind = pack.spec.runner.kind
+    if spec.hidden_at == "own-paths" and not kind_of(kind).at_own_paths:
+        raise TaskError(
+            f'{toml_path}: hidden_at = "own-paths", but runner kind {kind!r} takes its hidden tests '
+            'as one folder; set hidden_at = "folder"'
+        )
     return task
 
 

@@ -13,7 +13,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
 from rig.confine.project_env import ProjectEnv
-from rig.runners.hidden import HiddenRun
+from rig.runners.hidden import Hidden, HiddenRun
 from rig.schema import RunnerSpec
 
 
@@ -74,9 +74,9 @@ class Kind:
     """What in an added source line probes for the runner from inside the code under test."""
     test_files: tuple[str, ...]
     """Glob patterns of a test file's name: what `rig task mine` takes as a commit's tests."""
-    setup: Callable[[Path, RunnerSpec, Path, ProjectEnv | None], HiddenRun]
-    """How the hidden tests start: (hidden tests in the workspace, the runner, where junit goes, the
-    pack's project environment or None)."""
+    setup: Callable[[Hidden, RunnerSpec, Path, ProjectEnv | None], HiddenRun]
+    """How the hidden tests start: (the hidden tests in the workspace, the runner, where junit goes,
+    the pack's project environment or None)."""
     runs_tests: Callable[[list[str]], bool]
     """Whether one program's argv (wrappers peeled off) is the kind's own test command."""
     collects: Callable[[PurePosixPath], bool]
@@ -88,6 +88,9 @@ class Kind:
     """The example task's hidden test, failing with the given message."""
     passing_test: tuple[str, str]
     """A test file that passes whatever the code does, for the tamper policy: (file name, text)."""
+    at_own_paths: bool = True
+    """Whether its hidden tests can run at their own paths in the tree (mined tasks put them
+    there); False: only as one folder (a command runner's `{tests}`)."""
     takes_command: bool = False
     """Whether pack.toml's [runner] needs a `command` (then `rig pack new` writes a TODO one)."""
     default_gate: GateGuess | None = None

@@ -4,16 +4,16 @@ from pathlib import Path
 
 from rig.confine.project_env import ProjectEnv
 from rig.runners.base import Detection, Kind, Placeholder, Project
-from rig.runners.hidden import HiddenRun, fill
+from rig.runners.hidden import Hidden, HiddenRun, fill
 from rig.runners.junit import pytest_cases
 from rig.schema import RunnerSpec
 
 
-def setup(dest: Path, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -> HiddenRun:
-    """The pack's own command, `{python}` the project environment's; no canaries (the rig cannot
-    plant tests in an unknown runner)."""
+def setup(hidden: Hidden, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -> HiddenRun:
+    """The pack's own command over the hidden tests' folder, `{python}` the project environment's;
+    no canaries (the rig cannot plant tests in an unknown runner)."""
     python = {"python": env.python} if env is not None else {}
-    command = fill(runner.command or [], junit=str(junit), tests=str(dest), **python)
+    command = fill(runner.command or [], junit=str(junit), tests=str(hidden.folder), **python)
     return HiddenRun(command, None, pytest_cases, command[0] if command else "the runner")
 
 
@@ -47,5 +47,6 @@ COMMAND = Kind(
     detect=detect,
     placeholder=placeholder,
     takes_command=True,
+    at_own_paths=False,
     passing_test=("test_fake", ""),
 )

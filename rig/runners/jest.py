@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 from rig.confine.project_env import ProjectEnv
 from rig.runners.argv import NODE, node_target
 from rig.runners.base import Detection, GateGuess, Kind, Placeholder, Project
-from rig.runners.hidden import HiddenRun, node_binary
+from rig.runners.hidden import Hidden, HiddenRun, node_binary
 from rig.runners.js import (
     PACKAGE_FILES,
     SUFFIXES,
@@ -28,7 +28,7 @@ from rig.runners.js import (
     runner_entry,
     wrap,
 )
-from rig.runners.junit import Canaries, Case
+from rig.runners.junit import Canaries, Case, leaf
 from rig.schema import RunnerSpec
 
 # One wrapper per hidden file, beside it: a canary before the file is required and one after, so
@@ -54,11 +54,11 @@ _SCRIPT = "jest.js"
 _STATES = {"passed": "passed", "failed": "failed"}
 
 
-def setup(dest: Path, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -> HiddenRun:
+def setup(hidden: Hidden, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -> HiddenRun:
     """The environment's jest over one canary wrapper per hidden test file, its JSON results to `junit`."""
     entry = runner_entry(env, _PROGRAM, "bin", _SCRIPT)
-    wrapped = wrap(dest, JEST, WRAPPER)
-    tree = dest.parent
+    wrapped = wrap(hidden, JEST, WRAPPER)
+    tree = hidden.tree
     modules = {str(wrapper): module for wrapper, module in wrapped.modules.items()}
     matches = [arg for wrapper in sorted(modules) for arg in ("--testMatch", wrapper)]
     command = [
@@ -95,7 +95,7 @@ def json_cases(report: Path, modules: Mapping[str, str]) -> list[Case]:
             cases.append(Case(module, module, "failed", str(result.get("message", ""))))
         for test in assertions:
             titles = [str(t) for t in test.get("ancestorTitles", [])]
-            if titles and titles[0] == module:
+            if titles and titles[0] == leaf(module):
                 titles = titles[1:]
             name = " > ".join([*titles, str(test.get("title", ""))])
             state = _STATES.get(str(test.get("status")), "skipped")

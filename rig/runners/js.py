@@ -11,7 +11,7 @@ from pathlib import Path, PurePosixPath
 
 from rig.confine.project_env import ProjectEnv
 from rig.runners.base import Kind, Project
-from rig.runners.hidden import token
+from rig.runners.hidden import Hidden, token
 from rig.runners.junit import Canary
 
 # The package files every such kind protects: how node and the package manager find modules and
@@ -60,25 +60,28 @@ class Wrapped:
     modules: dict[Path, str]
 
 
-def wrap(dest: Path, kind: Kind, template: str) -> Wrapped:
-    """One wrapper per hidden test file in `dest`, beside it, from `template` (its fields: first,
-    first_message, module, stem, last, last_message), with a name the kind runs as a test file."""
-    files = sorted(p for p in dest.iterdir() if p.is_file() and kind.is_test_file(p.name))
+def wrap(hidden: Hidden, kind: Kind, template: str, suffix: str | None = None) -> Wrapped:
+    """One wrapper per hidden test file, beside it, from `template` (its fields: first,
+    first_message, module, stem, last, last_message), named `rig-<token>-<stem>.wrap<suffix>`
+    (default: `.test` and the file's own suffix, a name the kind runs as a test file)."""
+    files = hidden.tests(kind.is_test_file)
     if not files:
         raise RuntimeError(f"no hidden test files ({', '.join(kind.test_files)}) in the hidden tests")
     canaries: list[Canary] = []
     modules: dict[Path, str] = {}
     for path in files:
-        module = stem(path.name)
+        name = stem(path.name)
+        module = hidden.module(path, name)
         first, last = (Canary("", f"canary_{token()}", secrets.token_hex(16)) for _ in range(2))
         canaries += [first, last]
-        wrapper = dest / f"rig-{token()}-{module}.wrap.test{PurePosixPath(path.name).suffix}"
+        ending = suffix or f".test{PurePosixPath(path.name).suffix}"
+        wrapper = path.parent / f"rig-{token()}-{name}.wrap{ending}"
         wrapper.write_text(
             template.format(
                 first=first.test,
                 first_message=first.message,
                 module=f"./{path.name}",
-                stem=module,
+                stem=name,
                 last=last.test,
                 last_message=last.message,
             )

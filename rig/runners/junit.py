@@ -59,6 +59,12 @@ def suite_cases(junit: Path) -> list[Case]:
     return cases
 
 
+def leaf(module: str) -> str:
+    """A module's own name, which a first describe of its file repeats: its last path part (a
+    hidden file run at its own path is `test/en/month`)."""
+    return module.rsplit("/", 1)[-1]
+
+
 def named_cases(junit: Path, modules: Mapping[str, str]) -> list[Case]:
     """Every testcase of a report whose classname is the file that ran it (vitest's): the module
     is `modules`' name for that file, the name its full test name (`describe > test`) with a
@@ -69,7 +75,7 @@ def named_cases(junit: Path, modules: Mapping[str, str]) -> list[Case]:
         module = modules.get(classname, classname)
         case = _case(element, module)
         first, separator, rest = case.name.partition(" > ")
-        cases.append(replace(case, name=rest) if separator and first == module else case)
+        cases.append(replace(case, name=rest) if separator and first == leaf(module) else case)
     return cases
 
 

@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from rig.confine.project_env import ProjectEnv
 from rig.runners.argv import NODE, node_target
 from rig.runners.base import Detection, GateGuess, Kind, Placeholder, Project
-from rig.runners.hidden import HiddenRun, node_binary, token
+from rig.runners.hidden import Hidden, HiddenRun, node_binary, token
 from rig.runners.js import (
     PACKAGE_FILES,
     SUFFIXES,
@@ -26,7 +26,7 @@ from rig.runners.js import (
     runner_entry,
     wrap,
 )
-from rig.runners.junit import Canaries, Case
+from rig.runners.junit import Canaries, Case, leaf
 from rig.schema import RunnerSpec
 
 # One wrapper per hidden file, beside it: a canary before the file is required and one after, so
@@ -93,12 +93,12 @@ _DEFAULT_FOLDER = "test"
 _MAX_EXIT = 255
 
 
-def setup(dest: Path, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -> HiddenRun:
+def setup(hidden: Hidden, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -> HiddenRun:
     """The environment's mocha over one canary wrapper per hidden test file, its JSON results to `junit`."""
     entry = runner_entry(env, _PROGRAM, "bin", _SCRIPT)
-    wrapped = wrap(dest, MOCHA, WRAPPER)
+    wrapped = wrap(hidden, MOCHA, WRAPPER)
     modules = {str(wrapper): module for wrapper, module in wrapped.modules.items()}
-    config = dest / f"rig-{token()}.mocharc.cjs"
+    config = hidden.folder / f"rig-{token()}.mocharc.cjs"
     options = entry.parent.parent / "lib" / "cli" / "options.js"
     config.write_text(CONFIG.format(options=str(options), dropped=json.dumps(list(_DROPPED))))
     command = [
@@ -138,7 +138,7 @@ def json_cases(report: Path, modules: Mapping[str, str]) -> list[Case]:
             module = modules.get(str(test.get("file", "")), str(test.get("file", "")))
             name = str(test.get("fullTitle", test.get("title", "")))
             # mocha joins the titles with spaces: a first describe named after the module is its prefix.
-            name = name.removeprefix(f"{module} ")
+            name = name.removeprefix(f"{leaf(module)} ")
             error = test.get("err") or {}
             message = (
                 f"{error.get('message', '')} {error.get('stack', '')}" if isinstance(error, dict) else ""

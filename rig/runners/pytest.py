@@ -11,7 +11,7 @@ from pathlib import Path, PurePosixPath
 from rig.confine.project_env import ProjectEnv
 from rig.runners.argv import PYTHON, python_target
 from rig.runners.base import Detection, GateGuess, Kind, Placeholder, Project
-from rig.runners.hidden import HiddenRun, token
+from rig.runners.hidden import Hidden, HiddenRun, token
 from rig.runners.junit import Canaries, Canary, pytest_cases
 from rig.runners.pytest_project import NEVER_LOADED, config_file, kept_addopts, option
 from rig.schema import RunnerSpec
@@ -23,12 +23,22 @@ HIDDEN_INI = "[pytest]\naddopts =\n"
 # first on sys.path, where a planted pytest/, _pytest/ or json.py would shadow the real one):
 # with -P nothing is prepended, pytest is imported from the rig's environment, and the workspace
 # is appended last, so only names nothing else provides (the project's own packages) resolve to it.
-HIDDEN_BOOT = "import os, sys\nimport pytest\nsys.path.append(os.getcwd())\nraise SystemExit(pytest.main())\n"
+HIDDEN_BOOT = (
+    "import os, sys\nimport pytest\nsys.path.append(os.getcwd())\nsys.path += {tail!r}\n"
+    "raise SystemExit(pytest.main())\n"
+)
 # With a project environment, the tree's source roots go first instead, once pytest is imported:
 # the environment's editable install points at its pristine copy of the project, which the
 # agent's sources must replace. A module planted there under another name is the audit's (the
 # roots are shadow roots).
-PROJECT_BOOT = "import sys\nimport pytest\nsys.path[0:0] = {roots!r}\nraise SystemExit(pytest.main())\n"
+PROJECT_BOOT = (
+    "import sys\nimport pytest\nsys.path[0:0] = {roots!r}\nsys.path += {tail!r}\n"
+    "raise SystemExit(pytest.main())\n"
+)
+# Hidden tests at their own paths import what lies beside them (`from helpers import close`), as
+# pytest's default import mode lets them by putting each test's first folder up that is no
+# package first on sys.path. With the rig's importlib mode those folders go last instead: a module
+# the agent plants there never shadows one that the environment or the tree's roots provide.
 # What pytest collects by default, which the canaries' names match.
 _DEFAULT_FILES = ["test_*.py", "*_test.py"]
 # pytest collects a directory's entries in name order. Three canaries: one collected first, one
@@ -56,7 +66,7 @@ def pytest_collection_modifyitems(items):
 """
 
 
-def _project_start(dest: Path, env: ProjectEnv, ini: Path) -> list[str]:
+def _project_start(tree: Path, env: ProjectEnv, ini: Path, tail: list[str]) -> list[str]:
     """How the hidden tests start in a pack's project environment: its interpreter (which must
     have pytest), the tree's source roots first, the project's own configuration (or the rig's
     ini), rootdir and conftest chain from the tree's root, the project's addopts without the
@@ -66,9 +76,8 @@ def _project_start(dest: Path, env: ProjectEnv, ini: Path) -> list[str]:
             f"the project environment {env.root} has no pytest; add it to [environment] "
             "(an extra, a group or a requirements file that lists it)"
         )
-    tree = dest.parent
     config = config_file(tree)
-    boot = PROJECT_BOOT.format(roots=env.roots_in(tree))
+    boot = PROJECT_BOOT.format(roots=env.roots_in(tree), tail=tail)
     start = [env.python, "-P", "-c", boot, "-q", "-c", str(config or ini), "--rootdir", str(tree)]
     start += ["--confcutdir", str(tree)]
     if config is None:
@@ -86,32 +95,64 @@ def _project_start(dest: Path, env: ProjectEnv, ini: Path) -> list[str]:
     ]
 
 
-def setup(dest: Path, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -> HiddenRun:
+def _basedirs(hidden: Hidden) -> list[str]:
+    """The folders pytest's default import mode would put on sys.path for the hidden files at
+    their own paths: each one's first folder up that has no __init__.py (never above the tree)."""
+    found: dict[str, None] = {}
+    for path in hidden.placed:
+        folder = path.parent
+        while folder != hidden.tree and (folder / "__init__.py").is_file():
+            folder = folder.parent
+        found[str(folder)] = None
+    return list(found)
+
+
+def _selection(hidden: Hidden, canaries: list[Path]) -> list[str]:
+    """What pytest is given to collect, in the order it collects it: the one folder (the canaries'
+    names sort first, among, and last), or the first canary, the hidden files at their own paths
+    with the middle canary at a random place among them, and the last canary."""
+    dest = hidden.folder
+    if not hidden.own_paths:
+        first, last = canaries[0].name, canaries[-1].name
+        outside = sorted(
+            e.name for e in dest.iterdir() if e.name.startswith("test_") and not first < e.name < last
+        )
+        if outside:
+            raise RuntimeError(f"hidden test entries {outside} sort outside the canaries; rename them")
+        return [str(dest)]
+    # Named on the command line, a module is collected whatever its name: every Python file of the
+    # hidden tests but a conftest.py, which pytest loads by itself from the tree.
+    files = [str(path) for path in hidden.placed if path.suffix == ".py" and path.name != "conftest.py"]
+    files.insert(secrets.randbelow(len(files) + 1), str(canaries[1]))
+    return [str(canaries[0]), *files, str(canaries[-1])]
+
+
+def setup(hidden: Hidden, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -> HiddenRun:
     """pytest among three canary modules: from the rig's interpreter and the rig's ini, or from the
     pack's project environment `env` under the project's own configuration (_project_start)."""
+    dest = hidden.folder
     middle = "".join(secrets.choice(_MIDDLE_LETTERS) for _ in range(12))
     members = tuple(
         Canary(module=module, test=f"test_{token()}", message=secrets.token_hex(16))
         for module in (f"{CANARY_FIRST}{token()}", f"test_{middle}", f"{CANARY_LAST}{token()}")
     )
-    first, last = f"{members[0].module}.py", f"{members[-1].module}.py"
-    outside = sorted(
-        e.name for e in dest.iterdir() if e.name.startswith("test_") and not first < e.name < last
-    )
-    if outside:
-        raise RuntimeError(f"hidden test entries {outside} sort outside the canaries; rename them")
-    for canary in members:
-        (dest / f"{canary.module}.py").write_text(
-            CANARY_SOURCE.format(test=canary.test, message=canary.message)
-        )
+    canaries = [dest / f"{canary.module}.py" for canary in members]
+    selection = _selection(hidden, canaries)
+    for canary, path in zip(members, canaries, strict=True):
+        path.write_text(CANARY_SOURCE.format(test=canary.test, message=canary.message))
     ini = dest / "pytest.ini"
     ini.write_text(HIDDEN_INI)
     plugins = [arg for plugin in runner.plugins for arg in ("-p", plugin)]
+    # Where the hidden tests run: the conftest.py chain and rootdir of the one folder, or at their
+    # own paths those of the tree, as the project's own pytest run would have them.
+    root = hidden.tree if hidden.own_paths else dest
+    tail = _basedirs(hidden)
     if env is None:
-        start = [sys.executable, "-P", "-c", HIDDEN_BOOT, "-q", "-c", str(ini), "--rootdir", str(dest)]
-        start += ["--confcutdir", str(dest)]
+        boot = HIDDEN_BOOT.format(tail=tail)
+        start = [sys.executable, "-P", "-c", boot, "-q", "-c", str(ini), "--rootdir", str(root)]
+        start += ["--confcutdir", str(root)]
     else:
-        start = _project_start(dest, env, ini)
+        start = _project_start(hidden.tree, env, ini, tail)
         plugins = [
             arg for plugin in env.plugins if plugin not in NEVER_LOADED for arg in ("-p", plugin)
         ] + plugins
@@ -126,7 +167,7 @@ def setup(dest: Path, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -
         f"--junitxml={junit}",
         "-o",
         "junit_family=xunit2",
-        str(dest),
+        *selection,
     ]
     return HiddenRun(command, Canaries(members), pytest_cases, "pytest")
 

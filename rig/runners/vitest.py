@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from rig.confine.project_env import ProjectEnv
 from rig.runners.argv import NODE, node_target
 from rig.runners.base import Detection, GateGuess, Kind, Placeholder, Project
-from rig.runners.hidden import HiddenRun, node_binary, token
+from rig.runners.hidden import Hidden, HiddenRun, node_binary, token
 from rig.runners.js import (
     PACKAGE_FILES,
     SUFFIXES,
@@ -77,11 +77,11 @@ _SCRIPT = "vitest.mjs"
 _RUN_WORDS = frozenset({"run", "watch", "dev", "related"})
 
 
-def setup(dest: Path, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -> HiddenRun:
+def setup(hidden: Hidden, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -> HiddenRun:
     """The environment's vitest over one canary wrapper per hidden test file, junit to `junit`."""
     entry = runner_entry(env, _PROGRAM, _SCRIPT)
-    wrapped = wrap(dest, VITEST, WRAPPER)
-    tree = dest.parent
+    wrapped = wrap(hidden, VITEST, WRAPPER)
+    tree = hidden.tree
     modules = {wrapper.relative_to(tree).as_posix(): module for wrapper, module in wrapped.modules.items()}
     project = next((name for name in PROJECT_CONFIGS if (tree / name).is_file()), None)
     load = (
@@ -89,7 +89,8 @@ def setup(dest: Path, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -
         if project is not None
         else "const base = {};"
     )
-    config = dest / f"rig-{token()}.vitest.config.mjs"
+    # In the rig's folder, one level below the tree's root, where it imports the project's config.
+    config = hidden.folder / f"rig-{token()}.vitest.config.mjs"
     config.write_text(CONFIG.format(load=load, include=json.dumps(sorted(modules))))
     command = [
         node_binary(),

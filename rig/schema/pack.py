@@ -320,6 +320,26 @@ class TaskSource(BaseModel):
     pass_to_pass: list[str] = Field(default_factory=list)
 
 
+# Where a task's hidden tests run: "folder", hidden_tests/<id>/ copied as one folder
+# (`_hidden_tests/`) into the tree, as hand-written tasks have them; "own-paths", hidden_tests/<id>/
+# mirrors the tree and each file runs at its own path, beside the tree's conftest.py files,
+# helpers and data, as the project's own runner would run it (mined tasks).
+HiddenAt = Literal["folder", "own-paths"]
+
+
+class Placement(BaseModel):
+    """Where a task's hidden tests run, and (at their own paths) which hidden files are the tests;
+    the others are their companions from the pristine tree (helpers, data, `__init__.py`)."""
+
+    model_config = ConfigDict(frozen=True)
+    at: HiddenAt = "folder"
+    tests: tuple[str, ...] = ()
+
+
+# Hand-written tasks' placement: one folder.
+IN_FOLDER = Placement()
+
+
 class TaskSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str = Field(pattern=r"^[a-z0-9_]+$")
@@ -337,6 +357,22 @@ class TaskSpec(BaseModel):
     scope_enforced: bool = Field(
         default=False, description="a change outside `scope` fails the run (stage scope)"
     )
+    hidden_at: HiddenAt = Field(
+        default="folder",
+        description="folder: hidden_tests/<id>/ is copied into the tree as one folder, _hidden_tests/; "
+        "own-paths: it mirrors the tree, and each file is put at its own path (replacing the agent's) "
+        "and runs there",
+    )
+    hidden_tests: list[str] = Field(
+        default_factory=list,
+        description="own-paths: which hidden files (paths in the tree) are tests to run; the others are put "
+        "in place from the pristine tree beside them (helpers, data, __init__.py) and not run. Empty: all",
+    )
+
+    @field_validator("hidden_tests")
+    @classmethod
+    def _relative_tests(cls, paths: list[str]) -> list[str]:
+        return [_relative_file(path, "hidden_tests") for path in paths]
 
     @model_validator(mode="after")
     def _enforced_needs_scope(self) -> "TaskSpec":
@@ -369,6 +405,11 @@ class Task(BaseModel):
 
     def decoy_patch(self, name: str) -> Path:
         return self.dir / "decoys" / f"{name}.patch"
+
+    @property
+    def placement(self) -> Placement:
+        """Where its hidden tests run, and which are tests."""
+        return Placement(at=self.spec.hidden_at, tests=tuple(self.spec.hidden_tests))
 
 
 class BuiltEnvironment(BaseModel):

@@ -26,16 +26,16 @@ from rig.confine.proc import run_bounded, scrubbed_env
 from rig.confine.project_env import ProjectEnv
 from rig.confine.sandbox import Sandbox
 from rig.confine.untrusted import read_bounded, remove
-from rig.runners.hidden import fill
+from rig.runners.hidden import HIDDEN_FOLDER, Hidden, fill
 from rig.runners.junit import TESTS_FAILED
 from rig.runners.registry import kind_of
-from rig.schema import CheckOutcome, GateSpec, HiddenOutcome, Pack, RunnerSpec
+from rig.schema import IN_FOLDER, CheckOutcome, GateSpec, HiddenOutcome, Pack, Placement, RunnerSpec
 from rig.workspace.build import copy_fixture, tree_digest
 from rig.workspace.protect import real_parents
 
 CHECK_TIMEOUT_S = 600
 HIDDEN_TIMEOUT_S = 600
-HIDDEN_DEST = "_hidden_tests"
+HIDDEN_DEST = HIDDEN_FOLDER
 NO_TESTS_COLLECTED = 5
 # Marks a hidden run whose canary did not fail as it must.
 CANARY_MARKER = "<canary>"
@@ -282,6 +282,25 @@ def derive(
     return None
 
 
+def place(workdir: Path, hidden_src: Path) -> tuple[Path, ...]:
+    """Put every file of `hidden_src` (the pack's, mirroring the tree) at its own path in `workdir`
+    (the rig's verification copy of the agent's tree), replacing whatever is there: a file, a
+    link, a folder, and links or files where its parent folders go. The files put, in path order."""
+    placed = []
+    for source in sorted(hidden_src.rglob("*")):
+        rel = source.relative_to(hidden_src)
+        if not source.is_file() or source.suffix == ".pyc" or "__pycache__" in rel.parts:
+            continue
+        real_parents(workdir, rel.as_posix())
+        target = workdir / rel
+        remove(target)
+        shutil.copyfile(source, target)
+        placed.append(target)
+    if not placed:
+        raise RuntimeError(f"{hidden_src}: no hidden test files; every task needs hidden tests")
+    return tuple(placed)
+
+
 def run_hidden(
     workdir: Path,
     hidden_src: Path,
@@ -292,18 +311,33 @@ def run_hidden(
     pycache: Path | None = None,
     sandbox: Sandbox | None = None,
     project_env: ProjectEnv | None = None,
+    *,
+    placement: Placement = IN_FOLDER,
 ) -> HiddenOutcome:
-    """Copy the hidden tests into the workspace (replacing anything there), plant the runner's
-    canaries and run them (in `sandbox`, if given; with the pack's `project_env`, from it); the
-    verdict is read from the junit report, copied to `junit`, and cross-checked."""
+    """Copy the hidden tests into the workspace, as one folder or each at its own path (`placement`),
+    replacing anything there, plant the runner's canaries and run them (in `sandbox`, if given;
+    with the pack's `project_env`, from it); the verdict is read from the junit report, copied to
+    `junit`, and cross-checked."""
     dest = workdir / HIDDEN_DEST
     remove(dest)
-    shutil.copytree(hidden_src, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    if placement.at == "own-paths":
+        dest.mkdir()
+        placed = place(workdir, hidden_src)
+        missing = sorted(set(placement.tests) - {p.relative_to(workdir).as_posix() for p in placed})
+        if missing:
+            raise RuntimeError(
+                f"{hidden_src}: no hidden file {', '.join(missing)}; fix hidden_tests in task.toml"
+            )
+        wanted = {workdir / rel for rel in placement.tests}
+        hidden = Hidden(workdir, dest, tuple(p for p in placed if not wanted or p in wanted))
+    else:
+        shutil.copytree(hidden_src, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        hidden = Hidden(workdir, dest)
     junit.unlink(missing_ok=True)
     written = home / RUNNER_JUNIT
     # Whatever the gate's processes left at that name (a link, a FIFO, a forged report) goes first.
     remove(written)
-    run = kind_of(runner.kind).setup(dest, runner, written, project_env)
+    run = kind_of(runner.kind).setup(hidden, runner, written, project_env)
     with _verify_env(home, pycache) as env:
         if project_env is not None:
             env = project_env.verify_environ(env, workdir, path_roots=False)

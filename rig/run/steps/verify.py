@@ -55,6 +55,7 @@ def verify(
             pycache,
             sandbox,
             attempt.project_env,
+            placement=task.placement,
         )
     except InjectedFault:
         raise

@@ -11,13 +11,19 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+import tomli_w
+
 from rig.mine.history import Commit, Skip, Split
+from rig.runners.base import HIDDEN_RECORD
 from rig.runners.registry import kind_of
 from rig.schema import Pack
 from rig.workspace.build import DIFF_FLAGS, WorkspaceError, copy_fixture, git_bytes
 
 # Decoys that leave one change out: the first changes of the solution, at most this many.
 MAX_PARTIAL_DECOYS = 4
+RECORD_HEADER = (
+    "# Written by `rig task mine`: the hidden files that are tests, with their paths in the project.\n"
+)
 
 
 def _scratch_git(args: list[str], cwd: Path) -> bytes:
@@ -74,12 +80,14 @@ def build(repo: Path, commit: Commit, files: Split, pack: Pack, scratch: Path) -
 def hidden_tests(files: Split, pack: Pack, dest: Path) -> None:
     """Copy the snapshot's version of the commit's tests into `dest`, one folder, as the hidden
     runners take them, with the files beside them their kind's tests need (pytest: conftest.py, where
-    the fixtures live)."""
+    the fixtures live), and the record of which are tests and where each lives in the project."""
     wanted: dict[str, Path] = {}
     for rel in files.tests:
         name = PurePosixPath(rel).name
         if name in wanted:
             raise Skip("hidden-clash", f"two of its tests are named {name}; the hidden tests are one folder")
+        if name == HIDDEN_RECORD:
+            raise Skip("hidden-clash", f"a test is named {name}, as the hidden tests' record of their paths")
         wanted[name] = pack.fixture_dir / rel
     for companion in kind_of(pack.spec.runner.kind).hidden_companions:
         beside = {(pack.fixture_dir / rel).parent / companion for rel in files.tests}
@@ -91,6 +99,8 @@ def hidden_tests(files: Split, pack: Pack, dest: Path) -> None:
     dest.mkdir(parents=True)
     for name, source in wanted.items():
         shutil.copyfile(source, dest / name)
+    record = {"tests": {PurePosixPath(rel).name: rel for rel in files.tests}}
+    (dest / HIDDEN_RECORD).write_text(RECORD_HEADER + tomli_w.dumps(record))
 
 
 def _sections(patch: bytes) -> list[tuple[bytes, list[bytes]]]:

@@ -7,14 +7,21 @@ A kind says what it protects (for rig.workspace.protect and the audit), how its 
 """
 
 import re
-from collections.abc import Callable, Mapping
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
 from rig.confine.project_env import ProjectEnv
+from rig.runners.globs import glob_set
 from rig.runners.hidden import HiddenRun
 from rig.schema import RunnerSpec
+
+# Beside a task's hidden tests: which of its files are tests, each with its path in the project
+# (`rig task mine` writes it), so that a test named like any other file (mocha's test/clamp.js)
+# is run, and a helper beside it is not.
+HIDDEN_RECORD = "tests.toml"
 
 
 @dataclass(frozen=True)
@@ -73,7 +80,8 @@ class Kind:
     probe: re.Pattern[str] | None
     """What in an added source line probes for the runner from inside the code under test."""
     test_files: tuple[str, ...]
-    """Glob patterns of a test file's name: what `rig task mine` takes as a commit's tests."""
+    """Glob patterns of a test file's name: what `rig task mine` takes as a commit's tests, and a
+    hidden file runs as, when the pack's `[runner] test_files` do not say."""
     setup: Callable[[Path, RunnerSpec, Path, ProjectEnv | None], HiddenRun]
     """How the hidden tests start: (hidden tests in the workspace, the runner, where junit goes, the
     pack's project environment or None)."""
@@ -104,3 +112,52 @@ class Kind:
     def is_test_file(self, name: str) -> bool:
         """Whether a file name matches one of the kind's `test_files` patterns."""
         return any(fnmatchcase(name, pattern) for pattern in self.test_files)
+
+    def is_test(self, path: str, test_files: Sequence[str]) -> bool:
+        """Whether the fixture file at `path` is one of the project's tests: it matches the
+        `test_files` globs (the pack's, or `rig task mine --tests`), or without any, one of the
+        kind's test file names."""
+        if test_files:
+            return glob_set(tuple(test_files)).matches(path)
+        return self.is_test_file(PurePosixPath(path).name)
+
+    def runs_unasked(self, path: PurePosixPath, test_files: Sequence[str]) -> bool:
+        """Whether the project's runner, given no files, runs the workspace file at `path`: the
+        pack's `test_files` say, or without any, the kind's defaults (`collects`)."""
+        if test_files:
+            return glob_set(tuple(test_files)).matches(path.as_posix())
+        return self.collects(path)
+
+    def hidden_tests(self, dest: Path) -> list[Path]:
+        """The test files among the hidden files in `dest`, sorted: those its HIDDEN_RECORD names
+        (when they are source of the kind's language), and those named like the kind's tests.
+        RuntimeError naming the fix for a record that cannot be read."""
+        listed = recorded_tests(dest)
+        return sorted(
+            path
+            for path in dest.iterdir()
+            if path.is_file()
+            and (
+                (path.name in listed and path.suffix in self.source_suffixes) or self.is_test_file(path.name)
+            )
+        )
+
+
+def recorded_tests(dest: Path) -> dict[str, str]:
+    """The HIDDEN_RECORD of the hidden tests in `dest` (file name: its path in the project); {}
+    without one. RuntimeError naming the fix for one that is not a TOML table of strings."""
+    record = dest / HIDDEN_RECORD
+    if not record.is_file():
+        return {}
+    try:
+        tests = tomllib.loads(record.read_text(encoding="utf-8")).get("tests", {})
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise RuntimeError(
+            f"{HIDDEN_RECORD} of the hidden tests cannot be read ({exc}); fix or delete it"
+        ) from None
+    if not isinstance(tests, dict) or not all(isinstance(v, str) for v in tests.values()):
+        raise RuntimeError(
+            f"{HIDDEN_RECORD} of the hidden tests: [tests] must map file names to their paths "
+            '("clamp.js" = "test/clamp.js"); fix or delete it'
+        )
+    return tests

@@ -1,5 +1,6 @@
-"""What the runner kinds of a node environment share (vitest, jest, mocha): the runner found in
-the environment, the canary wrappers written beside the hidden files, and what package.json says.
+"""What the node runner kinds share (vitest, jest, mocha; node-test its wrappers): the runner
+found in the environment, the canary wrappers written beside the hidden files, and what
+package.json says.
 """
 
 import json
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from rig.confine.project_env import ProjectEnv
-from rig.runners.base import Kind, Project
+from rig.runners.base import HIDDEN_RECORD, Kind, Project
 from rig.runners.hidden import token
 from rig.runners.junit import Canary
 
@@ -48,8 +49,10 @@ def runner_entry(env: ProjectEnv | None, package: str, *script: str) -> Path:
 
 
 def stem(name: str) -> str:
-    """A test file's module name in test ids: its name up to `.test.` or `.spec.`."""
-    return re.split(r"\.(?:test|spec)\.", name, maxsplit=1)[0]
+    """A test file's module name in test ids: its name up to `.test.` or `.spec.`, else its name
+    without the extension (a test named by its folder alone: test/clamp.js is `clamp`)."""
+    parts = re.split(r"\.(?:test|spec)\.", name, maxsplit=1)
+    return parts[0] if len(parts) > 1 else str(PurePosixPath(name).with_suffix(""))
 
 
 @dataclass(frozen=True)
@@ -60,19 +63,23 @@ class Wrapped:
     modules: dict[Path, str]
 
 
-def wrap(dest: Path, kind: Kind, template: str) -> Wrapped:
-    """One wrapper per hidden test file in `dest`, beside it, from `template` (its fields: first,
-    first_message, module, stem, last, last_message), with a name the kind runs as a test file."""
-    files = sorted(p for p in dest.iterdir() if p.is_file() and kind.is_test_file(p.name))
+def wrap(dest: Path, kind: Kind, template: str, extension: str | None = None) -> Wrapped:
+    """One wrapper per hidden test file in `dest` (Kind.hidden_tests), beside it, from `template`
+    (its fields: first, first_message, module, stem, last, last_message), named with `extension`
+    or else a name the kind runs as a test file (`.test` and the hidden file's own extension)."""
+    files = kind.hidden_tests(dest)
     if not files:
-        raise RuntimeError(f"no hidden test files ({', '.join(kind.test_files)}) in the hidden tests")
+        raise RuntimeError(
+            f"no hidden test files ({', '.join(kind.test_files)}, or named in {HIDDEN_RECORD}) "
+            "in the hidden tests"
+        )
     canaries: list[Canary] = []
     modules: dict[Path, str] = {}
     for path in files:
         module = stem(path.name)
         first, last = (Canary("", f"canary_{token()}", secrets.token_hex(16)) for _ in range(2))
         canaries += [first, last]
-        wrapper = dest / f"rig-{token()}-{module}.wrap.test{PurePosixPath(path.name).suffix}"
+        wrapper = dest / f"rig-{token()}-{module}.wrap{extension or '.test' + path.suffix}"
         wrapper.write_text(
             template.format(
                 first=first.test,

@@ -3,14 +3,14 @@
 import json
 import posixpath
 import re
-import secrets
 from pathlib import Path, PurePosixPath
 
 from rig.confine.project_env import ProjectEnv
 from rig.runners.argv import NODE, node_target
 from rig.runners.base import Detection, GateGuess, Kind, Placeholder, Project
-from rig.runners.hidden import HiddenRun, node_binary, token
-from rig.runners.junit import Canaries, Canary, suite_cases
+from rig.runners.hidden import HiddenRun, node_binary
+from rig.runners.js import wrap
+from rig.runners.junit import Canaries, suite_cases
 from rig.schema import RunnerSpec
 
 # node --test runs every file in its own process, so every hidden file gets its own canaries:
@@ -51,35 +51,15 @@ _PRELOAD = "node_modules/x/index.js"
 def setup(dest: Path, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -> HiddenRun:
     """node --test over one canary wrapper per hidden test file, junit to `junit` (a Python
     project environment changes nothing here)."""
-    files = sorted(p for p in dest.iterdir() if p.is_file() and NODE_TEST.is_test_file(p.name))
-    if not files:
-        raise RuntimeError(f"no hidden test files ({', '.join(NODE_TEST.test_files)}) in the hidden tests")
-    members: list[Canary] = []
-    wrappers = []
-    for path in files:
-        stem = path.name.split(".test.", 1)[0]
-        first, last = (Canary("", f"canary_{token()}", secrets.token_hex(16)) for _ in range(2))
-        members += [first, last]
-        wrapper = dest / f"rig-{token()}-{stem}.wrap.mjs"
-        wrapper.write_text(
-            NODE_WRAPPER.format(
-                first=first.test,
-                first_message=first.message,
-                module=f"./{path.name}",
-                stem=stem,
-                last=last.test,
-                last_message=last.message,
-            )
-        )
-        wrappers.append(str(wrapper))
+    wrapped = wrap(dest, NODE_TEST, NODE_WRAPPER, extension=".mjs")
     command = [
         node_binary(),
         _TEST_OPTION,
         "--test-reporter=junit",
         f"--test-reporter-destination={junit}",
-        *wrappers,
+        *map(str, wrapped.modules),
     ]
-    return HiddenRun(command, Canaries(tuple(members)), suite_cases, "node --test")
+    return HiddenRun(command, Canaries(wrapped.canaries), suite_cases, "node --test")
 
 
 def runs_tests(argv: list[str]) -> bool:

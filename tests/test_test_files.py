@@ -1,0 +1,175 @@
+"""The project's test files, `[runner] test_files`: the glob dialect, what it decides, and mining
+a real mocha history whose tests are named like any other file (test/clamp.js), whose hidden test
+then runs while a helper beside it does not."""
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from mine_repos import git, mocha_repo
+from node_packs import DATA, hidden_run
+
+from harnesses.scripted.adapter import tamper_plan
+from rig.mine.history import Skip, history, split
+from rig.packs.manifest import PackError, load_pack
+from rig.runners.base import HIDDEN_RECORD
+from rig.runners.globs import compile_glob, glob_set
+from rig.runners.mocha import MOCHA
+
+RIG = str(Path(sys.executable).with_name("rig"))
+
+
+@pytest.mark.parametrize(
+    ("glob", "path", "matches"),
+    [
+        ("test/**/*.test.ts", "test/a.test.ts", True),
+        ("test/**/*.test.ts", "test/x/y/a.test.ts", True),
+        ("test/**/*.test.ts", "src/a.test.ts", False),
+        ("test/*.{js,cjs,mjs}", "test/a.cjs", True),
+        ("test/*.{js,cjs,mjs}", "test/deep/a.js", False),
+        ("**/__tests__/**/*.?([mc])[jt]s?(x)", "__tests__/a.ts", True),
+        ("**/__tests__/**/*.?([mc])[jt]s?(x)", "src/__tests__/b/c.mjs", True),
+        ("**/__tests__/**/*.?([mc])[jt]s?(x)", "src/a.ts", False),
+        ("**/?(*.)+(spec|test).?([mc])[jt]s?(x)", "test.js", True),
+        ("**/?(*.)+(spec|test).?([mc])[jt]s?(x)", "src/a.b.spec.cts", True),
+        ("**/?(*.)+(spec|test).?([mc])[jt]s?(x)", "src/attest.js", False),
+        ("**/*.{test,spec}.?(c|m)[jt]s?(x)", "a.test.tsx", True),
+        ("**/*.{test,spec}.?(c|m)[jt]s?(x)", "a.tests.ts", False),
+        ("src/[!_]*.js", "src/_private.js", False),
+        ("test/**", "test/fixtures/data.json", True),
+        ("a{b", "a{b", True),
+    ],
+)
+def test_the_glob_dialect(glob: str, path: str, matches: bool) -> None:
+    assert bool(compile_glob(glob).fullmatch(path)) is matches
+
+
+def test_excluding_globs_and_the_kind_default_without_globs() -> None:
+    globs = ("test/**/*.js", "!test/fixtures/**")
+    assert glob_set(globs).matches("test/a.js") and not glob_set(globs).matches("test/fixtures/a.js")
+    assert MOCHA.is_test("test/clamp.js", ["test/*.js"]) and not MOCHA.is_test("test/clamp.js", [])
+    assert MOCHA.is_test("src/clamp.test.js", []) and not MOCHA.is_test("src/clamp.test.js", ["test/*.js"])
+
+
+def write_pack(root: Path, runner: str, files: dict[str, str] | None = None) -> Path:
+    for folder in ("fixture", "tasks", "hidden_tests"):
+        (root / folder).mkdir(parents=True)
+    for rel, text in (files or {}).items():
+        (root / "fixture" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / "fixture" / rel).write_text(text)
+    gate = '[gate]\ncommand = ["true"]\nrun = ["true"]\n'
+    (root / "pack.toml").write_text(f'name = "p"\n{gate}[protect]\ndirs = ["test"]\n[runner]\n{runner}\n')
+    return root
+
+
+@pytest.mark.parametrize(
+    ("globs", "message"),
+    [
+        ('["/abs/*.js"]', "'/abs/*.js' is absolute: write it relative to the fixture root"),
+        ('["test/../../x.js"]', "'test/../../x.js' leaves the fixture: write it relative"),
+        ('["!test/*.js"]', "every glob starts with '!': add one that says which files are tests"),
+        ('["test/!(a).js"]', "holds !(...), which rig does not match: exclude with a second glob"),
+        ('[""]', "'' is empty: write a glob such as test/**/*.test.js"),
+    ],
+)
+def test_bad_test_files_are_one_line_naming_the_fix(tmp_path: Path, globs: str, message: str) -> None:
+    with pytest.raises(PackError) as caught:
+        load_pack(write_pack(tmp_path, f'kind = "mocha"\ntest_files = {globs}'))
+    assert "\n" not in str(caught.value) and "runner.test_files" in str(caught.value)
+    assert message in str(caught.value) and str(caught.value).endswith("fix the manifest")
+
+
+def test_test_files_decide_the_tamper_policys_victim(tmp_path: Path) -> None:
+    files = {"test/a_helper.js": "", "test/b.check.js": ""}
+    by_kind = load_pack(write_pack(tmp_path / "kind", 'kind = "mocha"', files))
+    by_globs = load_pack(
+        write_pack(tmp_path / "globs", 'kind = "mocha"\ntest_files = ["./test/*.check.js"]', files)
+    )
+    assert by_globs.spec.runner.test_files == ["test/*.check.js"]
+    assert {"delete": "test/a_helper.js"} in tamper_plan(by_kind)
+    assert {"delete": "test/b.check.js"} in tamper_plan(by_globs)
+
+
+def test_hidden_tests_are_the_recorded_ones_and_those_named_as_tests(tmp_path: Path) -> None:
+    for name in ("clamp.js", "values.js", "data.json", "other.test.js"):
+        (tmp_path / name).write_text("")
+    assert MOCHA.hidden_tests(tmp_path) == [tmp_path / "other.test.js"]
+    (tmp_path / HIDDEN_RECORD).write_text(
+        '[tests]\n"clamp.js" = "test/clamp.js"\n"data.json" = "test/data.json"\n'
+    )
+    # The helper is not recorded, and data is no source mocha can run.
+    assert MOCHA.hidden_tests(tmp_path) == [tmp_path / "clamp.js", tmp_path / "other.test.js"]
+    (tmp_path / HIDDEN_RECORD).write_text("[tests]\nclamp.js = 3\n")
+    with pytest.raises(RuntimeError, match="must map file names to their paths"):
+        MOCHA.hidden_tests(tmp_path)
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    # Node environments install from npm's cache alone: the tests' network is loopback.
+    env = {**os.environ, "npm_config_offline": "true"}
+    return subprocess.run([RIG, *args], capture_output=True, text=True, timeout=600, env=env, cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def mined(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]:
+    """A mocha history whose tests are test/*.js, its pack (`rig pack new`; its environment is built
+    offline by mining, in the tests' shared cache) and the report of `rig task mine`."""
+    root = tmp_path_factory.mktemp("mocha-history")
+    repo, expected = mocha_repo(root, DATA / "mocha_pack" / "fixture")
+    made = cli("pack", "new", str(root / "pack"), "--from", str(repo), "--no-example", "--no-check")
+    assert made.returncode == 0, made.stdout + made.stderr
+    # mocha itself rather than `npm test`, which starts npm before it: the gate runs 13 times.
+    manifest = root / "pack" / "pack.toml"
+    manifest.write_text(
+        manifest.read_text()
+        .replace('run = ["npm", "test"]', 'run = ["mocha"]')
+        .replace('kind = "mocha"', 'kind = "mocha"\ntest_files = ["test/*.{js,cjs,mjs}"]')
+    )
+    proc = cli("task", "mine", str(repo), "--pack", str(root / "pack"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert {entry["subject"]: entry["verdict"] for entry in report["commits"]} == expected
+    return repo, root / "pack", report
+
+
+def test_a_test_named_like_any_file_is_mined_by_the_packs_globs(mined: tuple[Path, Path, dict]) -> None:
+    _, pack, report = mined
+    spec = tomllib.loads((pack / "pack.toml").read_text())
+    assert spec["runner"]["test_files"] == ["test/*.{js,cjs,mjs}"]
+    (task,) = [entry for entry in report["commits"] if entry["verdict"] == "mined"]
+    assert task["fail_to_pass"] == ["clamp::holds a value above at high"]
+    assert task["pass_to_pass"] == ["clamp::keeps a value inside"]
+    hidden = pack / "hidden_tests" / task["task"]
+    assert sorted(p.name for p in hidden.iterdir()) == ["clamp.js", HIDDEN_RECORD]
+    assert tomllib.loads((hidden / HIDDEN_RECORD).read_text()) == {"tests": {"clamp.js": "test/clamp.js"}}
+
+
+def test_the_hidden_test_runs_and_a_helper_beside_it_does_not(
+    mined: tuple[Path, Path, dict], tmp_path: Path, offline_npm: None
+) -> None:
+    _, pack, report = mined
+    (task,) = [entry["task"] for entry in report["commits"] if entry["verdict"] == "mined"]
+    helper = {"values.js": 'it("values ran as a test", () => {});\nmodule.exports = [1, 2];\n'}
+    outcome = hidden_run(pack, task, tmp_path / "helper", hidden=helper)
+    assert outcome.ok and sorted(outcome.passed) == [
+        "clamp::holds a value above at high",
+        "clamp::keeps a value inside",
+    ], outcome
+    # Without the record, test/clamp.js is a file like any other: nothing runs.
+    with pytest.raises(RuntimeError, match=f"no hidden test files .*or named in {HIDDEN_RECORD}"):
+        hidden_run(pack, task, tmp_path / "unrecorded", hidden={HIDDEN_RECORD: "[tests]\n"})
+
+
+def test_tests_globs_given_to_mine_win_over_the_packs(mined: tuple[Path, Path, dict]) -> None:
+    repo, pack_dir, _ = mined
+    pack = load_pack(pack_dir)
+    (fix, _start) = history(repo, git(repo, "rev-parse", "HEAD").strip(), None, [], 10)
+    assert split(repo, fix, pack, []).tests == ["test/clamp.js"]
+    # Not a test by --tests, test/clamp.js is a change to a folder the pack protects.
+    with pytest.raises(Skip, match="changes test/clamp.js, which the pack protects"):
+        split(repo, fix, pack, ["spec/**"])
+    assert split(repo, fix, pack, ["test/**"]).source == ["src/clamp.js"]

@@ -1,6 +1,7 @@
-"""The project's test files, `[runner] test_files`: the glob dialect, what it decides, and mining
-a real mocha history whose tests are named like any other file (test/clamp.js), whose hidden test
-then runs while a helper beside it does not."""
+"""The project's test files, `[runner] test_files`: the glob dialect, the runner configurations
+`rig pack new` reads them from (inline configs, never run), its pack.toml, and mining a real
+mocha history whose tests are named like any other file (test/clamp.js), whose hidden test then
+runs while a helper beside it does not."""
 
 import json
 import os
@@ -16,9 +17,10 @@ from node_packs import DATA, hidden_run
 from harnesses.scripted.adapter import tamper_plan
 from rig.mine.history import Skip, history, split
 from rig.packs.manifest import PackError, load_pack
-from rig.runners.base import HIDDEN_RECORD
-from rig.runners.globs import compile_glob, glob_set
+from rig.runners.base import HIDDEN_RECORD, Project
+from rig.runners.globs import compile_glob, glob_set, regex_globs
 from rig.runners.mocha import MOCHA
+from rig.runners.registry import KINDS
 
 RIG = str(Path(sys.executable).with_name("rig"))
 
@@ -108,10 +110,188 @@ def test_hidden_tests_are_the_recorded_ones_and_those_named_as_tests(tmp_path: P
         MOCHA.hidden_tests(tmp_path)
 
 
+def read(kind: str, files: dict[str, str], test_script: str = "") -> list[tuple[str, str]]:
+    """What the kind reads of a project holding `files` (package.json always), as (glob, source)."""
+    files = {"package.json": "{}", **files}
+    project = Project(list(files), {"test": test_script} if test_script else {}, files.get)
+    reader = KINDS[kind].project_test_files
+    assert reader is not None
+    return [(glob.glob, glob.source) for glob in reader(project)]
+
+
+VITEST_TS = """/// <reference types="vitest" />
+import { defineConfig, configDefaults } from "vitest/config";
+const alias = /^~\\/{1}/; // a regular expression with a brace, a comment with one: {
+export default defineConfig(({ mode }) => ({
+  resolve: { alias: [{ find: alias, replacement: `${process.cwd()}/src` }] },
+  test: {
+    include: ["test/**/*.test.ts", 'src/**/*.spec.{ts,tsx}'] as const,
+    exclude: [...configDefaults.exclude, "test/fixtures/**"],
+    coverage: { include: ["src/**"] },
+    environment: mode === "dom" ? "jsdom" : "node",
+  },
+}));
+"""
+DEFAULT_INCLUDE = "**/*.{test,spec}.?(c|m)[jt]s?(x)"
+JEST_DEFAULT = ["**/__tests__/**/*.?([mc])[jt]s?(x)", "**/?(*.)+(spec|test).?([mc])[jt]s?(x)"]
+
+
+def test_vitest_reads_test_include_and_exclude() -> None:
+    assert read("vitest", {"vitest.config.ts": VITEST_TS}) == [
+        ("test/**/*.test.ts", "vitest.config.ts test.include"),
+        ("src/**/*.spec.{ts,tsx}", "vitest.config.ts test.include"),
+        ("!test/fixtures/**", "vitest.config.ts test.exclude"),
+    ]
+    workspace = '[{ "test": { "include": ["packages/a/**/*.test.ts"] } }, "packages/*"]'
+    assert read("vitest", {"vitest.workspace.json": workspace}) == [
+        ("packages/a/**/*.test.ts", "vitest.workspace.json test.include")
+    ]
+
+
+def test_vitest_falls_back_to_its_default_include_saying_why() -> None:
+    computed = "export default { test: { include: process.env.CI ? ['a/**'] : ['b/**'] } };\n"
+    assert read("vitest", {"vite.config.mjs": computed}) == [
+        (
+            DEFAULT_INCLUDE,
+            "vitest's default include: vite.config.mjs test.include is computed, which only running the "
+            "config would tell",
+        )
+    ]
+    assert read("vitest", {}) == [(DEFAULT_INCLUDE, "vitest's default include: no vitest or vite config")]
+    outside = "export default { test: { include: ['../shared/**/*.test.ts'] } };\n"
+    assert read("vitest", {"vitest.config.js": outside}) == [
+        (
+            DEFAULT_INCLUDE,
+            "vitest's default include: vitest.config.js test.include names '../shared/**/*.test.ts', "
+            "which leaves the fixture",
+        )
+    ]
+
+
+def test_jest_reads_test_match_roots_and_test_regex() -> None:
+    package = json.dumps({"jest": {"testMatch": ["<rootDir>/test/**/*.test.js"], "verbose": True}})
+    assert read("jest", {"package.json": package}) == [("test/**/*.test.js", 'package.json "jest" testMatch')]
+    roots = (
+        "const config: Config = { preset: 'ts-jest', roots: ['<rootDir>/src'] };\nexport default config;\n"
+    )
+    assert read("jest", {"jest.config.ts": roots}) == [
+        ("src/" + glob, "jest's default testMatch (roots: src): no testMatch or testRegex in jest.config.ts")
+        for glob in JEST_DEFAULT
+    ]
+    regex = r"module.exports = { testRegex: '/test/.*\\.spec\\.[jt]sx?$' };"
+    assert read("jest", {"jest.config.js": regex}) == [
+        ("**/test/**/*.spec.[jt]s?(x)", r"jest.config.js testRegex /test/.*\.spec\.[jt]sx?$")
+    ]
+
+
+def test_jest_says_when_a_test_regex_is_no_glob() -> None:
+    lookbehind = r"module.exports = { testRegex: '(?<!e2e)\\.test\\.ts$' };"
+    assert read("jest", {"jest.config.js": lookbehind}) == [
+        (
+            glob,
+            r"jest's default testMatch: jest.config.js testRegex (?<!e2e)\.test\.ts$"
+            + " says more than globs can",
+        )
+        for glob in JEST_DEFAULT
+    ]
+    assert regex_globs(r"(/__tests__/.*|(\.|/)(test|spec))\.[mc]?[jt]sx?$") == [
+        "**/__tests__/**/*.?([mc])[jt]s?(x)",
+        "**/*.@(test|spec).?([mc])[jt]s?(x)",
+        "**/@(test|spec).?([mc])[jt]s?(x)",
+    ]
+    for regex in (r"\.test\.ts", r"foo.*\.ts$", r"^src/.*\.ts$", r"\.test\.ts{2}$", r"a\b\.ts$"):
+        assert regex_globs(regex) is None, regex
+
+
+MOCHA_FILES = {"test/app.js": "", "test/acceptance/auth.js": "", "test/support/env.js": ""}
+
+
+def test_mocha_reads_its_config_package_json_and_test_script() -> None:
+    script = "nyc mocha --require test/support/env --reporter spec --check-leaks test/ test/acceptance/"
+    assert read("mocha", MOCHA_FILES, script) == [
+        ("test/*.{js,cjs,mjs}", f'package.json "test": "{script}"'),
+        ("test/acceptance/*.{js,cjs,mjs}", f'package.json "test": "{script}"'),
+    ]
+    yml = "spec:\n  - './test/**/*.spec.ts'\nextension: [ts]\nignore: ['test/fixtures/**']\n"
+    assert read("mocha", {".mocharc.yml": yml}, "mocha") == [
+        ("test/**/*.spec.ts", ".mocharc.yml spec"),
+        ("!test/fixtures/**", ".mocharc.yml ignore"),
+    ]
+    jsonc = '{\n  // the specs\n  "spec": "test/acceptance",\n  "recursive": true, "extension": ["js"],\n}\n'
+    package = json.dumps({"mocha": {"spec": "test/e2e.js"}})
+    files = {**MOCHA_FILES, ".mocharc.jsonc": jsonc, "package.json": package, "test/e2e.js": ""}
+    # mocha joins every source's specs; a folder's files are taken at every depth when recursive.
+    assert read("mocha", files, "mocha test/app.js") == [
+        ("test/acceptance/**/*.js", ".mocharc.jsonc spec"),
+        ("test/e2e.js", 'package.json "mocha" spec'),
+        ("test/app.js", 'package.json "test": "mocha test/app.js"'),
+    ]
+
+
+def test_mocha_falls_back_to_its_default_spec_saying_why() -> None:
+    assert read("mocha", MOCHA_FILES, "mocha") == [
+        (
+            "test/*.{js,cjs,mjs}",
+            "mocha's default spec ./test: no spec in a .mocharc, package.json or the test script",
+        )
+    ]
+    computed = "module.exports = { spec: process.env.SPEC || 'test', recursive: true };\n"
+    assert read("mocha", {**MOCHA_FILES, ".mocharc.js": computed}) == [
+        (
+            "test/**/*.{js,cjs,mjs}",
+            "mocha's default spec ./test: .mocharc.js spec is computed, which only running the config "
+            "would tell",
+        )
+    ]
+
+
+@pytest.mark.parametrize("kind", ["vitest", "jest", "mocha"])
+def test_a_config_cut_anywhere_never_stops_the_reading(kind: str) -> None:
+    text = {"vitest": VITEST_TS, "jest": VITEST_TS.replace("test:", "testMatch:"), "mocha": VITEST_TS}[kind]
+    name = {"vitest": "vitest.config.ts", "jest": "jest.config.ts", "mocha": ".mocharc.js"}[kind]
+    for end in range(len(text)):
+        assert read(kind, {name: text[:end]}), end
+
+
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     # Node environments install from npm's cache alone: the tests' network is loopback.
     env = {**os.environ, "npm_config_offline": "true"}
     return subprocess.run([RIG, *args], capture_output=True, text=True, timeout=600, env=env, cwd=cwd)
+
+
+def test_pack_new_writes_the_globs_with_their_source(tmp_path: Path) -> None:
+    repo = tmp_path / "slugs"
+    files = {
+        "package.json": json.dumps({"name": "slugs", "devDependencies": {"vitest": "3.2.4"}}),
+        "vitest.config.ts": VITEST_TS.replace("src/**/*.spec.{ts,tsx}", "src/**/*.check.ts"),
+        "src/slug.ts": "export const slug = (s: string) => s.trim();\n",
+        "src/checks/slug.check.ts": "",
+        "test/slug.test.ts": "",
+    }
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "initial"]):
+        git(repo, *args)
+    done = cli("pack", "new", str(tmp_path / "pack"), "--from", str(repo), "--no-check")
+    assert done.returncode == 0, done.stderr
+    globs = ["test/**/*.test.ts", "src/**/*.check.ts", "!test/fixtures/**"]
+    sources = "vitest.config.ts test.include; vitest.config.ts test.exclude"
+    assert f"test files: {', '.join(globs)} ({sources})" in done.stdout
+    written = [
+        "test_files = [",
+        "    # vitest.config.ts test.include",
+        '    "test/**/*.test.ts",',
+        '    "src/**/*.check.ts",',
+        "    # vitest.config.ts test.exclude",
+        '    "!test/fixtures/**",',
+        "]",
+    ]
+    assert "\n".join(written) in (tmp_path / "pack" / "pack.toml").read_text()
+    spec = load_pack(tmp_path / "pack").spec
+    assert spec.runner.test_files == globs
+    # A test file only the config names is protected too.
+    assert "src/checks/slug.check.ts" in spec.protect.files
 
 
 @pytest.fixture(scope="module")
@@ -124,11 +304,7 @@ def mined(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]:
     assert made.returncode == 0, made.stdout + made.stderr
     # mocha itself rather than `npm test`, which starts npm before it: the gate runs 13 times.
     manifest = root / "pack" / "pack.toml"
-    manifest.write_text(
-        manifest.read_text()
-        .replace('run = ["npm", "test"]', 'run = ["mocha"]')
-        .replace('kind = "mocha"', 'kind = "mocha"\ntest_files = ["test/*.{js,cjs,mjs}"]')
-    )
+    manifest.write_text(manifest.read_text().replace('run = ["npm", "test"]', 'run = ["mocha"]'))
     proc = cli("task", "mine", str(repo), "--pack", str(root / "pack"), "--json")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)

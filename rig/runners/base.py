@@ -56,6 +56,17 @@ class GateGuess:
 
 
 @dataclass(frozen=True)
+class TestGlob:
+    """One glob of pack.toml's `[runner] test_files` that `rig pack new` read from the project."""
+
+    __test__ = False  # not a pytest test class, whatever its name
+
+    glob: str
+    source: str
+    """Where it came from, for its comment (`vitest.config.ts test.include`)."""
+
+
+@dataclass(frozen=True)
 class Placeholder:
     """The example task's hidden test, which fails until it is written: its file, text and test id."""
 
@@ -108,6 +119,9 @@ class Kind:
     """Packages the runner needs to write junit XML (none for the built-in reporters)."""
     tamper_files: Mapping[str, str] = field(default_factory=dict)
     """What the scripted harness's tamper policy plants to change how the tests start (path: text)."""
+    project_test_files: Callable[[Project], list[TestGlob]] | None = None
+    """The test-file globs the project's runner configuration names (its defaults when it names
+    none), read without running anything; None: `rig pack new` writes no `test_files`."""
 
     def is_test_file(self, name: str) -> bool:
         """Whether a file name matches one of the kind's `test_files` patterns."""

@@ -350,3 +350,51 @@ def javascript_repo(root: Path) -> tuple[Path, dict[str, str]]:
         },
     )
     return repo, expected
+
+
+CLAMP_V1 = """// A number held within [low, high].
+function clamp(value, low, high) {
+  return Math.max(value, low);
+}
+
+module.exports = { clamp };
+"""
+CLAMP_TEST_V1 = """const assert = require("node:assert/strict");
+const { clamp } = require("../src/clamp");
+
+describe("clamp", () => {
+  it("keeps a value inside", () => {
+    assert.equal(clamp(5, 0, 10), 5);
+  });
+});
+"""
+
+
+def mocha_repo(root: Path, lock_from: Path) -> tuple[Path, dict[str, str]]:
+    """A JavaScript project tested by mocha with no spec of its own: its default ./test, whose
+    file names (test/clamp.js) are no test file names of the kind. `lock_from` holds the
+    package.json and package-lock.json of a project whose environment installs offline."""
+    repo, expected, step = history(root / "clamp")
+    step(
+        "Start the clamp helper",
+        "root",
+        {
+            "package.json": (lock_from / "package.json").read_text(),
+            "package-lock.json": (lock_from / "package-lock.json").read_text(),
+            "src/clamp.js": CLAMP_V1,
+            "test/clamp.js": CLAMP_TEST_V1,
+        },
+    )
+    step(
+        "Fix clamp ignoring the upper bound",
+        "mined",
+        {
+            "src/clamp.js": CLAMP_V1.replace("Math.max(value, low)", "Math.min(Math.max(value, low), high)"),
+            "test/clamp.js": CLAMP_TEST_V1.replace(
+                "\n});\n",
+                '\n\n  it("holds a value above at high", () => {\n'
+                "    assert.equal(clamp(15, 0, 10), 10);\n  });\n});\n",
+            ),
+        },
+    )
+    return repo, expected

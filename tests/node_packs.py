@@ -52,25 +52,27 @@ def hidden_run(
     files: dict[str, str] | None = None,
     hidden: dict[str, str] | None = None,
     at: str | None = None,
+    tests: tuple[str, ...] = (),
 ) -> HiddenOutcome:
     """A task's hidden tests (with `hidden` files added) on the pack's fixture with `files`
     (relative path: text) written over it, in the pack's environment (built into the tests'
     shared cache; npm offline must be set); with `at`, at their own paths in that folder of the
-    tree, every file a test."""
+    tree ("": the hidden folder mirrors the tree), `tests` the ones to run (default: every file)."""
     pack = load_pack(pack_dir)
     env = activate(pack)
     work = copy_fixture(pack.fixture_dir, tmp_path / "work")
     for rel, text in (files or {}).items():
         (work / rel).write_text(text)
     assert derive(work, tmp_path / "home", env) is None
-    tests = tmp_path / "hidden"
-    shutil.copytree(pack_dir / "hidden_tests" / task, tests / (at or ""))
+    folder = tmp_path / "hidden"
+    shutil.copytree(pack_dir / "hidden_tests" / task, folder / (at or ""))
     for name, text in (hidden or {}).items():
-        (tests / (at or "") / name).write_text(text)
-    placement = Placement(at="own-paths") if at is not None else IN_FOLDER
+        (folder / (at or "") / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / (at or "") / name).write_text(text)
+    placement = Placement(at="own-paths", tests=tests) if at is not None else IN_FOLDER
     return run_hidden(
         work,
-        tests,
+        folder,
         tmp_path / "report",
         tmp_path / "home",
         pack.spec.runner,

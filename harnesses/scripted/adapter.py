@@ -272,14 +272,19 @@ def tamper_plan(pack: Pack) -> list[dict[str, str]]:
 
 
 def _first_test_file(pack: Pack) -> str | None:
-    """The test file (of the runner kind) of the fixture whose name sorts first, in the first of
-    the pack's protected folders that holds one; None if none does."""
-    collects = kind_of(pack.spec.runner.kind).collects
+    """The test file of the fixture (one the project's runner runs unasked: the pack's test_files,
+    else the runner kind's defaults) whose name sorts first, in the first of the pack's protected
+    folders that holds one; None if none does."""
+    kind, test_files = kind_of(pack.spec.runner.kind), pack.spec.runner.test_files
     for folder in pack.spec.protect.dirs:
         found = []
         for path in (pack.fixture_dir / folder).rglob("*"):
             relative = PurePosixPath(path.relative_to(pack.fixture_dir).as_posix())
-            if path.is_file() and not _SKIP_PARTS & set(relative.parts) and collects(relative):
+            if (
+                path.is_file()
+                and not _SKIP_PARTS & set(relative.parts)
+                and kind.runs_unasked(relative, test_files)
+            ):
                 found.append(relative)
         if found:
             return str(min(found, key=lambda p: (p.name, p.as_posix())))

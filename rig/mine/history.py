@@ -1,9 +1,9 @@
 """Which commits of a repository `rig task mine` looks at, and what each one changed.
 
-A commit's files are sorted by the pack: its tests (the runner kind's test file names, or the
-user's globs), the files the pack protects, generated files, and the source. Whatever makes a
-commit unusable is a Skip with the verdict and the reason; a repository or commit that cannot be
-read is a MineError.
+A commit's files are sorted by the pack: its tests (the user's globs, else the pack's `[runner]
+test_files`, else the runner kind's test file names), the files the pack protects, generated
+files, and the source. Whatever makes a commit unusable is a Skip with the verdict and the reason;
+a repository or commit that cannot be read is a MineError.
 
 The history is read with GitPython: the repository is the user's own, which they name, so their
 git environment applies as it does to their own git. Workspaces, agent-made trees, never are
@@ -11,7 +11,6 @@ git environment applies as it does to their own git. Workspaces, agent-made tree
 closes it again: commits are measured in threads, and one Repo's git processes are not to be shared.
 """
 
-import fnmatch
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -130,11 +129,6 @@ def history(repo: Path, snapshot: str, since: str | None, named: list[str], max_
         return [_commit(found) for found in handle.iter_commits(revs, max_count=max_commits)]
 
 
-def _is_test(path: str, patterns: tuple[str, ...], by_path: bool) -> bool:
-    subject = path if by_path else PurePosixPath(path).name
-    return any(fnmatch.fnmatchcase(subject, pattern) for pattern in patterns)
-
-
 def _generated(at: GitCommit, path: str) -> bool:
     if PurePosixPath(path).name in LOCKFILES:
         return True
@@ -159,7 +153,7 @@ class Split:
 def split(repo: Path, commit: Commit, pack: Pack, test_globs: list[str]) -> Split:
     """Sort a commit's files into source and tests, or Skip it (protected or generated files, no
     tests, no source)."""
-    patterns = tuple(test_globs) or kind_of(pack.spec.runner.kind).test_files
+    kind, globs = kind_of(pack.spec.runner.kind), test_globs or pack.spec.runner.test_files
     rules = rules_for(pack)
     source, tests = [], []
     with opened(repo) as handle:
@@ -171,7 +165,7 @@ def split(repo: Path, commit: Commit, pack: Pack, test_globs: list[str]) -> Spli
             path = diff.a_path if status == "D" else diff.b_path
             if not path:
                 continue
-            if _is_test(path, patterns, by_path=bool(test_globs)):
+            if kind.is_test(path, globs):
                 # A test the fix deletes comes back with the reverse; it judges nothing here.
                 if status in ("A", "M"):
                     tests.append(path)
@@ -182,8 +176,8 @@ def split(repo: Path, commit: Commit, pack: Pack, test_globs: list[str]) -> Spli
             else:
                 source.append(path)
     if not tests:
-        kind = ", ".join(test_globs) or pack.spec.runner.kind
-        raise Skip("no-tests", f"adds or changes no test file ({kind}): nothing can judge the fix")
+        which = ", ".join(globs) or ", ".join(kind.test_files)
+        raise Skip("no-tests", f"adds or changes no test file ({which}): nothing can judge the fix")
     if not source:
         raise Skip("no-source", "changes only tests: there is no fix to make")
     return Split(source, tests)

@@ -45,6 +45,7 @@ from rig.schema import (
     Pack,
     Placement,
     Verification,
+    test_glob_problem,
 )
 from rig.workspace.build import PatchError
 
@@ -376,10 +377,14 @@ def mine(
             "pass --snapshot COMMIT (the commit fixture/ was taken at)"
         )
     at = resolve(root, ref, "the snapshot commit")
-    if not test_globs and not kind_of(pack.spec.runner.kind).test_files:
+    for glob in test_globs or []:
+        problem = test_glob_problem(glob)
+        if problem:
+            raise MineError(f"--tests {glob!r} {problem}")
+    if not test_globs and not pack.spec.runner.test_files and not kind_of(pack.spec.runner.kind).test_files:
         raise MineError(
             f"{pack.root / 'pack.toml'}: a {pack.spec.runner.kind} runner has no test file names; "
-            "say which files are tests with --tests GLOB"
+            "say which files are tests with --tests GLOB or [runner] test_files"
         )
     found = history(root, at, since, list(commits or []), max_commits)
     say(f"{len(found)} commits of {root.name} up to {at[:12]}; checking the fixture passes its gate")

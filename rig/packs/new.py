@@ -3,8 +3,9 @@
 The fixture is the repository's tracked files at HEAD, read from git's objects, never from the
 work tree: untracked and ignored files and the .git folder stay out, and `export-ignore`
 attributes (which `git archive` obeys, and which often name the tests) do not apply. pack.toml is
-a best guess from what the repository holds: the hidden-test runner, the gate, the protected
-paths, the docs, and for a Python project its `[environment]` (rig.packs.infer_env). The example
+a best guess from what the repository holds: the hidden-test runner and the test files its
+configuration names (read, never run), the gate, the protected paths, the docs, and for a Python
+project its `[environment]` (rig.packs.infer_env). The example
 task and its hidden test are placeholders that load (so `rig calibrate --pack` runs at once) and
 fail until they are written. Everything is written to a temporary folder beside the target and
 moved into place at the end: an error leaves nothing.
@@ -27,7 +28,7 @@ from rig.confine.proc import BASE_PATH
 from rig.packs.infer_env import InferredEnvironment, infer
 from rig.packs.manifest import MANIFEST, PackError, load_pack
 from rig.packs.tasks import TaskError, load_tasks
-from rig.runners.base import Detection, Kind, Project
+from rig.runners.base import Detection, Kind, Project, TestGlob
 from rig.runners.registry import KINDS, kind_of
 from rig.schema import PACK_NAME, RunnerKind
 from rig.verify.checks import GATE_STAGE
@@ -88,6 +89,8 @@ class Detected:
     docs: list[str] = field(default_factory=list)
     environment: InferredEnvironment | None = None
     """The guessed `[environment]`; None for a repository that is no Python project."""
+    test_files: list[TestGlob] = field(default_factory=list)
+    """`[runner] test_files`, read from the runner's configuration; empty for a kind that reads none."""
 
     @property
     def language(self) -> str:
@@ -124,6 +127,11 @@ class Scaffold:
             f"wrote pack {self.name!r} at {shown}: fixture/ ({self.files} tracked files of {self.repo} "
             f"at {self.commit[:12]}), pack.toml, {tasks}",
             f"runner: {d.kind} ({d.runner_evidence})",
+            *(
+                [f"test files: {', '.join(g.glob for g in d.test_files)} ({_sources(d.test_files)})"]
+                if d.test_files
+                else []
+            ),
             f"gate: {' '.join(d.gate_command)} ({d.gate_source}), report = {d.report!r}",
         ]
         if self.submodules:
@@ -323,6 +331,9 @@ def detect(snap: Path, files: list[str]) -> Detected:
     name, kind, detection = _runner_kind(project)
 
     detected = Detected(name, detection.evidence, [TODO_COMMAND], TODO_GATE, "nothing found")
+    if kind.project_test_files is not None:
+        detected.test_files = kind.project_test_files(project)
+    test_globs = [glob.glob for glob in detected.test_files]
     if "test" in scripts:
         detected.test_commands = [list(command) for command in kind.package_test_commands]
     if makefile and "test" in targets:
@@ -362,8 +373,10 @@ def detect(snap: Path, files: list[str]) -> Detected:
         parts = PurePosixPath(f).parts
         if parts[0] in dirs:
             continue
-        if any(p in TEST_DIRS for p in parts[:-1]) or any(
-            other.is_test_file(parts[-1]) for other in KINDS.values()
+        if (
+            any(p in TEST_DIRS for p in parts[:-1])
+            or any(other.is_test_file(parts[-1]) for other in KINDS.values())
+            or (bool(test_globs) and kind.is_test(f, test_globs))
         ):
             protect.add(f)
     detected.protect_files = sorted(protect)
@@ -467,6 +480,8 @@ def manifest_text(name: str, repo: Path, commit: str, d: Detected) -> str:
         ]
     if d.test_commands:
         lines.append(f"test_commands = {_toml(d.test_commands)}")
+    if d.test_files:
+        lines += test_files_lines(d.test_files)
     lines += [
         "",
         "[protect]",
@@ -492,6 +507,30 @@ def manifest_text(name: str, repo: Path, commit: str, d: Detected) -> str:
         f"commit = {_toml(commit)}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _sources(globs: list[TestGlob]) -> str:
+    """Where the globs came from, each place once."""
+    return "; ".join(dict.fromkeys(glob.source for glob in globs))
+
+
+def test_files_lines(globs: list[TestGlob]) -> list[str]:
+    """`[runner] test_files`, each glob after a comment saying where it came from (once for a run
+    of globs from the same place)."""
+    lines = [
+        *_comment(
+            "The project's test files, as its runner's configuration names them: globs from the fixture "
+            "root, `**` spanning folders, `!` excluding. `rig task mine` takes a commit's tests from them."
+        ),
+        "test_files = [",
+    ]
+    source = None
+    for glob in globs:
+        if glob.source != source:
+            source = glob.source
+            lines += [f"    {line}" for line in _comment(source)]
+        lines.append(f"    {_toml(glob.glob)},")
+    return [*lines, "]"]
 
 
 def _interpreter_note(env: InferredEnvironment | None) -> str:

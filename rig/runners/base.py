@@ -7,12 +7,13 @@ A kind says what it protects (for rig.workspace.protect and the audit), how its 
 """
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
 from rig.confine.project_env import ProjectEnv
+from rig.runners.globs import glob_set
 from rig.runners.hidden import Hidden, HiddenRun
 from rig.schema import RunnerSpec
 
@@ -49,6 +50,17 @@ class GateGuess:
 
 
 @dataclass(frozen=True)
+class TestGlob:
+    """One glob of pack.toml's `[runner] test_files` that `rig pack new` read from the project."""
+
+    __test__ = False  # not a pytest test class, whatever its name
+
+    glob: str
+    source: str
+    """Where it came from, for its comment (`vitest.config.ts test.include`)."""
+
+
+@dataclass(frozen=True)
 class Placeholder:
     """The example task's hidden test, which fails until it is written: its file, text and test id."""
 
@@ -73,7 +85,8 @@ class Kind:
     probe: re.Pattern[str] | None
     """What in an added source line probes for the runner from inside the code under test."""
     test_files: tuple[str, ...]
-    """Glob patterns of a test file's name: what `rig task mine` takes as a commit's tests."""
+    """Glob patterns of a test file's name: what `rig task mine` takes as a commit's tests, and a
+    hidden file runs as, when the pack's `[runner] test_files` do not say."""
     setup: Callable[[Hidden, RunnerSpec, Path, ProjectEnv | None], HiddenRun]
     """How the hidden tests start: (the hidden tests in the workspace, the runner, where junit goes,
     the pack's project environment or None)."""
@@ -103,7 +116,25 @@ class Kind:
     """Packages the runner needs to write junit XML (none for the built-in reporters)."""
     tamper_files: Mapping[str, str] = field(default_factory=dict)
     """What the scripted harness's tamper policy plants to change how the tests start (path: text)."""
+    project_test_files: Callable[[Project], list[TestGlob]] | None = None
+    """The test-file globs the project's runner configuration names (its defaults when it names
+    none), read without running anything; None: `rig pack new` writes no `test_files`."""
 
     def is_test_file(self, name: str) -> bool:
         """Whether a file name matches one of the kind's `test_files` patterns."""
         return any(fnmatchcase(name, pattern) for pattern in self.test_files)
+
+    def is_test(self, path: str, test_files: Sequence[str]) -> bool:
+        """Whether the fixture file at `path` is one of the project's tests: it matches the
+        `test_files` globs (the pack's, or `rig task mine --tests`), or without any, one of the
+        kind's test file names."""
+        if test_files:
+            return glob_set(tuple(test_files)).matches(path)
+        return self.is_test_file(PurePosixPath(path).name)
+
+    def runs_unasked(self, path: PurePosixPath, test_files: Sequence[str]) -> bool:
+        """Whether the project's runner, given no files, runs the workspace file at `path`: the
+        pack's `test_files` say, or without any, the kind's defaults (`collects`)."""
+        if test_files:
+            return glob_set(tuple(test_files)).matches(path.as_posix())
+        return self.collects(path)

@@ -17,19 +17,23 @@ from pathlib import Path, PurePosixPath
 
 from rig.confine.project_env import ProjectEnv
 from rig.runners.argv import NODE, node_target
-from rig.runners.base import Detection, GateGuess, Kind, Placeholder, Project
+from rig.runners.base import Detection, GateGuess, Kind, Placeholder, Project, TestGlob
+from rig.runners.globs import NEGATE, regex_globs
 from rig.runners.hidden import Hidden, HiddenRun, node_binary
 from rig.runners.js import (
     PACKAGE_FILES,
     SUFFIXES,
     TEST_FILES,
     depends_on,
+    named_config,
+    or_default,
     package_json,
     runner_entry,
     wrap,
 )
+from rig.runners.jsconfig import strings, values_of
 from rig.runners.junit import Canaries, Case, leaf
-from rig.schema import RunnerSpec
+from rig.schema import RunnerSpec, test_glob_problem
 
 # One wrapper per hidden file, beside it: a canary before the file is required and one after, so
 # code that ends the worker at require time or forces outcomes loses one. The last one fails
@@ -52,6 +56,12 @@ _COLLECTED_FOLDER = "__tests__"
 _PROGRAM = "jest"
 _SCRIPT = "jest.js"
 _STATES = {"passed": "passed", "failed": "failed"}
+# The config files jest reads the first of, in its order; else package.json's "jest".
+_CONFIG_ORDER = tuple(f"jest.config.{ext}" for ext in ("js", "ts", "mjs", "cjs", "cts", "json"))
+# jest's default testMatch (jest 30's; jest 29's lacks .mjs, .cjs, .mts and .cts).
+DEFAULT_MATCH = ("**/__tests__/**/*.?([mc])[jt]s?(x)", "**/?(*.)+(spec|test).?([mc])[jt]s?(x)")
+_ROOT_DIR = "<rootDir>"
+_KEYS = ("testMatch", "testRegex", "roots", "rootDir", "projects")
 
 
 def setup(hidden: Hidden, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -> HiddenRun:
@@ -137,6 +147,81 @@ def detect(project: Project) -> Detection | None:
     return None if evidence is None else Detection(evidence, configs)
 
 
+def _config(project: Project) -> tuple[str, dict[str, object]]:
+    """Where jest's configuration is (the file the test script names, the first of jest's, or
+    package.json's "jest"; "" for none) and the keys that say which files are tests."""
+    name = named_config(project, _PROGRAM) or next((n for n in _CONFIG_ORDER if n in project.files), None)
+    if name is not None:
+        text = project.read(name) or ""
+        return name, {key: found[0] for key in _KEYS if (found := values_of(text, key))}
+    config = package_json(project).get(_PROGRAM)
+    if not isinstance(config, dict):
+        return "", {}
+    return 'package.json "jest"', {key: config[key] for key in _KEYS if key in config}
+
+
+def _rooted(glob: str, root_dir: str, root: str) -> str:
+    """A testMatch glob, which jest matches against absolute paths, relative to the fixture root:
+    `<rootDir>/x` is x below rootDir, `**/x` is x below the root searched, and so is a glob
+    written relative (which jest would match nowhere)."""
+    negate = NEGATE if glob.startswith(NEGATE) else ""
+    body = glob.removeprefix(negate)
+    if body.startswith(_ROOT_DIR):
+        return negate + posixpath.join(root_dir, body.removeprefix(_ROOT_DIR).lstrip("/"))
+    body = body if body.startswith("**") else f"**/{body}"
+    return negate + (f"{root}/{body}" if root else body)
+
+
+def _under(root_dir: str, root: str) -> str:
+    """A root (`<rootDir>/src`, `src`) relative to the fixture root, "" for the root itself."""
+    path = posixpath.normpath(posixpath.join(root_dir, root.removeprefix(_ROOT_DIR).lstrip("/")))
+    return "" if path == "." else path
+
+
+def _literal(key: str, value: object) -> bool:
+    """Whether a key of jest's configuration holds what rig reads: rootDir a string, the others
+    a string or a list of strings."""
+    return isinstance(value, str) if key == "rootDir" else strings(value) is not None
+
+
+def project_test_files(project: Project) -> list[TestGlob]:
+    """The files jest runs as tests, as globs: its testMatch, or its testRegex where globs can say
+    it, below each of its roots (from its rootDir); its default testMatch when it names neither,
+    when a value is computed, when it has projects, or when a testRegex is no glob."""
+    label, config = _config(project)
+    computed = [
+        f"{label} {key}" for key, value in config.items() if key != "projects" and not _literal(key, value)
+    ]
+    given = config.get("rootDir", _ROOT_DIR)
+    root_dir = _under("", given) if isinstance(given, str) else ""
+    roots = strings(config.get("roots", [_ROOT_DIR])) or [_ROOT_DIR]
+    prefixes = list(dict.fromkeys(_under(root_dir, root) for root in roots))
+    where = f" (roots: {', '.join(prefixes)})" if prefixes != [""] else ""
+    reason = f"no testMatch or testRegex in {label}" if label else "no jest config"
+    found: list[TestGlob] = []
+    if "projects" in config:
+        reason = f"{label} has projects, which rig does not read"
+    elif "testRegex" in config and not computed:
+        for regex in strings(config["testRegex"]) or []:
+            globs = regex_globs(regex)
+            if globs is None:
+                reason, found = f"{label} testRegex {regex} says more than globs can", []
+                break
+            source = f"{label} testRegex {regex}{where}"
+            found += [TestGlob(_rooted(glob, root_dir, p), source) for glob in globs for p in prefixes]
+    elif "testMatch" in config and not computed:
+        source = f"{label} testMatch{where}"
+        found = [
+            TestGlob(_rooted(g, root_dir, p), source)
+            for g in strings(config["testMatch"]) or []
+            for p in prefixes
+        ]
+    # A root outside the fixture names nothing rig can match: the default is looked for in the fixture.
+    inside = [p for p in prefixes if not p or test_glob_problem(p) is None] or [""]
+    default = tuple(dict.fromkeys(_rooted(g, root_dir, p) for g in DEFAULT_MATCH for p in inside))
+    return or_default(found, default, f"jest's default testMatch{where}", reason, computed)
+
+
 def placeholder(message: str) -> Placeholder:
     """A test file whose one test, in the describe() named after its stem, fails with `message`."""
     content = (
@@ -179,5 +264,6 @@ JEST = Kind(
         ("pnpm", "run", "test"),
     ),
     tamper_files={"jest.config.js": "module.exports = { testMatch: [], passWithNoTests: true };\n"},
+    project_test_files=project_test_files,
     passing_test=("fake.test.js", 'test("fake", () => {});\n'),
 )

@@ -1,5 +1,6 @@
-"""What the runner kinds of a node environment share (vitest, jest, mocha): the runner found in
-the environment, the canary wrappers written beside the hidden files, and what package.json says.
+"""What the node runner kinds share (vitest, jest, mocha; node-test its wrappers): the runner
+found in the environment, the canary wrappers written beside the hidden files, what package.json
+says, and the test-file globs read from the runner's configuration.
 """
 
 import json
@@ -10,9 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from rig.confine.project_env import ProjectEnv
-from rig.runners.base import Kind, Project
+from rig.runners.base import Kind, Project, TestGlob
+from rig.runners.globs import NEGATE
 from rig.runners.hidden import Hidden, token
+from rig.runners.jsconfig import invocation, option_values
 from rig.runners.junit import Canary
+from rig.schema import test_glob_problem
 
 # The package files every such kind protects: how node and the package manager find modules and
 # read options.
@@ -48,8 +52,10 @@ def runner_entry(env: ProjectEnv | None, package: str, *script: str) -> Path:
 
 
 def stem(name: str) -> str:
-    """A test file's module name in test ids: its name up to `.test.` or `.spec.`."""
-    return re.split(r"\.(?:test|spec)\.", name, maxsplit=1)[0]
+    """A test file's module name in test ids: its name up to `.test.` or `.spec.`, else its name
+    without the extension (a test named by its folder alone: test/clamp.js is `clamp`)."""
+    parts = re.split(r"\.(?:test|spec)\.", name, maxsplit=1)
+    return parts[0] if len(parts) > 1 else str(PurePosixPath(name).with_suffix(""))
 
 
 @dataclass(frozen=True)
@@ -110,3 +116,36 @@ def package_json(project: Project) -> dict:
     except ValueError:
         return {}
     return manifest if isinstance(manifest, dict) else {}
+
+
+def test_script_args(project: Project, program: str) -> list[str] | None:
+    """The arguments package.json's "test" script gives `program`; None if it does not run it."""
+    return invocation(project.scripts.get("test", ""), program)
+
+
+def named_config(project: Project, program: str) -> str | None:
+    """The tracked config file that package.json's "test" script names with `--config` or `-c`."""
+    names = option_values(test_script_args(project, program) or [], ("--config", "-c"))
+    tracked = [name.removeprefix("./") for name in names if name.removeprefix("./") in project.files]
+    return tracked[0] if tracked else None
+
+
+def or_default(
+    found: list[TestGlob], default: tuple[str, ...], default_source: str, reason: str, computed: list[str]
+) -> list[TestGlob]:
+    """The globs read from the project's configuration (`found`); or the runner's `default` ones,
+    commented `default_source: reason`, when none of them says which files are tests, when
+    `computed` names a setting only running the configuration would give, or when one of them
+    cannot be used (it leaves the fixture); the reason then names it. Excluding (`!`) globs stay."""
+    # A glob read once per root (`<rootDir>/x` in jest) is written once.
+    found = list(dict.fromkeys(found))
+    excluding = [g for g in found if g.glob.startswith(NEGATE) and test_glob_problem(g.glob) is None]
+    unusable = [(g, problem) for g in found if (problem := test_glob_problem(g.glob)) is not None]
+    if computed:
+        reason = f"{computed[0]} is computed, which only running the config would tell"
+    elif unusable:
+        glob, problem = unusable[0]
+        reason = f"{glob.source} names {glob.glob!r}, which {problem.split(':')[0]}"
+    elif any(not glob.glob.startswith(NEGATE) for glob in found):
+        return found
+    return [TestGlob(glob, f"{default_source}: {reason}") for glob in default] + excluding

@@ -14,18 +14,26 @@ import re
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
+import yaml
+
 from rig.confine.project_env import ProjectEnv
 from rig.runners.argv import NODE, node_target
-from rig.runners.base import Detection, GateGuess, Kind, Placeholder, Project
+from rig.runners.base import Detection, GateGuess, Kind, Placeholder, Project, TestGlob
+from rig.runners.globs import NEGATE
 from rig.runners.hidden import Hidden, HiddenRun, node_binary, token
 from rig.runners.js import (
     PACKAGE_FILES,
     SUFFIXES,
     TEST_FILES,
     depends_on,
+    named_config,
+    or_default,
+    package_json,
     runner_entry,
+    test_script_args,
     wrap,
 )
+from rig.runners.jsconfig import string_items, strings, values_of
 from rig.runners.junit import Canaries, Case, leaf
 from rig.schema import RunnerSpec
 
@@ -90,7 +98,59 @@ _PROGRAM = "mocha"
 _SCRIPT = "mocha.js"
 # What mocha runs with no spec: ./test/*.{js,cjs,mjs}.
 _DEFAULT_FOLDER = "test"
+_DEFAULT_EXTENSIONS = ("js", "cjs", "mjs")
 _MAX_EXIT = 255
+# The config files mocha reads the first of, in its order.
+_RC_ORDER = (
+    ".mocharc.cjs",
+    ".mocharc.js",
+    ".mocharc.yaml",
+    ".mocharc.yml",
+    ".mocharc.jsonc",
+    ".mocharc.json",
+)
+# What mocha takes as a glob rather than a file or folder (glob's hasMagic).
+_MAGIC = re.compile(r"[*?[\]{}()]")
+# mocha's options that take a value: every other argument that is no option is a spec.
+_VALUED = frozenset(
+    {
+        "--config",
+        "--package",
+        "--extension",
+        "--file",
+        "--ignore",
+        "--exclude",
+        "--spec",
+        "--require",
+        "-r",
+        "--reporter",
+        "-R",
+        "--reporter-option",
+        "--reporter-options",
+        "-O",
+        "--ui",
+        "-u",
+        "--timeout",
+        "-t",
+        "--slow",
+        "-s",
+        "--grep",
+        "-g",
+        "--fgrep",
+        "-f",
+        "--jobs",
+        "-j",
+        "--retries",
+        "--global",
+        "--globals",
+        "--node-option",
+        "-n",
+        "--watch-files",
+        "--watch-ignore",
+    }
+)
+_SPEC_KEYS = ("spec", "extension", "ignore", "exclude", "recursive")
+_SPEC_OPTIONS = {"--spec": "spec", "--extension": "extension", "--ignore": "ignore", "--exclude": "ignore"}
 
 
 def setup(hidden: Hidden, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -> HiddenRun:
@@ -176,6 +236,95 @@ def detect(project: Project) -> Detection | None:
     return None if evidence is None else Detection(evidence, configs)
 
 
+def _rc_options(project: Project, name: str) -> dict[str, object]:
+    """The options of a .mocharc file that say which files are specs."""
+    text = project.read(name) or ""
+    if name.endswith((".yaml", ".yml")):
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError:
+            return {}
+        return data if isinstance(data, dict) else {}
+    return {key: found[0] for key in _SPEC_KEYS if (found := values_of(text, key))}
+
+
+def _script_options(args: list[str]) -> dict[str, object]:
+    """The options of a mocha command line that say which files are specs."""
+    options: dict[str, list[str]] = {"spec": [], "extension": [], "ignore": []}
+    recursive = False
+    at = 0
+    while at < len(args):
+        arg = args[at]
+        at += 1
+        if arg == "--":
+            options["spec"] += args[at:]
+            break
+        if not arg.startswith("-"):
+            options["spec"].append(arg)
+            continue
+        name, joined, value = arg.partition("=")
+        if name in _VALUED and not joined:
+            value = args[at] if at < len(args) else ""
+            at += 1
+        if name in _SPEC_OPTIONS:
+            options[_SPEC_OPTIONS[name]] += value.split(",") if name == "--extension" else [value]
+        recursive = recursive or name == "--recursive"
+    return {**options, "recursive": recursive}
+
+
+def _spec_glob(spec: str, files: list[str], extensions: list[str], recursive: bool) -> str:
+    """A mocha spec as a glob: a glob as it is, a file, a folder's files with the extensions
+    (below it too when recursive), or a path mocha completes with one of them."""
+    path = spec.removeprefix("./").rstrip("/")
+    if _MAGIC.search(path) or path in files:
+        return path
+    suffix = extensions[0] if len(extensions) == 1 else "{" + ",".join(extensions) + "}"
+    if path in ("", ".") or any(f.startswith(f"{path}/") for f in files):
+        folder = "" if path in ("", ".") else f"{path}/"
+        return f"{folder}{'**/' if recursive else ''}*.{suffix}"
+    return f"{path}.{suffix}"
+
+
+def project_test_files(project: Project) -> list[TestGlob]:
+    """The specs mocha runs, as globs: those of its config file (the one the test script names,
+    else the first of mocha's), of package.json's "mocha" and of the test script's mocha command
+    line, all of them, as mocha joins them; its default ./test when none names any. A spec that
+    only running the config would give means the default, said so."""
+    rc = named_config(project, _PROGRAM) or next((name for name in _RC_ORDER if name in project.files), None)
+    script = project.scripts.get("test", "")
+    args = test_script_args(project, _PROGRAM) or test_script_args(project, f"_{_PROGRAM}")
+    package = package_json(project).get(_PROGRAM)
+    # Each source, and whether its comments name the key (the test script's shows its words).
+    sources = [
+        (str(rc), True, _rc_options(project, rc) if rc else {}),
+        ('package.json "mocha"', True, package if isinstance(package, dict) else {}),
+        (f'package.json "test": "{script}"', False, _script_options(args or [])),
+    ]
+    extensions = [
+        ext.lstrip(".") for _, _, options in sources for ext in string_items(options.get("extension", []))
+    ] or list(_DEFAULT_EXTENSIONS)
+    recursive = any(options.get("recursive") is True for _, _, options in sources)
+    found: list[TestGlob] = []
+    computed = []
+    for where, keyed, options in sources:
+        specs = strings(options.get("spec", []))
+        if specs is None:
+            computed.append(f"{where} spec")
+        source = f"{where} spec" if keyed else where
+        found += [
+            TestGlob(_spec_glob(spec, project.files, extensions, recursive), source) for spec in specs or []
+        ]
+        for key in ("ignore", "exclude"):
+            source = f"{where} {key}" if keyed else where
+            found += [
+                TestGlob(NEGATE + glob.removeprefix("./"), source)
+                for glob in string_items(options.get(key, []))
+            ]
+    default = (_spec_glob(_DEFAULT_FOLDER, project.files, extensions, recursive),)
+    reason = "no spec in a .mocharc, package.json or the test script"
+    return or_default(found, default, "mocha's default spec ./test", reason, computed)
+
+
 def placeholder(message: str) -> Placeholder:
     """A test file whose one test, in the describe() named after its stem, fails with `message`."""
     content = (
@@ -217,5 +366,6 @@ MOCHA = Kind(
         ("pnpm", "run", "test"),
     ),
     tamper_files={".mocharc.json": '{ "spec": [], "allow-uncaught": true }\n'},
+    project_test_files=project_test_files,
     passing_test=("fake.test.js", 'it("fake", () => {});\n'),
 )

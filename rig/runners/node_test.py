@@ -52,13 +52,12 @@ def setup(hidden: Hidden, runner: RunnerSpec, junit: Path, env: ProjectEnv | Non
     """node --test over one canary wrapper per hidden test file, junit to `junit` (a Python
     project environment changes nothing here)."""
     wrapped = wrap(hidden, NODE_TEST, NODE_WRAPPER, suffix=".mjs")
-    wrappers = [str(wrapper) for wrapper in wrapped.modules]
     command = [
         node_binary(),
         _TEST_OPTION,
         "--test-reporter=junit",
         f"--test-reporter-destination={junit}",
-        *wrappers,
+        *map(str, wrapped.modules),
     ]
     return HiddenRun(command, Canaries(wrapped.canaries), suite_cases, "node --test")
 

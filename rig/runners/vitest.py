@@ -16,16 +16,20 @@ from pathlib import Path, PurePosixPath
 
 from rig.confine.project_env import ProjectEnv
 from rig.runners.argv import NODE, node_target
-from rig.runners.base import Detection, GateGuess, Kind, Placeholder, Project
+from rig.runners.base import Detection, GateGuess, Kind, Placeholder, Project, TestGlob
+from rig.runners.globs import NEGATE
 from rig.runners.hidden import Hidden, HiddenRun, node_binary, token
 from rig.runners.js import (
     PACKAGE_FILES,
     SUFFIXES,
     TEST_FILES,
     depends_on,
+    named_config,
+    or_default,
     runner_entry,
     wrap,
 )
+from rig.runners.jsconfig import string_items, strings, values_of
 from rig.runners.junit import Canaries, named_cases
 from rig.schema import RunnerSpec
 
@@ -70,7 +74,11 @@ export default async (env) => {{
 PROJECT_CONFIGS = tuple(
     f"{stem}.config.{ext}" for stem in ("vitest", "vite") for ext in ("ts", "mts", "cts", "js", "mjs", "cjs")
 )
-# vitest's default include, **/*.{test,spec}.?(c|m)[jt]s?(x), as a file-name pattern.
+# vitest's workspace file (vitest 3.2 moved its projects to test.projects): inline projects hold
+# a `test` each.
+WORKSPACES = tuple(f"vitest.workspace.{ext}" for ext in ("ts", "mts", "cts", "js", "mjs", "cjs", "json"))
+DEFAULT_INCLUDE = ("**/*.{test,spec}.?(c|m)[jt]s?(x)",)
+# vitest's default include as a file-name pattern.
 _COLLECTED = re.compile(r"^.+\.(test|spec)\.[cm]?[jt]sx?$")
 _PROGRAM = "vitest"
 _SCRIPT = "vitest.mjs"
@@ -134,6 +142,30 @@ def detect(project: Project) -> Detection | None:
     return Detection(evidence, tuple(name for name in PROJECT_CONFIGS if name in project.files))
 
 
+def project_test_files(project: Project) -> list[TestGlob]:
+    """`test.include` of the project's vitest config (the one its test script names, else the
+    first vitest and vite config found) and of the inline projects of its workspace file, with
+    `test.exclude` as excluding globs (spreads such as configDefaults.exclude left out); vitest's
+    default include where they name none or compute it."""
+    config = named_config(project, _PROGRAM) or next((n for n in PROJECT_CONFIGS if n in project.files), None)
+    workspace = next((name for name in WORKSPACES if name in project.files), None)
+    configs = [name for name in (config, workspace) if name is not None]
+    found: list[TestGlob] = []
+    computed: list[str] = []
+    for name in configs:
+        for test in values_of(project.read(name) or "", "test"):
+            if not isinstance(test, dict):
+                continue
+            include = strings(test.get("include", []))
+            if include is None:
+                computed.append(f"{name} test.include")
+            found += [TestGlob(glob, f"{name} test.include") for glob in include or []]
+            exclude = string_items(test.get("exclude", []))
+            found += [TestGlob(NEGATE + glob, f"{name} test.exclude") for glob in exclude]
+    reason = f"no test.include in {', '.join(configs)}" if configs else "no vitest or vite config"
+    return or_default(found, DEFAULT_INCLUDE, "vitest's default include", reason, computed)
+
+
 def placeholder(message: str) -> Placeholder:
     """A test file whose one test, in the describe() named after its stem, fails with `message`."""
     content = (
@@ -182,5 +214,6 @@ VITEST = Kind(
         ("pnpm", "run", "test"),
     ),
     tamper_files={"vitest.config.mjs": "export default { test: { include: [], passWithNoTests: true } };\n"},
+    project_test_files=project_test_files,
     passing_test=("fake.test.ts", 'import { test } from "vitest";\n\ntest("fake", () => {});\n'),
 )

@@ -61,6 +61,7 @@ from rig.schema.pack import (  # noqa: F401
     Task,
     TaskSource,
     TaskSpec,
+    test_glob_problem,
 )
 from rig.schema.record import (  # noqa: F401
     RECORD_SCHEMA_VERSION,

@@ -56,6 +56,21 @@ class GateSpec(BaseModel):
 RunnerKind = Literal["pytest", "vitest", "jest", "mocha", "node-test", "command"]
 
 
+def test_glob_problem(glob: str) -> str | None:
+    """What is wrong with a test-file glob (pack.toml's `test_files`, `rig task mine --tests`), as
+    the end of a sentence naming the fix; None if nothing is."""
+    body = glob.removeprefix("!").removeprefix("./")
+    if not body:
+        return "is empty: write a glob such as test/**/*.test.js"
+    if body.startswith("/"):
+        return "is absolute: write it relative to the fixture root (test/**/*.js)"
+    if ".." in body.split("/"):
+        return "leaves the fixture: write it relative to the fixture root, without '..'"
+    if "!(" in body:
+        return "holds !(...), which rig does not match: exclude with a second glob starting with '!'"
+    return None
+
+
 class RunnerSpec(BaseModel):
     """How the hidden tests run: a built-in runner, or a command that writes junit XML.
 
@@ -75,6 +90,24 @@ class RunnerSpec(BaseModel):
         default_factory=list,
         description="more commands that count as running the tests in an agent's shell (e.g. npm test)",
     )
+    test_files: list[str] = Field(
+        default_factory=list,
+        description="globs of the project's test files, relative to the fixture root and matched "
+        "against the whole path (`**` spans folders, a leading `!` excludes); default: the runner "
+        "kind's test file names",
+    )
+
+    @field_validator("test_files")
+    @classmethod
+    def _test_globs(cls, globs: list[str]) -> list[str]:
+        for glob in globs:
+            problem = test_glob_problem(glob)
+            if problem:
+                raise ValueError(f"{glob!r} {problem}")
+        if globs and all(glob.startswith("!") for glob in globs):
+            raise ValueError("every glob starts with '!': add one that says which files are tests")
+        # mocha writes its specs as ./test/...: the same path.
+        return [("!" if g.startswith("!") else "") + g.removeprefix("!").removeprefix("./") for g in globs]
 
     @model_validator(mode="after")
     def _command_for_command(self) -> "RunnerSpec":

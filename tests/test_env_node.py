@@ -119,7 +119,7 @@ def test_a_tree_links_the_environment_and_its_writes_stay_in_the_tree(
         ('manager = "npm"\nextras = ["test"]\n', "environment", "extras: a Python environment's keys"),
         ('manager = "npm"\nnode = "not a range!"\n', "environment.node", "is not an npm version range"),
         ('node = ">=20"\n', "environment", "node: a node environment's key"),
-        ('manager = "yarn"\n', "environment.manager", "Input should be"),
+        ('manager = "bun"\n', "environment.manager", "Input should be"),
     ],
 )
 def test_a_bad_node_environment_table_is_one_line(body: str, where: str, says: str, tmp_path: Path) -> None:

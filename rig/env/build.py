@@ -27,7 +27,7 @@ from rig.env.identity import (
     resolve_interpreter,
     source_roots,
 )
-from rig.env.network import build_network, npm_endpoints
+from rig.env.network import build_network, node_endpoints
 from rig.env.node import Node, resolve_node
 from rig.env.node import install as install_node
 from rig.env.node import installed as node_installed
@@ -309,10 +309,11 @@ def _make(pack: Pack, spec: EnvironmentSpec, ident: Identity, target: Path, log:
     fixture = pack.fixture_dir
     if ident.node is not None:
         environ = base_environ()
-        with build_network(environ, log, npm_endpoints(environ, fixture)) as egress:
-            tools = install_node(spec, fixture, target / PROJECT_COPY, ident.node, log, environ, egress)
+        with build_network(environ, log, node_endpoints(environ, fixture, spec)) as egress:
+            done = install_node(spec, fixture, target / PROJECT_COPY, ident.node, log, environ, egress)
         return {
-            "tools": tools,
+            "tools": done.tools,
+            "variables": done.variables,
             "packages": node_installed(target / PROJECT_COPY / NODE_MODULES),
             "base_prefix": ident.node.prefix,
             "source_roots": [],

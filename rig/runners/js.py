@@ -22,14 +22,24 @@ PACKAGE_FILES = (
     "npm-shrinkwrap.json",
     "pnpm-lock.yaml",
     "pnpm-workspace.yaml",
+    "yarn.lock",
     ".npmrc",
+    ".yarnrc.yml",
+    ".yarnrc",
     "node_modules",
     ".nvmrc",
     ".node-version",
 )
 SUFFIXES = ("ts", "tsx", "mts", "cts", "js", "jsx", "mjs", "cjs")
 TEST_FILES = tuple(f"*.{kind}.{suffix}" for kind in ("test", "spec") for suffix in SUFFIXES)
-PACKAGE_TEST_COMMANDS = (("npm", "test"), ("npm", "run", "test"), ("pnpm", "test"), ("pnpm", "run", "test"))
+PACKAGE_TEST_COMMANDS = (
+    ("npm", "test"),
+    ("npm", "run", "test"),
+    ("pnpm", "test"),
+    ("pnpm", "run", "test"),
+    ("yarn", "test"),
+    ("yarn", "run", "test"),
+)
 
 
 def runner_entry(env: ProjectEnv | None, package: str, *script: str) -> Path:

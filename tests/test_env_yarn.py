@@ -214,6 +214,8 @@ def test_the_identity_covers_yarns_files_and_version(tmp_path: Path) -> None:
         changed("lock", writes("yarn.lock", (PACK / "fixture" / "yarn.lock").read_text() + "\n")),
     }
     assert len(hashes) == 6 and base not in hashes
+    # The node version file counts only through the node it lets through.
+    assert changed("nvmrc", writes(".nvmrc", "lts/*\n")) == base
 
 
 def test_builds_that_cannot_be_made_are_one_line_and_leave_nothing(built: Built, tmp_path: Path) -> None:

@@ -362,7 +362,10 @@ def build(pack: Pack, notify: Callable[[str], None] | None = None) -> BuildResul
             notify(f"building the project environment of pack {pack.name!r} once, into {target} (log: {log})")
         started = time.monotonic()
         made_with = ident.node.path if ident.node is not None else interpreter.path
-        log.write_text(f"building {pack.name}'s environment {digest} with {made_with}\n", encoding="utf-8")
+        said = [f"building {pack.name}'s environment {digest} with {made_with}"]
+        if ident.node is not None and ident.node.unchecked is not None:
+            said.append(ident.node.unchecked)
+        log.write_text("".join(f"{line}\n" for line in said), encoding="utf-8")
         try:
             target.mkdir()
             made = _make(pack, spec, ident, target, log)

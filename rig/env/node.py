@@ -62,6 +62,8 @@ CONFIG_FILES = (".npmrc", "pnpm-workspace.yaml", ".pnpmfile.cjs", ".yarnrc.yml",
 # yarn's code checked into a project (the release .yarnrc.yml's yarnPath names, which any yarn runs
 # instead of itself; plugins): it runs the install, so its bytes are part of the identity.
 YARN_CODE_DIRS = (".yarn/releases", ".yarn/plugins")
+# The node version a project's nvm or nodenv users switch to, read when nothing else names a range.
+NODE_VERSION_FILES = (".nvmrc", ".node-version")
 _NOT_COPIED = ("node_modules", ".git")
 _QUIET = ["--no-audit", "--no-fund", "--loglevel=error"]
 _PACKAGE_MANAGER = re.compile(r"^(npm|pnpm|yarn)@(\d+\.\d+\.\d+[^+]*)")
@@ -75,6 +77,8 @@ class Node:
     version: str
     prefix: str
     """Its installation (`<prefix>/bin/node`), which a sandbox shows read-only."""
+    unchecked: str | None = None
+    """Why its version was not checked (a version file naming an nvm alias), for the build log."""
 
 
 @dataclass(frozen=True)
@@ -122,24 +126,51 @@ def resolve_node(spec: EnvironmentSpec, fixture: Path) -> Node:
     except ValueError:
         said = about.stdout.strip()
         raise EnvError(f"environment: {found} --version printed {said!r}; fix the node on PATH") from None
-    wanted, where = spec.node, "environment.node"
-    engines = package_json(fixture).get("engines")
-    if wanted is None and isinstance(engines, dict) and isinstance(engines.get("node"), str):
-        wanted, where = engines["node"], "package.json engines.node"
-    if wanted is not None:
+    unchecked = None
+    named = node_range(spec, fixture)
+    if named is not None:
+        wanted, where = named
         try:
             fits = parsed in NpmSpec(wanted)
         except ValueError:
-            raise EnvError(
-                f'{where}: {wanted!r} is not an npm version range; set environment.node (e.g. ">=20")'
-            ) from None
+            if where not in NODE_VERSION_FILES:
+                raise EnvError(
+                    f'{where}: {wanted!r} is not an npm version range; set environment.node (e.g. ">=20")'
+                ) from None
+            # An nvm alias (lts/iron, node) names whichever release is current: only the network knows.
+            fits = True
+            unchecked = (
+                f"node: {where} names {wanted!r}, an alias rig cannot check offline; node {version} is "
+                "used unchecked (set environment.node to a range to check it)"
+            )
         if not fits:
             raise EnvError(
                 f"environment: node {version} ({found}) does not satisfy {where} {wanted!r}; install a node "
                 "that does, first on PATH, or set environment.node to a range this one satisfies"
             )
     real = Path(found).resolve()
-    return Node(path=str(real), version=version, prefix=str(real.parent.parent))
+    return Node(path=str(real), version=version, prefix=str(real.parent.parent), unchecked=unchecked)
+
+
+def node_range(spec: EnvironmentSpec, fixture: Path) -> tuple[str, str] | None:
+    """The node version range a project asks for and where it says so: environment.node, else
+    package.json's engines.node, else the version in .nvmrc or .node-version; None without any."""
+    if spec.node is not None:
+        return spec.node, "environment.node"
+    engines = package_json(fixture).get("engines")
+    if isinstance(engines, dict) and isinstance(engines.get("node"), str):
+        return engines["node"], "package.json engines.node"
+    for name in NODE_VERSION_FILES:
+        try:
+            text = (fixture / name).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        # Its first line that is not blank; nvm reads what follows `#` as a comment.
+        words = [line.partition("#")[0].strip() for line in text.splitlines()]
+        version = next((word for word in words if word), None)
+        if version is not None:
+            return version, name
+    return None
 
 
 def node_lock(spec: EnvironmentSpec, fixture: Path) -> Path:

@@ -155,7 +155,8 @@ class EnvironmentSpec(BaseModel):
     node: str | None = Field(
         default=None,
         description='a node environment\'s node version range, such as ">=20" (npm semver); default: '
-        "package.json's engines.node. The machine's node must satisfy it",
+        "package.json's engines.node, else the version in .nvmrc or .node-version. The machine's node "
+        "must satisfy it",
     )
     python: str | None = Field(
         default=None,

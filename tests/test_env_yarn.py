@@ -18,9 +18,12 @@ from node_packs import DATA, OFFLINE, offline, pack_new_from, rig
 from rig.confine.project_env import ProjectEnv
 from rig.env.activate import activate
 from rig.env.build import identify
+from rig.env.network import node_endpoints
+from rig.env.uvtool import EnvError
 from rig.packs.infer_env import infer_node
 from rig.packs.manifest import load_pack
 from rig.runners.base import Project
+from rig.schema import EnvironmentSpec
 from rig.verify.checks import derive
 from rig.workspace.build import copy_fixture
 
@@ -216,6 +219,30 @@ def test_the_identity_covers_yarns_files_and_version(tmp_path: Path) -> None:
     assert len(hashes) == 6 and base not in hashes
     # The node version file counts only through the node it lets through.
     assert changed("nvmrc", writes(".nvmrc", "lts/*\n")) == base
+
+
+def test_a_yarn_build_may_reach_the_registries_yarn_is_configured_with(tmp_path: Path) -> None:
+    fixture = shutil.copytree(PACK / "fixture", tmp_path / "fixture")
+    home = tmp_path / "home"
+    home.mkdir()
+    spec = EnvironmentSpec(manager="yarn")
+    environ = {**os.environ, "HOME": str(home)}
+    assert "registry.yarnpkg.com:443" in node_endpoints(environ, fixture, spec)
+    (fixture / ".yarnrc.yml").write_text(
+        'npmRegistryServer: "https://npm.example.com"\n'
+        "npmScopes:\n  corp:\n    npmRegistryServer: https://corp.example.com:8443\n"
+    )
+    (home / ".yarnrc").write_text('# yarn 1\n"@old:registry" "http://old.example.com/"\n')
+    # yarn 1 fetches each package from the URL its lockfile pins.
+    with (fixture / "yarn.lock").open("a") as lock:
+        lock.write('\nx@1.0.0:\n  version "1.0.0"\n  resolved "https://files.example.com/x.tgz#ab"\n')
+    found = node_endpoints({**environ, "RIG_ENV_ALLOW": "extra.example.com:9000"}, fixture, spec)
+    wanted = ["npm.example.com:443", "corp.example.com:8443", "old.example.com:80"]
+    assert found[-5:] == [*wanted, "files.example.com:443", "extra.example.com:9000"], found
+    assert "registry.yarnpkg.com:443" not in found, found
+    (fixture / ".yarnrc.yml").write_text("npmScopes: [\n")
+    with pytest.raises(EnvError, match=r"\.yarnrc\.yml is not valid YAML \(.*\); fix the file$"):
+        node_endpoints(environ, fixture, spec)
 
 
 def test_builds_that_cannot_be_made_are_one_line_and_leave_nothing(built: Built, tmp_path: Path) -> None:

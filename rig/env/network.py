@@ -91,11 +91,12 @@ def node_endpoints(environ: dict[str, str], project: Path, spec: EnvironmentSpec
 def yarn_urls(environ: dict[str, str], project: Path, lock: Path) -> list[str]:
     """The registries yarn's configuration names for `project`, 2+ (`npmRegistryServer` and each of
     `npmScopes`' in its .yarnrc.yml and the user's, YARN_NPM_REGISTRY_SERVER) and 1 (`registry` and
-    `@scope:registry` in its .yarnrc and the user's; npm's it reads too), default
+    `@scope:registry` in its .yarnrc and the user's, YARN_REGISTRY; npm's it reads too), default
     registry.yarnpkg.com; and the URLs the lockfile pins (yarn 1 fetches each package from its
     `resolved` URL). EnvError in one line for a .yarnrc.yml that is not YAML."""
     home = Path(environ.get("HOME") or Path.home())
-    urls = [environ.get("YARN_NPM_REGISTRY_SERVER") or YARN_REGISTRY, environ.get("YARN_REGISTRY", "")]
+    servers = [environ.get("YARN_NPM_REGISTRY_SERVER"), environ.get("YARN_REGISTRY")]
+    scoped: list[object] = []
     for rc in (project / ".yarnrc.yml", home / ".yarnrc.yml"):
         try:
             config = yaml.safe_load(rc.read_text(encoding="utf-8"))
@@ -105,9 +106,10 @@ def yarn_urls(environ: dict[str, str], project: Path, lock: Path) -> list[str]:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise EnvError(f"{rc} is not valid YAML ({first}); fix the file") from None
         config = config if isinstance(config, dict) else {}
+        servers.append(config.get("npmRegistryServer"))
         scopes = config.get("npmScopes")
-        tables = [config, *(scopes.values() if isinstance(scopes, dict) else [])]
-        urls += [t.get("npmRegistryServer") for t in tables if isinstance(t, dict)]
+        for scope in scopes.values() if isinstance(scopes, dict) else []:
+            scoped.append(scope.get("npmRegistryServer") if isinstance(scope, dict) else None)
     for rc in (project / ".yarnrc", home / ".yarnrc"):
         try:
             lines = rc.read_text(encoding="utf-8").splitlines()
@@ -118,10 +120,14 @@ def yarn_urls(environ: dict[str, str], project: Path, lock: Path) -> list[str]:
                 words = shlex.split(line, comments=True)
             except ValueError:
                 continue
-            if len(words) == 2 and (words[0] == "registry" or words[0].endswith(":registry")):
-                urls.append(words[1])
-    urls += _LOCKED_URL.findall(lock.read_text(encoding="utf-8", errors="replace"))
-    return [url for url in urls if isinstance(url, str) and url]
+            if len(words) == 2 and words[0] == "registry":
+                servers.append(words[1])
+            elif len(words) == 2 and words[0].endswith(":registry"):
+                scoped.append(words[1])
+    named = [url for url in [*servers, *scoped] if isinstance(url, str) and url]
+    if not any(isinstance(url, str) and url for url in servers):
+        named.append(YARN_REGISTRY)
+    return named + _LOCKED_URL.findall(lock.read_text(encoding="utf-8", errors="replace"))
 
 
 def _allowed(environ: dict[str, str]) -> list[str]:

@@ -200,7 +200,7 @@ def identity_parts(spec: EnvironmentSpec, fixture: Path, node: Node) -> dict:
         for path in sorted((fixture / folder).rglob("*"))
         if path.is_file()
     }
-    pinned = manager(spec, fixture)
+    pinned = pinned_manager(spec, fixture)
     return {
         "package": {key: manifest[key] for key in PACKAGE_KEYS if key in manifest},
         "lock": _digest(lock),
@@ -215,7 +215,7 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def manager(spec: EnvironmentSpec, fixture: Path) -> Manager | None:
+def pinned_manager(spec: EnvironmentSpec, fixture: Path) -> Manager | None:
     """The package manager rig installs for a pnpm or yarn environment, at the version
     package.json's packageManager names, else rig's pin (for yarn, by the lockfile's format);
     None for npm, which comes with node. EnvError in one line for a yarn.lock of no known format."""
@@ -299,17 +299,17 @@ def install(
     """Install the fixture's lockfile into a `copy` of it (its node_modules), then the pack's
     setup lines; pnpm or yarn itself goes into the cache beside the environment."""
     node_lock(spec, fixture)
-    pinned = manager(spec, fixture)
+    pinned = pinned_manager(spec, fixture)
     shutil.copytree(fixture, copy, symlinks=True, ignore=shutil.ignore_patterns(*_NOT_COPIED))
     environ = {**environ, "PATH": os.pathsep.join([str(Path(node.path).parent), environ.get("PATH", "")])}
-    installed = Installed([], {})
+    made = Installed([], {})
     if pinned is None:
         run_step("npm ci", ["npm", "ci", "--ignore-scripts", *_QUIET], log, copy, environ, egress=egress)
         run_step("npm rebuild", ["npm", "rebuild", *_QUIET], log, copy, environ, egress=egress)
     else:
         command = _install_manager(pinned, copy.parent.parent, log, environ, egress)
-        installed = Installed([str(Path(command).parent)], yarn_variables(copy) if pinned.berry else {})
-        environ = {**environ, **installed.variables}
+        made = Installed([str(Path(command).parent)], yarn_variables(copy) if pinned.berry else {})
+        environ = {**environ, **made.variables}
         if pinned.name == "pnpm":
             cmd = [command, "install", "--frozen-lockfile", "--ignore-scripts", "--reporter=append-only"]
             run_step("pnpm install", cmd, log, copy, environ, egress=egress)
@@ -320,18 +320,25 @@ def install(
             run_step("yarn install", cmd, log, copy, environ, egress=egress)
             run_step("yarn rebuild", [command, "rebuild"], log, copy, environ, egress=egress)
         else:
-            cmd = [command, "install", "--frozen-lockfile", "--ignore-scripts", "--non-interactive"]
-            run_step("yarn install", [*cmd, "--no-progress"], log, copy, environ, egress=egress)
+            cmd = [
+                command,
+                "install",
+                "--frozen-lockfile",
+                "--ignore-scripts",
+                "--non-interactive",
+                "--no-progress",
+            ]
+            run_step("yarn install", cmd, log, copy, environ, egress=egress)
             # yarn 1 has no rebuild of its own; npm's runs the dependencies' install scripts.
             run_step("npm rebuild", ["npm", "rebuild", *_QUIET], log, copy, environ, egress=egress)
     setup_environ = {
         **environ,
         **spec.env,
-        "PATH": os.pathsep.join([str(copy / "node_modules" / ".bin"), *installed.tools, environ["PATH"]]),
+        "PATH": os.pathsep.join([str(copy / "node_modules" / ".bin"), *made.tools, environ["PATH"]]),
     }
     for line in spec.setup:
         run_step("setup", ["sh", "-c", line], log, copy, setup_environ, egress=egress)
-    return installed
+    return made
 
 
 def installed(modules: Path) -> list[str]:

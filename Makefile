@@ -75,8 +75,10 @@ $(NPM_PREFETCH): tests/data/npm-prefetch.txt
 
 # The tests build node environments offline (tests/test_env_node.py, tests/test_runner_vitest.py):
 # npm finds the packages of each test project's package-lock.json in its cache, pnpm those of its
-# pnpm-lock.yaml in its store; both are filled here, by installing each lockfile once.
-$(NODE_LOCKS): $(wildcard tests/data/*_pack/fixture/package-lock.json tests/data/*_pack/fixture/pnpm-lock.yaml) $(NPM_PREFETCH)
+# pnpm-lock.yaml in its store, yarn those of its yarn.lock in its own cache (a yarn 1 lockfile beside
+# a fixture, yarn1.lock, too); all are filled here, by installing each lockfile once.
+YARN_LOCKS := $(wildcard tests/data/*_pack/fixture/yarn.lock tests/data/*_pack/yarn1.lock)
+$(NODE_LOCKS): $(wildcard tests/data/*_pack/fixture/package-lock.json tests/data/*_pack/fixture/pnpm-lock.yaml) $(YARN_LOCKS) $(NPM_PREFETCH)
 	for lock in tests/data/*_pack/fixture/package-lock.json; do \
 	  rm -rf build/node-prefetch && mkdir -p build/node-prefetch && \
 	  cp "$$lock" "$$(dirname $$lock)/package.json" build/node-prefetch/ && \
@@ -87,6 +89,17 @@ $(NODE_LOCKS): $(wildcard tests/data/*_pack/fixture/package-lock.json tests/data
 	  cp "$$lock" "$$(dirname $$lock)/package.json" build/node-prefetch/ && \
 	  (cd build/node-prefetch && npx --yes --prefer-offline pnpm@$$(sed -n 's/^pnpm@//p' ../../tests/data/npm-prefetch.txt) \
 	    fetch --frozen-lockfile --reporter=silent) || exit 1; \
+	done
+	for lock in $(YARN_LOCKS); do \
+	  fixture=$$(dirname $$lock); [ "$$(basename $$lock)" = yarn.lock ] || fixture=$$fixture/fixture; \
+	  rm -rf build/node-prefetch && cp -r $$fixture build/node-prefetch && cp $$lock build/node-prefetch/yarn.lock && \
+	  if grep -q '^__metadata:' $$lock; then \
+	    yarn="@yarnpkg/cli-dist@$$(sed -n 's|^@yarnpkg/cli-dist@||p' tests/data/npm-prefetch.txt)" args="--immutable --mode=skip-build"; \
+	  else \
+	    yarn="yarn@$$(sed -n 's/^yarn@//p' tests/data/npm-prefetch.txt)" args="--frozen-lockfile --ignore-scripts"; \
+	  fi && \
+	  (cd build/node-prefetch && YARN_ENABLE_TELEMETRY=0 SKIP_YARN_COREPACK_CHECK=1 \
+	    npx --yes --prefer-offline -p $$yarn yarn install $$args >/dev/null) || exit 1; \
 	done
 	rm -rf build/node-prefetch
 	touch $@

@@ -89,6 +89,7 @@ def run_check_json(workdir: Path) -> tuple[int, dict]:
 
 @pytest.fixture
 def offline_npm(monkeypatch: pytest.MonkeyPatch) -> None:
-    """npm installs from its cache alone (the tests' network is loopback): for node environments
-    built in the test's own process."""
+    """npm and yarn install from their caches alone (the tests' network is loopback): for node
+    environments built in the test's own process."""
     monkeypatch.setenv("npm_config_offline", "true")
+    monkeypatch.setenv("YARN_ENABLE_OFFLINE_MODE", "1")

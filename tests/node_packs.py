@@ -1,6 +1,6 @@
 """Helpers for the tests of node environments and their runner kinds, around the small real
 projects of tests/data/*_pack, whose environments install offline: npm from its cache, pnpm from
-its store, both filled by `make setup-dev` from the projects' lockfiles."""
+its store, yarn from its own cache, all filled by `make setup-dev` from the projects' lockfiles."""
 
 import os
 import shutil
@@ -19,10 +19,14 @@ from rig.workspace.build import copy_fixture
 DATA = REPO_ROOT / "tests" / "data"
 
 
+# npm and yarn (2+; yarn 1 needs no network with its cache filled) install from their caches alone.
+OFFLINE = {"npm_config_offline": "true", "YARN_ENABLE_OFFLINE_MODE": "1"}
+
+
 def offline(cache: Path, **extra: str) -> dict[str, str]:
-    """The environment of a rig whose node builds go into `cache` from npm's cache alone (the
-    tests' network is loopback)."""
-    return {**os.environ, "RIG_ENV_DIR": str(cache), "npm_config_offline": "true", **extra}
+    """The environment of a rig whose node builds go into `cache` from the package managers'
+    caches alone (the tests' network is loopback)."""
+    return {**os.environ, "RIG_ENV_DIR": str(cache), **OFFLINE, **extra}
 
 
 def rig(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -30,9 +34,11 @@ def rig(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([RIG, *args], capture_output=True, text=True, timeout=600, env=env)
 
 
-def pack_new_from(fixture: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def pack_new_from(
+    fixture: Path, tmp_path: Path, cache: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """`rig pack new` (with its check) of a git repository holding a copy of `fixture`, into
-    `tmp_path / "pack"`."""
+    `tmp_path / "pack"`, its environment built into `cache` (default `tmp_path / "envs"`)."""
     repo = tmp_path / "repo"
     shutil.copytree(fixture, repo)
     for args in (
@@ -41,7 +47,7 @@ def pack_new_from(fixture: Path, tmp_path: Path) -> subprocess.CompletedProcess[
         ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "i"],
     ):
         subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
-    env = offline(tmp_path / "envs", GIT_CEILING_DIRECTORIES=str(tmp_path))
+    env = offline(cache or tmp_path / "envs", GIT_CEILING_DIRECTORIES=str(tmp_path))
     return rig(env, "pack", "new", str(tmp_path / "pack"), "--from", str(repo))
 
 

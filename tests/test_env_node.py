@@ -119,7 +119,7 @@ def test_a_tree_links_the_environment_and_its_writes_stay_in_the_tree(
         ('manager = "npm"\nextras = ["test"]\n', "environment", "extras: a Python environment's keys"),
         ('manager = "npm"\nnode = "not a range!"\n', "environment.node", "is not an npm version range"),
         ('node = ">=20"\n', "environment", "node: a node environment's key"),
-        ('manager = "yarn"\n', "environment.manager", "Input should be"),
+        ('manager = "bun"\n', "environment.manager", "Input should be"),
     ],
 )
 def test_a_bad_node_environment_table_is_one_line(body: str, where: str, says: str, tmp_path: Path) -> None:
@@ -152,6 +152,10 @@ def test_builds_that_cannot_be_made_are_one_line_and_leave_nothing(tmp_path: Pat
 
     line = refused("engines", edit=engines)
     assert "does not satisfy package.json engines.node '>=99 <100'" in line, line
+    line = refused("nvmrc", edit=node_version(".nvmrc", "v18.20.4\n"))
+    assert "does not satisfy .nvmrc 'v18.20.4'" in line and "set environment.node" in line, line
+    line = refused("node-version", edit=node_version(".node-version", "# nodenv\n99\n"))
+    assert "does not satisfy .node-version '99'" in line, line
     line = refused("unlocked", edit=lambda fixture: (fixture / "package-lock.json").unlink())
     assert "has no package-lock.json or npm-shrinkwrap.json" in line and "environment.lock" in line, line
 
@@ -162,6 +166,36 @@ def test_builds_that_cannot_be_made_are_one_line_and_leave_nothing(tmp_path: Pat
 
     line = refused("stale", edit=stale)
     assert "environment build failed at step npm ci" in line and "log: " in line, line
+
+
+def node_version(name: str, text: str):
+    """A fixture edit: no engines in package.json, `text` in the node version file `name`."""
+
+    def edit(fixture: Path) -> None:
+        manifest = json.loads((fixture / "package.json").read_text())
+        del manifest["engines"]
+        (fixture / "package.json").write_text(json.dumps(manifest))
+        (fixture / name).write_text(text)
+
+    return edit
+
+
+def test_an_nvm_alias_is_used_unchecked_and_said_in_the_build_log(tmp_path: Path) -> None:
+    cache = tmp_path / "envs"
+    env = offline(cache)
+    alias = node_pack(tmp_path / "alias")
+    node_version(".nvmrc", "lts/iron\n")(alias / "fixture")
+    proc = rig(env, "env", "build", str(alias))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (digest,) = environments(cache)
+    log = (cache / f"{digest}.log").read_text().splitlines()
+    assert log[1].startswith("node: .nvmrc names 'lts/iron', an alias rig cannot check offline; node "), log
+    # A version file is part of the identity only through the node it lets through.
+    major = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.split(".")[0]
+    plain = node_pack(tmp_path / "plain")
+    node_version(".node-version", f"{major}\n")(plain / "fixture")
+    again = rig(env, "env", "build", str(plain))
+    assert again.returncode == 0 and again.stdout.startswith("cached:"), again.stdout + again.stderr
 
 
 @pytest.mark.parametrize(("lockfile", "manager"), [("package-lock.json", "npm"), ("pnpm-lock.yaml", "pnpm")])

@@ -164,7 +164,15 @@ def proxy_env(port: int) -> dict[str, str]:
     url = f"http://127.0.0.1:{port}"
     names = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY")
     # No NO_PROXY: a loopback request goes through the proxy too, so it is logged like any other.
-    return {**{n: url for n in names}, **{n.lower(): url for n in names}, "NO_PROXY": "", "no_proxy": ""}
+    # yarn 2+ reads only its own variables (yarn 1 reads them too).
+    return {
+        **{n: url for n in names},
+        **{n.lower(): url for n in names},
+        "YARN_HTTPS_PROXY": url,
+        "YARN_HTTP_PROXY": url,
+        "NO_PROXY": "",
+        "no_proxy": "",
+    }
 
 
 @dataclass

@@ -44,7 +44,7 @@ class ProjectEnv:
     source_roots: tuple[str, ...]
     """Where a tree's importable packages live, relative to the tree ("" is its root)."""
     variables: Mapping[str, str] = field(default_factory=dict)
-    """The pack's `env` and the pretend-version variables."""
+    """The pack's `env`, the pretend-version variables and what the package manager needs (yarn 2+'s)."""
     build: tuple[str, ...] = ()
     """The pack's `build` lines, run on every tree before it is used."""
     generated: Path | None = None
@@ -65,7 +65,7 @@ class ProjectEnv:
     node_modules folder of links to its entries, and its `.bin` goes first on PATH."""
     tools: tuple[Path, ...] = ()
     """`node_modules/.bin` folders on PATH after `bin`, their installs shown read-only in a
-    sandbox: the package manager rig installed for it (pnpm)."""
+    sandbox: the package manager rig installed for it (pnpm, yarn)."""
 
     def version(self, distribution: str) -> str | None:
         """The installed version of `distribution` (pinned names: ruff, pytest), or None."""

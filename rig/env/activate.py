@@ -26,7 +26,8 @@ def activate(pack: Pack, notify: Callable[[str], None] | None = None) -> Project
     if spec is None:
         return None
     result = build(pack, notify)
-    variables = spec.env if spec.is_node else {**pretend_variables(spec), **spec.env}
+    made = result.manifest.variables if spec.is_node else pretend_variables(spec)
+    variables = {**made, **spec.env}
     return described(result, variables, tuple(spec.build))
 
 

@@ -27,7 +27,7 @@ from rig.env.identity import (
     resolve_interpreter,
     source_roots,
 )
-from rig.env.network import build_network, npm_endpoints
+from rig.env.network import build_network, node_endpoints
 from rig.env.node import Node, resolve_node
 from rig.env.node import install as install_node
 from rig.env.node import installed as node_installed
@@ -310,10 +310,11 @@ def _make(pack: Pack, spec: EnvironmentSpec, ident: Identity, target: Path, log:
     fixture = pack.fixture_dir
     if ident.node is not None:
         environ = base_environ()
-        with build_network(environ, log, npm_endpoints(environ, fixture)) as egress:
-            tools = install_node(spec, fixture, target / PROJECT_COPY, ident.node, log, environ, egress)
+        with build_network(environ, log, node_endpoints(environ, fixture, spec)) as egress:
+            done = install_node(spec, fixture, target / PROJECT_COPY, ident.node, log, environ, egress)
         return {
-            "tools": tools,
+            "tools": done.tools,
+            "variables": done.variables,
             "packages": node_installed(target / PROJECT_COPY / NODE_MODULES),
             "base_prefix": ident.node.prefix,
             "source_roots": [],
@@ -362,7 +363,10 @@ def build(pack: Pack, notify: Callable[[str], None] | None = None) -> BuildResul
             notify(f"building the project environment of pack {pack.name!r} once, into {target} (log: {log})")
         started = time.monotonic()
         made_with = ident.node.path if ident.node is not None else interpreter.path
-        log.write_text(f"building {pack.name}'s environment {digest} with {made_with}\n", encoding="utf-8")
+        said = [f"building {pack.name}'s environment {digest} with {made_with}"]
+        if ident.node is not None and ident.node.unchecked is not None:
+            said.append(ident.node.unchecked)
+        log.write_text("".join(f"{line}\n" for line in said), encoding="utf-8")
         try:
             target.mkdir()
             made = _make(pack, spec, ident, target, log)

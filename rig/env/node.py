@@ -1,12 +1,15 @@
 """Node environments: the fixture's lockfile installed exactly, once, into the cache.
 
 A copy of the fixture goes into the environment (`<env>/project`) and the package manager the
-pack names installs its lockfile there (`npm ci`, `pnpm install --frozen-lockfile`, pnpm itself
-installed through npm at a pinned version). Install scripts run for the dependencies only
-(`--ignore-scripts`, then `rebuild`): the project's own `prepare` (husky, a build) would need its
-history or a tree. Every tree then gets a `node_modules/` folder of links into the environment's
+pack names installs its lockfile there (`npm ci`, `pnpm install --frozen-lockfile`, `yarn install
+--frozen-lockfile` or, yarn 2+, `--immutable`; pnpm and yarn themselves installed through npm at a
+pinned version). The install runs no scripts (`--ignore-scripts`, yarn 2+'s `--mode=skip-build`);
+`rebuild` then runs the install scripts as a step of its own: the dependencies' (as far as the
+manager's configuration allows them) and the project's own `postinstall` (pnpm's runs its
+`prepare` too). Every tree then gets a `node_modules/` folder of links into the environment's
 (rig.confine.project_env), so a tool that writes its cache into node_modules (vite, vitest)
-writes it into the tree, never into the environment.
+writes it into the tree, never into the environment; yarn 2+ always installs with its
+node-modules linker for that reason (Plug'n'Play resolves from its own `.pnp.cjs`, not links).
 """
 
 import hashlib
@@ -25,11 +28,20 @@ from rig.confine.network import Egress
 from rig.env.uvtool import EnvError, run_step
 from rig.schema import EnvironmentSpec
 
-# In the cache, beside the environments: the package managers rig installs (pnpm).
+# In the cache, beside the environments: the package managers rig installs (pnpm, yarn).
 TOOLS_DIR = ".tools"
-LOCKFILES = {"npm": ("package-lock.json", "npm-shrinkwrap.json"), "pnpm": ("pnpm-lock.yaml",)}
-# pnpm when package.json's packageManager names none: a release that reads lockfile format 9.0.
+LOCKFILES = {
+    "npm": ("package-lock.json", "npm-shrinkwrap.json"),
+    "pnpm": ("pnpm-lock.yaml",),
+    "yarn": ("yarn.lock",),
+}
+# The managers rig installs when package.json's packageManager names none: a pnpm that reads
+# lockfile format 9.0; yarn 1's last release for a `# yarn lockfile v1`, else the newest yarn 4.
 PNPM_VERSION = "10.34.9"
+YARN_CLASSIC_VERSION = "1.22.22"
+YARN_BERRY_VERSION = "4.18.1"
+# yarn 2+ is published on npm as @yarnpkg/cli-dist (command `yarn`); yarn 1 as `yarn`.
+YARN_BERRY_PACKAGE = "@yarnpkg/cli-dist"
 # What package.json says about the install (not its scripts or description).
 PACKAGE_KEYS = (
     "dependencies",
@@ -42,10 +54,16 @@ PACKAGE_KEYS = (
     "pnpm",
     "workspaces",
     "packageManager",
+    "dependenciesMeta",
     "engines",
 )
 # Files beside package.json that change what the manager installs or from where.
-CONFIG_FILES = (".npmrc", "pnpm-workspace.yaml", ".pnpmfile.cjs")
+CONFIG_FILES = (".npmrc", "pnpm-workspace.yaml", ".pnpmfile.cjs", ".yarnrc.yml", ".yarnrc")
+# yarn's code checked into a project (the release .yarnrc.yml's yarnPath names, which any yarn runs
+# instead of itself; plugins): it runs the install, so its bytes are part of the identity.
+YARN_CODE_DIRS = (".yarn/releases", ".yarn/plugins")
+# The node version a project's nvm or nodenv users switch to, read when nothing else names a range.
+NODE_VERSION_FILES = (".nvmrc", ".node-version")
 _NOT_COPIED = ("node_modules", ".git")
 _QUIET = ["--no-audit", "--no-fund", "--loglevel=error"]
 _PACKAGE_MANAGER = re.compile(r"^(npm|pnpm|yarn)@(\d+\.\d+\.\d+[^+]*)")
@@ -59,6 +77,24 @@ class Node:
     version: str
     prefix: str
     """Its installation (`<prefix>/bin/node`), which a sandbox shows read-only."""
+    unchecked: str | None = None
+    """Why its version was not checked (a version file naming an nvm alias), for the build log."""
+
+
+@dataclass(frozen=True)
+class Manager:
+    """A package manager rig installs through npm into the cache's `.tools/` folder."""
+
+    name: str
+    """Its command: pnpm or yarn."""
+    package: str
+    """The npm package it is published as."""
+    version: str
+
+    @property
+    def berry(self) -> bool:
+        """Whether it is yarn 2 or later (yarn "berry"), which installs and is configured unlike yarn 1."""
+        return self.name == "yarn" and not self.version.startswith("1.")
 
 
 def package_json(fixture: Path) -> dict:
@@ -90,24 +126,51 @@ def resolve_node(spec: EnvironmentSpec, fixture: Path) -> Node:
     except ValueError:
         said = about.stdout.strip()
         raise EnvError(f"environment: {found} --version printed {said!r}; fix the node on PATH") from None
-    wanted, where = spec.node, "environment.node"
-    engines = package_json(fixture).get("engines")
-    if wanted is None and isinstance(engines, dict) and isinstance(engines.get("node"), str):
-        wanted, where = engines["node"], "package.json engines.node"
-    if wanted is not None:
+    unchecked = None
+    named = node_range(spec, fixture)
+    if named is not None:
+        wanted, where = named
         try:
             fits = parsed in NpmSpec(wanted)
         except ValueError:
-            raise EnvError(
-                f'{where}: {wanted!r} is not an npm version range; set environment.node (e.g. ">=20")'
-            ) from None
+            if where not in NODE_VERSION_FILES:
+                raise EnvError(
+                    f'{where}: {wanted!r} is not an npm version range; set environment.node (e.g. ">=20")'
+                ) from None
+            # An nvm alias (lts/iron, node) names whichever release is current: only the network knows.
+            fits = True
+            unchecked = (
+                f"node: {where} names {wanted!r}, an alias rig cannot check offline; node {version} is "
+                "used unchecked (set environment.node to a range to check it)"
+            )
         if not fits:
             raise EnvError(
                 f"environment: node {version} ({found}) does not satisfy {where} {wanted!r}; install a node "
                 "that does, first on PATH, or set environment.node to a range this one satisfies"
             )
     real = Path(found).resolve()
-    return Node(path=str(real), version=version, prefix=str(real.parent.parent))
+    return Node(path=str(real), version=version, prefix=str(real.parent.parent), unchecked=unchecked)
+
+
+def node_range(spec: EnvironmentSpec, fixture: Path) -> tuple[str, str] | None:
+    """The node version range a project asks for and where it says so: environment.node, else
+    package.json's engines.node, else the version in .nvmrc or .node-version; None without any."""
+    if spec.node is not None:
+        return spec.node, "environment.node"
+    engines = package_json(fixture).get("engines")
+    if isinstance(engines, dict) and isinstance(engines.get("node"), str):
+        return engines["node"], "package.json engines.node"
+    for name in NODE_VERSION_FILES:
+        try:
+            text = (fixture / name).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        # Its first line that is not blank; nvm reads what follows `#` as a comment.
+        words = [line.partition("#")[0].strip() for line in text.splitlines()]
+        version = next((word for word in words if word), None)
+        if version is not None:
+            return version, name
+    return None
 
 
 def node_lock(spec: EnvironmentSpec, fixture: Path) -> Path:
@@ -126,48 +189,102 @@ def node_lock(spec: EnvironmentSpec, fixture: Path) -> Path:
 
 def identity_parts(spec: EnvironmentSpec, fixture: Path, node: Node) -> dict:
     """What a node environment is made from, for its hash: package.json's install keys, the
-    lockfile and the manager's config files, byte for byte, and node's version."""
+    lockfile, the manager's config files and a yarn project's own yarn code, byte for byte, the
+    version of the manager rig installs, and node's version."""
     manifest = package_json(fixture)
     lock = node_lock(spec, fixture)
-    configs = {
-        name: hashlib.sha256((fixture / name).read_bytes()).hexdigest()
-        for name in CONFIG_FILES
-        if (fixture / name).is_file()
+    configs = {name: _digest(fixture / name) for name in CONFIG_FILES if (fixture / name).is_file()}
+    code = {
+        path.relative_to(fixture).as_posix(): _digest(path)
+        for folder in (YARN_CODE_DIRS if spec.manager == "yarn" else ())
+        for path in sorted((fixture / folder).rglob("*"))
+        if path.is_file()
     }
+    pinned = pinned_manager(spec, fixture)
     return {
         "package": {key: manifest[key] for key in PACKAGE_KEYS if key in manifest},
-        "lock": hashlib.sha256(lock.read_bytes()).hexdigest(),
+        "lock": _digest(lock),
         "configs": configs,
+        "code": code,
         "node": node.version,
-        "pnpm": pnpm_version(fixture) if spec.manager == "pnpm" else None,
+        "manager": f"{pinned.package}@{pinned.version}" if pinned is not None else None,
     }
 
 
-def pnpm_version(fixture: Path) -> str:
-    """The pnpm that installs a project: the one package.json's packageManager names, else PNPM_VERSION."""
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def pinned_manager(spec: EnvironmentSpec, fixture: Path) -> Manager | None:
+    """The package manager rig installs for a pnpm or yarn environment, at the version
+    package.json's packageManager names, else rig's pin (for yarn, by the lockfile's format);
+    None for npm, which comes with node. EnvError in one line for a yarn.lock of no known format."""
+    if spec.manager == "npm":
+        return None
     named = package_json(fixture).get("packageManager")
     match = _PACKAGE_MANAGER.match(named) if isinstance(named, str) else None
-    if match is not None and match.group(1) == "pnpm":
-        return match.group(2)
-    return PNPM_VERSION
+    version = match.group(2) if match is not None and match.group(1) == spec.manager else None
+    if spec.manager == "pnpm":
+        return Manager("pnpm", "pnpm", version or PNPM_VERSION)
+    version = version or _yarn_for(node_lock(spec, fixture))
+    return Manager("yarn", "yarn" if version.startswith("1.") else YARN_BERRY_PACKAGE, version)
 
 
-def _pnpm(root: Path, version: str, log: Path, environ: dict[str, str], egress: Egress | None) -> str:
-    """pnpm `version`, installed through npm once into `<cache>/.tools/pnpm-<version>`."""
+def _yarn_for(lock: Path) -> str:
+    """The yarn rig pins for a yarn.lock whose project names none: yarn 1 for its format, else yarn 4."""
+    text = lock.read_text(encoding="utf-8", errors="replace")
+    if re.search(r"^__metadata:", text, re.MULTILINE):
+        return YARN_BERRY_VERSION
+    if "# yarn lockfile v1" in text[:1000]:
+        return YARN_CLASSIC_VERSION
+    raise EnvError(
+        f"environment: {lock} is no yarn lockfile (neither `# yarn lockfile v1` nor `__metadata:`); "
+        'commit the one `yarn install` writes, or name the yarn in package.json ("packageManager": '
+        '"yarn@4.18.1")'
+    )
+
+
+def _install_manager(
+    pinned: Manager, root: Path, log: Path, environ: dict[str, str], egress: Egress | None
+) -> str:
+    """The `pinned` manager's command, installed through npm once into `<root>/.tools/<name>-<version>`."""
     tools = root / TOOLS_DIR
     tools.mkdir(exist_ok=True)
-    folder = tools / f"pnpm-{version}"
-    binary = folder / "node_modules" / ".bin" / "pnpm"
-    with FileLock(tools / f"pnpm-{version}.lock"):
+    name = f"{pinned.name}-{pinned.version}"
+    folder = tools / name
+    binary = folder / "node_modules" / ".bin" / pinned.name
+    with FileLock(tools / f"{name}.lock"):
         if not binary.exists():
-            partial = tools / f".pnpm-{version}.partial"
+            partial = tools / f".{name}.partial"
             shutil.rmtree(partial, ignore_errors=True)
             partial.mkdir()
-            cmd = ["npm", "install", "--prefix", str(partial), "--no-save", *_QUIET, f"pnpm@{version}"]
-            run_step("install pnpm", cmd, log, partial, environ, egress=egress)
+            package = f"{pinned.package}@{pinned.version}"
+            cmd = ["npm", "install", "--prefix", str(partial), "--no-save", *_QUIET, package]
+            run_step(f"install {pinned.name}", cmd, log, partial, environ, egress=egress)
             shutil.rmtree(folder, ignore_errors=True)
             os.replace(partial, folder)
     return str(binary)
+
+
+def yarn_variables(copy: Path) -> dict[str, str]:
+    """What yarn 2+ needs, to install and for every command after (the agent's `yarn test`): the
+    node-modules linker, and the install's state kept in the environment (`yarn run` refuses a
+    project it has no state for, and would write one into the tree); no telemetry."""
+    return {
+        "YARN_NODE_LINKER": "node-modules",
+        "YARN_INSTALL_STATE_PATH": str(copy / ".yarn" / "install-state.gz"),
+        "YARN_ENABLE_TELEMETRY": "0",
+    }
+
+
+@dataclass(frozen=True)
+class Installed:
+    """What the users of an installed node environment need besides its node_modules/.bin."""
+
+    tools: list[str]
+    """Folders on PATH after it: the package manager rig installed (pnpm's, yarn's)."""
+    variables: dict[str, str]
+    """Variables its manager needs in every command (yarn 2+'s linker and install state)."""
 
 
 def install(
@@ -178,34 +295,50 @@ def install(
     log: Path,
     environ: dict[str, str],
     egress: Egress | None,
-) -> list[str]:
+) -> Installed:
     """Install the fixture's lockfile into a `copy` of it (its node_modules), then the pack's
-    setup lines; pnpm itself goes into the cache beside the environment. The folders the
-    environment's users need on PATH besides its node_modules/.bin (pnpm's)."""
+    setup lines; pnpm or yarn itself goes into the cache beside the environment."""
     node_lock(spec, fixture)
+    pinned = pinned_manager(spec, fixture)
     shutil.copytree(fixture, copy, symlinks=True, ignore=shutil.ignore_patterns(*_NOT_COPIED))
-    tools: list[str] = []
     environ = {**environ, "PATH": os.pathsep.join([str(Path(node.path).parent), environ.get("PATH", "")])}
-    if spec.manager == "npm":
+    made = Installed([], {})
+    if pinned is None:
         run_step("npm ci", ["npm", "ci", "--ignore-scripts", *_QUIET], log, copy, environ, egress=egress)
         run_step("npm rebuild", ["npm", "rebuild", *_QUIET], log, copy, environ, egress=egress)
     else:
-        pnpm = _pnpm(copy.parent.parent, pnpm_version(fixture), log, environ, egress)
-        tools.append(str(Path(pnpm).parent))
-        cmd = [pnpm, "install", "--frozen-lockfile", "--ignore-scripts", "--reporter=append-only"]
-        run_step("pnpm install", cmd, log, copy, environ, egress=egress)
-        run_step(
-            "pnpm rebuild", [pnpm, "rebuild", "--reporter=append-only"], log, copy, environ, egress=egress
-        )
-    modules = copy / "node_modules"
+        command = _install_manager(pinned, copy.parent.parent, log, environ, egress)
+        made = Installed([str(Path(command).parent)], yarn_variables(copy) if pinned.berry else {})
+        environ = {**environ, **made.variables}
+        if pinned.name == "pnpm":
+            cmd = [command, "install", "--frozen-lockfile", "--ignore-scripts", "--reporter=append-only"]
+            run_step("pnpm install", cmd, log, copy, environ, egress=egress)
+            cmd = [command, "rebuild", "--reporter=append-only"]
+            run_step("pnpm rebuild", cmd, log, copy, environ, egress=egress)
+        elif pinned.berry:
+            cmd = [command, "install", "--immutable", "--mode=skip-build"]
+            run_step("yarn install", cmd, log, copy, environ, egress=egress)
+            run_step("yarn rebuild", [command, "rebuild"], log, copy, environ, egress=egress)
+        else:
+            cmd = [
+                command,
+                "install",
+                "--frozen-lockfile",
+                "--ignore-scripts",
+                "--non-interactive",
+                "--no-progress",
+            ]
+            run_step("yarn install", cmd, log, copy, environ, egress=egress)
+            # yarn 1 has no rebuild of its own; npm's runs the dependencies' install scripts.
+            run_step("npm rebuild", ["npm", "rebuild", *_QUIET], log, copy, environ, egress=egress)
     setup_environ = {
         **environ,
         **spec.env,
-        "PATH": os.pathsep.join([str(modules / ".bin"), *tools, environ["PATH"]]),
+        "PATH": os.pathsep.join([str(copy / "node_modules" / ".bin"), *made.tools, environ["PATH"]]),
     }
     for line in spec.setup:
         run_step("setup", ["sh", "-c", line], log, copy, setup_environ, egress=egress)
-    return tools
+    return made
 
 
 def installed(modules: Path) -> list[str]:

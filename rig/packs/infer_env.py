@@ -10,6 +10,7 @@ derive files; the system packages they install are left to the machine and said 
 """
 
 import configparser
+import json
 import posixpath
 import re
 import shlex
@@ -50,9 +51,18 @@ KEYS = (
     "setup",
     "build",
 )
-# A node project's lockfiles, in order of preference, and the manager that installs each exactly.
-NODE_LOCKS = (("pnpm-lock.yaml", "pnpm"), ("package-lock.json", "npm"), ("npm-shrinkwrap.json", "npm"))
-UNSUPPORTED_LOCKS = ("yarn.lock", "bun.lockb", "bun.lock")
+# A node project's lockfiles, in order of preference, and the manager that installs each exactly:
+# when several are tracked and package.json's packageManager names none of their managers, the
+# stricter, newer formats first (a package-lock.json beside another lockfile is usually a stray
+# `npm install`).
+NODE_LOCKS = (
+    ("pnpm-lock.yaml", "pnpm"),
+    ("yarn.lock", "yarn"),
+    ("package-lock.json", "npm"),
+    ("npm-shrinkwrap.json", "npm"),
+)
+UNSUPPORTED_LOCKS = ("bun.lockb", "bun.lock")
+PACKAGE_MANAGER = re.compile(r"^\s*(npm|pnpm|yarn)@")
 
 REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(?:\[([^\]]*)\])?")
 REQUIREMENT_INCLUDE = re.compile(r"^(?:-r\s*|--requirement(?:\s*=\s*|\s+))(\S+)")
@@ -270,18 +280,37 @@ def infer(project: Project, runs_pytest: bool) -> InferredEnvironment | None:
 
 def infer_node(project: Project) -> InferredEnvironment | None:
     """A node project's environment: the package manager of its tracked lockfile (pnpm-lock.yaml,
-    package-lock.json), installed exactly; None without package.json or a lockfile rig installs."""
+    yarn.lock, package-lock.json), installed exactly; the one package.json's packageManager names
+    first, since it is what the project's own tooling (corepack) runs. None without package.json or
+    a lockfile rig installs."""
     if "package.json" not in project.files:
         return None
-    for lock, manager in NODE_LOCKS:
-        if lock in project.files:
-            guess = InferredEnvironment(project=False, manager=manager)
-            guess._why("manager", f"{lock} is tracked: `{manager}` installs it exactly")
-            others = [name for name in UNSUPPORTED_LOCKS if name in project.files]
-            if others:
-                guess.notes.append(f"{', '.join(others)} also tracked: rig installs {lock} only")
-            return guess
-    return None
+    tracked = [(lock, manager) for lock, manager in NODE_LOCKS if lock in project.files]
+    if not tracked:
+        return None
+    named = _package_manager(project)
+    lock, manager = next(((lk, m) for lk, m in tracked if m == named), tracked[0])
+    guess = InferredEnvironment(project=False, manager=manager)
+    said = f" and package.json's packageManager names {manager}" if manager == named else ""
+    guess._why("manager", f"{lock} is tracked{said}: `{manager}` installs it exactly")
+    others = [name for name, _ in tracked if name != lock] + [
+        name for name in UNSUPPORTED_LOCKS if name in project.files
+    ]
+    if others:
+        guess.notes.append(f"{', '.join(others)} also tracked: rig installs {lock} only")
+    return guess
+
+
+def _package_manager(project: Project) -> str | None:
+    """The package manager package.json's packageManager names (npm, pnpm or yarn), if any."""
+    text = project.read("package.json")
+    try:
+        manifest = json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+    named = manifest.get("packageManager") if isinstance(manifest, dict) else None
+    match = PACKAGE_MANAGER.match(named) if isinstance(named, str) else None
+    return match.group(1) if match is not None else None
 
 
 def _choose(

@@ -22,6 +22,7 @@ from rig.runners.globs import NEGATE, regex_globs
 from rig.runners.hidden import Hidden, HiddenRun, node_binary
 from rig.runners.js import (
     PACKAGE_FILES,
+    PACKAGE_TEST_COMMANDS,
     SUFFIXES,
     TEST_FILES,
     depends_on,
@@ -257,12 +258,7 @@ JEST = Kind(
     detect=detect,
     placeholder=placeholder,
     default_gate=GateGuess(command=["npx", "jest"], run=["jest", "--ci"], source="jest", shadow_roots=[]),
-    package_test_commands=(
-        ("npm", "test"),
-        ("npm", "run", "test"),
-        ("pnpm", "test"),
-        ("pnpm", "run", "test"),
-    ),
+    package_test_commands=PACKAGE_TEST_COMMANDS,
     tamper_files={"jest.config.js": "module.exports = { testMatch: [], passWithNoTests: true };\n"},
     project_test_files=project_test_files,
     passing_test=("fake.test.js", 'test("fake", () => {});\n'),

@@ -26,14 +26,24 @@ PACKAGE_FILES = (
     "npm-shrinkwrap.json",
     "pnpm-lock.yaml",
     "pnpm-workspace.yaml",
+    "yarn.lock",
     ".npmrc",
+    ".yarnrc.yml",
+    ".yarnrc",
     "node_modules",
     ".nvmrc",
     ".node-version",
 )
 SUFFIXES = ("ts", "tsx", "mts", "cts", "js", "jsx", "mjs", "cjs")
 TEST_FILES = tuple(f"*.{kind}.{suffix}" for kind in ("test", "spec") for suffix in SUFFIXES)
-PACKAGE_TEST_COMMANDS = (("npm", "test"), ("npm", "run", "test"), ("pnpm", "test"), ("pnpm", "run", "test"))
+PACKAGE_TEST_COMMANDS = (
+    ("npm", "test"),
+    ("npm", "run", "test"),
+    ("pnpm", "test"),
+    ("pnpm", "run", "test"),
+    ("yarn", "test"),
+    ("yarn", "run", "test"),
+)
 
 
 def runner_entry(env: ProjectEnv | None, package: str, *script: str) -> Path:
@@ -41,7 +51,8 @@ def runner_entry(env: ProjectEnv | None, package: str, *script: str) -> Path:
     tree); RuntimeError naming the fix without a node environment or without the package."""
     if env is None or env.node_modules is None:
         raise RuntimeError(
-            f'the {package} runner needs a node [environment] (manager = "npm" or "pnpm") in pack.toml'
+            f"the {package} runner needs a node [environment] in pack.toml "
+            '(manager = "npm", "pnpm" or "yarn")'
         )
     entry = env.node_modules.joinpath(package, *script)
     if not entry.is_file():

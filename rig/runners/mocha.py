@@ -23,6 +23,7 @@ from rig.runners.globs import NEGATE
 from rig.runners.hidden import Hidden, HiddenRun, node_binary, token
 from rig.runners.js import (
     PACKAGE_FILES,
+    PACKAGE_TEST_COMMANDS,
     SUFFIXES,
     TEST_FILES,
     depends_on,
@@ -359,12 +360,7 @@ MOCHA = Kind(
     detect=detect,
     placeholder=placeholder,
     default_gate=GateGuess(command=["npx", "mocha"], run=["mocha"], source="mocha", shadow_roots=[]),
-    package_test_commands=(
-        ("npm", "test"),
-        ("npm", "run", "test"),
-        ("pnpm", "test"),
-        ("pnpm", "run", "test"),
-    ),
+    package_test_commands=PACKAGE_TEST_COMMANDS,
     tamper_files={".mocharc.json": '{ "spec": [], "allow-uncaught": true }\n'},
     project_test_files=project_test_files,
     passing_test=("fake.test.js", 'it("fake", () => {});\n'),

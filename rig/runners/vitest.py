@@ -21,6 +21,7 @@ from rig.runners.globs import NEGATE
 from rig.runners.hidden import Hidden, HiddenRun, node_binary, token
 from rig.runners.js import (
     PACKAGE_FILES,
+    PACKAGE_TEST_COMMANDS,
     SUFFIXES,
     TEST_FILES,
     depends_on,
@@ -207,12 +208,7 @@ VITEST = Kind(
     default_gate=GateGuess(
         command=["npx", "vitest", "run"], run=["vitest", "run"], source="vitest run", shadow_roots=[]
     ),
-    package_test_commands=(
-        ("npm", "test"),
-        ("npm", "run", "test"),
-        ("pnpm", "test"),
-        ("pnpm", "run", "test"),
-    ),
+    package_test_commands=PACKAGE_TEST_COMMANDS,
     tamper_files={"vitest.config.mjs": "export default { test: { include: [], passWithNoTests: true } };\n"},
     project_test_files=project_test_files,
     passing_test=("fake.test.ts", 'import { test } from "vitest";\n\ntest("fake", () => {});\n'),

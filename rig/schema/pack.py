@@ -163,7 +163,7 @@ def _relative_file(path: str, key: str) -> str:
     return path
 
 
-NodeManager = Literal["npm", "pnpm"]
+NodeManager = Literal["npm", "pnpm", "yarn"]
 # The keys that say what a Python environment installs: a node environment installs its lockfile.
 PYTHON_ONLY_KEYS = ("python", "project", "extras", "groups", "requirements", "pretend_version")
 
@@ -174,21 +174,22 @@ class EnvironmentSpec(BaseModel):
     A Python environment (`manager` "uv", the default) installs the project itself (editable) with
     `extras`, PEP 735 dependency `groups`, `requirements` files, all resolved once into a hashed
     lock written beside pack.toml; or exactly `lock`, the project's own uv.lock or hashed
-    requirements file. A node environment (`manager` "npm" or "pnpm") installs exactly the
-    fixture's lockfile (`npm ci`, `pnpm install --frozen-lockfile`). `setup` runs after the install;
-    `build` on every tree the agent or verification gets.
+    requirements file. A node environment (`manager` "npm", "pnpm" or "yarn") installs exactly the
+    fixture's lockfile (`npm ci`, `pnpm install --frozen-lockfile`, `yarn install --immutable`).
+    `setup` runs after the install; `build` on every tree the agent or verification gets.
     """
 
     model_config = ConfigDict(extra="forbid")
     manager: Literal["uv"] | NodeManager = Field(
         default="uv",
-        description='what builds the environment: "uv" (a Python virtualenv), or "npm" or "pnpm" (a '
-        "node_modules from the fixture's package-lock.json or pnpm-lock.yaml)",
+        description='what builds the environment: "uv" (a Python virtualenv), or "npm", "pnpm" or "yarn" '
+        "(a node_modules from the fixture's package-lock.json, pnpm-lock.yaml or yarn.lock)",
     )
     node: str | None = Field(
         default=None,
         description='a node environment\'s node version range, such as ">=20" (npm semver); default: '
-        "package.json's engines.node. The machine's node must satisfy it",
+        "package.json's engines.node, else the version in .nvmrc or .node-version. The machine's node "
+        "must satisfy it",
     )
     python: str | None = Field(
         default=None,
@@ -208,7 +209,8 @@ class EnvironmentSpec(BaseModel):
         default=None,
         description="the project's uv.lock or hashed requirements file (relative to the fixture), "
         "installed exactly; default: a lock rig resolves once into environment.lock.txt beside pack.toml. "
-        "A node environment's lockfile, default package-lock.json (npm-shrinkwrap.json) or pnpm-lock.yaml",
+        "A node environment's lockfile, default package-lock.json (npm-shrinkwrap.json), pnpm-lock.yaml "
+        "or yarn.lock",
     )
     setup: list[str] = Field(
         default_factory=list,
@@ -263,7 +265,9 @@ class EnvironmentSpec(BaseModel):
                     'installs the fixture\'s lockfile, so remove them (or set manager = "uv")'
                 )
         elif self.node is not None:
-            raise ValueError('node: a node environment\'s key; set manager = "npm" or "pnpm", or remove it')
+            raise ValueError(
+                'node: a node environment\'s key; set manager = "npm", "pnpm" or "yarn", or remove it'
+            )
         for path in self.requirements:
             _relative_file(path, "requirements")
         if self.lock is not None:
@@ -469,8 +473,13 @@ class BuiltEnvironment(BaseModel):
     node: str | None = Field(default=None, description="a node environment's node binary")
     tools: list[str] = Field(
         default_factory=list,
-        description="folders its users need on PATH after its own bin: the pnpm rig installed beside the "
-        "environments for a pnpm environment",
+        description="folders its users need on PATH after its own bin: the pnpm or yarn rig installed "
+        "beside the environments for a pnpm or yarn environment",
+    )
+    variables: dict[str, str] = Field(
+        default_factory=dict,
+        description="variables its package manager needs in every command that uses it: yarn 2+'s "
+        "node-modules linker and the install state kept in the environment",
     )
     node_version: str | None = Field(default=None, description="a node environment's node version")
     source_roots: list[str] = Field(

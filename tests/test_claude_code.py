@@ -3,6 +3,7 @@
 import json
 import os
 import shutil
+import sys
 import threading
 import time
 import urllib.error
@@ -698,12 +699,15 @@ def test_a_tool_that_never_returns_is_the_agents_hang(workspace, task, tmp_path)
 
 
 def process_environ(workdir: Path, deadline_s: float) -> dict[str, str]:
-    """The environment of the first process found running in `workdir` (from /proc)."""
+    """The environment of the first process found running in `workdir` (from /proc). A child of
+    this test's interpreter between its fork and its exec already has `workdir` as its cwd but
+    still this process's environment: it is passed over (a window a loaded machine widens)."""
     deadline = time.monotonic() + deadline_s
+    interpreter = os.path.realpath(sys.executable)
     while time.monotonic() < deadline:
         for proc in Path("/proc").glob("[0-9]*"):
             try:
-                if os.readlink(proc / "cwd") != str(workdir):
+                if os.readlink(proc / "cwd") != str(workdir) or os.readlink(proc / "exe") == interpreter:
                     continue
                 raw = (proc / "environ").read_bytes()
             except OSError:

@@ -195,9 +195,10 @@ def python_repo(root: Path) -> tuple[Path, dict[str, str]]:
             "    assert percent(0.5).endswith('%')\n",
         },
     )
+    # Its conftest.py is protected: the task keeps the snapshot's, whose fixture its test needs.
     step(
         "Fix divide by zero message in the tests' fixtures",
-        "protected",
+        "mined",
         {
             "calc/ops.py": (ops := ops + "\n\ndef divide(a, b):\n    return a / b\n"),
             "tests/conftest.py": "import pytest\n\n\n@pytest.fixture\ndef zero():\n    return 0\n",
@@ -338,9 +339,10 @@ def javascript_repo(root: Path) -> tuple[Path, dict[str, str]]:
             )
         },
     )
+    # Its package.json is protected: the task keeps the snapshot's; the fix and its test still judge.
     step(
         "Fix the test script to run every file",
-        "protected",
+        "mined",
         {
             "package.json": package.replace('"node --test"', '"node --test test/"'),
             "src/slug.mjs": slug + "\nexport const VERSION = 2;\n",

@@ -79,7 +79,7 @@ def test_each_commit_of_a_python_history_gets_the_expected_verdict(python_mined)
     assert report["snapshot"] == git(repo, "rev-parse", "HEAD").strip()
     reasons = {entry["verdict"]: entry["reason"] for entry in report["commits"]}
     assert "calc/_version.py" in reasons["generated"]
-    assert "tests/conftest.py" in reasons["protected"]
+    assert "tests/helpers.py" in reasons["protected"]
     assert "test_mean::test_mean_counts_runs changed verdict over 3 runs" in reasons["flaky"]
     assert "patch failed: calc/ops.py" in reasons["conflict"]
     assert "already passes before the fix" in reasons["no-fail-to-pass"]
@@ -237,7 +237,7 @@ def test_javascript_history_mines_and_calibrates(tmp_path):
     pack = new_pack(repo, tmp_path / "pack")
     report = mined(repo, pack)
     assert {e["subject"]: e["verdict"] for e in report["commits"]} == expected
-    (made,) = [e for e in report["commits"] if e["verdict"] == "mined"]
+    (made,) = [e for e in report["commits"] if e["verdict"] == "mined" and "many words" in e["fail_to_pass"]]
     assert made["fail_to_pass"] == ["many words"]
     assert made["pass_to_pass"] == ["one word"]
     assert (pack / "hidden_tests" / made["task"] / "test" / "slug.test.mjs").is_file()
@@ -250,6 +250,10 @@ def test_javascript_history_mines_and_calibrates(tmp_path):
     assert '-test("many words"' in setup and "src/slug.mjs" in setup
     solution = (task_dir / "solution.patch").read_text()
     assert "test/slug.test.mjs" not in solution and "src/slug.mjs" in solution
+    # A fix that also changed the protected package.json: its task keeps the snapshot's.
+    (script,) = [e for e in report["commits"] if e["subject"] == "Fix the test script to run every file"]
+    script_setup = (pack / "tasks" / script["task"] / "setup.patch").read_text()
+    assert "src/slug.mjs" in script_setup and "package.json" not in script_setup
     calibration = rig("calibrate", "--pack", str(pack))
     assert calibration.returncode == 0, calibration.stdout + calibration.stderr
     # Mined again, as a person reads it: the mined commit is the pack's already, so none gets past reading.

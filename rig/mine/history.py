@@ -144,18 +144,20 @@ def _generated(at: GitCommit, path: str) -> bool:
 
 @dataclass(frozen=True)
 class Split:
-    """A commit's changed files: the source, and the tests it added or changed."""
+    """A commit's changed files: the source, the tests it added or changed, and the files the pack
+    protects, which its task leaves as the snapshot has them."""
 
     source: list[str]
     tests: list[str]
+    protected: list[str]
 
 
 def split(repo: Path, commit: Commit, pack: Pack, test_globs: list[str]) -> Split:
-    """Sort a commit's files into source and tests, or Skip it (protected or generated files, no
-    tests, no source)."""
+    """Sort a commit's files into source, tests and protected files, or Skip it (generated files,
+    no tests or no source, or only protected files besides)."""
     kind, globs = kind_of(pack.spec.runner.kind), test_globs or pack.spec.runner.test_files
     rules = rules_for(pack)
-    source, tests = [], []
+    source, tests, protected = [], [], []
     with opened(repo) as handle:
         found = _resolved(handle, commit.sha, "commit")
         before = _resolved(handle, commit.parents[0], "its parent")
@@ -170,23 +172,27 @@ def split(repo: Path, commit: Commit, pack: Pack, test_globs: list[str]) -> Spli
                 if status in ("A", "M"):
                     tests.append(path)
             elif is_protected(path, rules):
-                raise Skip("protected", f"changes {path}, which the pack protects")
+                protected.append(path)
             elif _generated(before if status == "D" else found, path):
                 raise Skip("generated", f"changes {path}, a generated file")
             else:
                 source.append(path)
+    if protected and not (tests and source):
+        raise Skip("protected", f"changes {protected[0]}, which the pack protects")
     if not tests:
         which = ", ".join(globs) or ", ".join(kind.test_files)
         raise Skip("no-tests", f"adds or changes no test file ({which}): nothing can judge the fix")
     if not source:
         raise Skip("no-source", "changes only tests: there is no fix to make")
-    return Split(source, tests)
+    return Split(source, tests, protected)
 
 
-def commit_diff(repo: Path, commit: Commit, paths: list[str] | None = None) -> bytes:
+def commit_diff(
+    repo: Path, commit: Commit, paths: list[str] | None = None, leave_out: list[str] | None = None
+) -> bytes:
     """The commit's change from its parent as a git patch (binary files included, no renames), of
-    `paths` only when given; byte for byte, as `git apply` takes it."""
-    limit = ["--", *paths] if paths is not None else []
+    `paths` only when given, without `leave_out`; byte for byte, as `git apply` takes it."""
+    limit = ["--", *(paths or ["."]), *(f":(exclude,literal){path}" for path in leave_out or [])]
     with opened(repo) as handle:
         return handle.git.diff(
             *DIFF_FLAGS,

@@ -48,7 +48,9 @@ def build(repo: Path, commit: Commit, files: Split, pack: Pack, scratch: Path) -
     _scratch_git(["add", "-A", "-f"], work)
     _scratch_git(["commit", "-q", "--no-verify", "--allow-empty", "-m", "fixture"], work)
     whole, source = scratch / "commit.diff", scratch / "source.diff"
-    whole.write_bytes(commit_diff(repo, commit))
+    # The protected files the fix changed stay as the snapshot has them (measuring says whether
+    # its tests pass so).
+    whole.write_bytes(commit_diff(repo, commit, leave_out=files.protected))
     source.write_bytes(commit_diff(repo, commit, files.source))
     try:
         _apply(work, whole, "--check", "-R")

@@ -22,6 +22,7 @@ from rig.confine.agent import Confinement, run_agent_process
 from rig.confine.proc import process_identity, reap_orphans
 from rig.confine.sandbox import Sandbox, SandboxError, find_bwrap, resolve
 from rig.paths import REPO_ROOT
+from tests.processes import background_job, interrupt
 
 REPO_BIN = str(Path(sys.executable).parent)
 
@@ -167,7 +168,10 @@ def test_sandbox_modes_without_bubblewrap(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_interrupted_run_kills_its_agents(tmp_path: Path) -> None:
-    """Ctrl-C of `rig run`: exit 130, no agent left running, nothing appended, resumable."""
+    """Ctrl-C of `rig run`: exit 130, no agent left running, nothing appended, resumable.
+
+    Started as a background job is (SIGINT ignored): `rig run` installs its own Ctrl-C.
+    """
     exp = tmp_path / "sleepy.toml"
     exp.write_text(
         'harness = "scripted"\ntasks = ["t1_fix_pagination"]\nworkers = 1\n'
@@ -180,6 +184,7 @@ def test_interrupted_run_kills_its_agents(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=background_job,
     )
     # Only the agent's command line names its session inside the attempt folder.
     session_root = str(tmp_path / "results" / "sleepy" / "runs")
@@ -187,8 +192,7 @@ def test_interrupted_run_kills_its_agents(tmp_path: Path) -> None:
     while not _alive(session_root) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _alive(session_root), "the agent never started"
-    proc.send_signal(signal.SIGINT)
-    _out, err = proc.communicate(timeout=60)
+    _out, err = interrupt(proc, 60)
     assert proc.returncode == 130, err
     assert "interrupted; running agents were killed" in err
     assert _alive(session_root) == []

@@ -1,7 +1,6 @@
 """The mock model server over real HTTP on 127.0.0.1: policies, faults and the ledger."""
 
 import json
-import signal
 import subprocess
 import sys
 import threading
@@ -19,6 +18,7 @@ from harnesses.registry import mock_protocols
 from rig.packs.manifest import load_pack
 from rig.packs.tasks import load_tasks
 from rig.paths import REPO_ROOT
+from tests.processes import background_job, interrupt
 
 CHAT = "/v1/chat/completions"
 POLICY = Policy("two-steps", (Step("shell", command="echo hi"), Step("final", text="Done.")))
@@ -104,6 +104,7 @@ def test_serve_command_prints_its_url_and_ledger():
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=background_job,
     )
     try:
         line = proc.stdout.readline()
@@ -112,8 +113,7 @@ def test_serve_command_prints_its_url_and_ledger():
         status, body = post(url + CHAT, chat(0))
         assert status == 200 and '"read"' in body
     finally:
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=30)
+        out, _ = interrupt(proc)
     ledger = json.loads(out)
     assert [(e["protocol"], e["outcome"], e["tool"]) for e in ledger] == [("openai-chat", "served", "read")]
 
@@ -128,14 +128,14 @@ def test_serve_command_speaks_the_tool_names_of_the_harness_asked_for():
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=background_job,
         )
         try:
             url = proc.stdout.readline().split(" on ")[1].split()[0]
             status, bodies[harness] = post(url + CHAT, chat(0))
             assert status == 200
         finally:
-            proc.send_signal(signal.SIGINT)
-            proc.communicate(timeout=30)
+            interrupt(proc)
     assert '\\"path\\": \\"README.md\\"' in bodies["pi"]
     assert '\\"filePath\\": \\"README.md\\"' in bodies["opencode"]
 

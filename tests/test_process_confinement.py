@@ -218,6 +218,8 @@ run_agent_process(["bash", "-c", script], work, env, run_dir, 600, 600, None, Co
 """
 
 
+# Serial: any `rig run` in another worker reaps the orphaned leaf between the kill and the look.
+@pytest.mark.serial
 def test_the_leaf_of_a_runner_killed_with_9_is_reaped_by_the_next(tmp_path: Path, marker: str) -> None:
     """kill -9 of the runner: setpriv kills the agent, its escaped process lives on in the leaf."""
     script = f"setsid env -i /bin/sh -c '{LOOP}' {marker} & sleep 300"

@@ -9,7 +9,6 @@ Screenshots go to build/test-artifacts/view/.
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import urllib.error
@@ -28,6 +27,7 @@ from rig.store.migrate import read_quarantine, read_runs
 from rig.store.results import ResultsStore
 from rig.store.transcripts import attempt_transcript
 from rig.view.site import TOOL_CHARS, TRANSCRIPT_CHARS, build_view
+from tests.processes import background_job, interrupt
 
 REPO = Path(__file__).resolve().parents[1]
 RIG = str(Path(sys.executable).with_name("rig"))
@@ -358,12 +358,14 @@ def test_report_links_to_the_view(results: Path) -> None:
 
 def test_serve_answers_on_loopback_and_stops_on_ctrl_c(results: Path) -> None:
     env = {**os.environ, "RIG_RESULTS_ROOT": str(results)}
+    # Started as a background job is (SIGINT ignored): the server installs its own Ctrl-C.
     proc = subprocess.Popen(
         [RIG, "view", str(SMALL_CONFIG), "--serve", "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=background_job,
     )
     try:
         assert proc.stdout is not None
@@ -386,8 +388,7 @@ def test_serve_answers_on_loopback_and_stops_on_ctrl_c(results: Path) -> None:
             urllib.request.urlopen(url.replace("view/index.html", "outside-link"), timeout=10)
         assert refused.value.code == 404
     finally:
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        out, err = interrupt(proc)
     assert proc.returncode == 0, err
     assert out.strip().endswith("stopped")
 

@@ -32,6 +32,30 @@ def store_errors() -> Iterator[None]:
         raise fail(f"{where}{exc.strerror or exc}; fix that (free space?), then rerun to resume") from None
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """Ctrl-C and SIGTERM raise KeyboardInterrupt inside the block, whatever the parent set.
+
+    A shell's background job and nohup start a command with SIGINT ignored; a long-running command
+    that relied on the inherited handling could then be stopped only with SIGKILL.
+    """
+    import signal
+
+    previous = (
+        signal.signal(signal.SIGINT, signal.default_int_handler),
+        signal.signal(signal.SIGTERM, _interrupt),
+    )
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
+
+
 def load_context(
     experiment_path: Path,
     results_root: Path | None,

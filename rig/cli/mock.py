@@ -8,7 +8,7 @@ import typer
 if TYPE_CHECKING:
     pass
 
-from rig.cli.common import fail
+from rig.cli.common import fail, interruptible
 from rig.cli.main import app
 
 mock_app = typer.Typer(help="The scripted mock model server.", no_args_is_help=True)
@@ -62,7 +62,8 @@ def mock_serve(
     server = MockModelServer(chosen, protocols, faults=faults, listen_port=port).start()
     typer.echo(f"mock model ({chosen.name}) on {server.base_url}  (Ctrl-C to stop)")
     try:
-        threading.Event().wait()
+        with interruptible():
+            threading.Event().wait()
     except KeyboardInterrupt:
         pass
     finally:

@@ -9,7 +9,7 @@ import typer
 if TYPE_CHECKING:
     pass
 
-from rig.cli.common import ResultsOption, fail, report_warnings, results_folder, store_errors
+from rig.cli.common import ResultsOption, fail, interruptible, report_warnings, results_folder, store_errors
 from rig.cli.main import app
 
 
@@ -159,7 +159,8 @@ def view(
     typer.echo(f"serving {root} at {url} (Ctrl-C stops)")
     sys.stdout.flush()
     try:
-        server.serve_forever()
+        with interruptible():
+            server.serve_forever()
     except KeyboardInterrupt:
         typer.echo("stopped")
     finally:

@@ -1,7 +1,6 @@
 """`rig run`, `rig status`, `rig schema`, `rig reclassify`: running an experiment and its records."""
 
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -11,7 +10,15 @@ import typer
 if TYPE_CHECKING:
     from rig.store.results import ResultsStore
 
-from rig.cli.common import ResultsOption, fail, load_context, read_only_context, report_warnings, store_errors
+from rig.cli.common import (
+    ResultsOption,
+    fail,
+    interruptible,
+    load_context,
+    read_only_context,
+    report_warnings,
+    store_errors,
+)
 from rig.cli.main import app
 
 
@@ -188,10 +195,10 @@ def _run(ctx, make_executor=lambda: None) -> None:
         def on_update(progress, record) -> None:
             bar.update(task_id, completed=progress.done, ok=progress.successes, infra=progress.infra)
 
-        previous = signal.signal(signal.SIGTERM, _interrupt)
         failure: Exception | None = None
         try:
-            outcome = execute(ctx, items, on_update, executor)
+            with interruptible():
+                outcome = execute(ctx, items, on_update, executor)
         except (WorkspaceError, PatchError, StoreError, OSError) as exc:
             failure = exc  # reported once the progress bar is closed: the error is the last line
         except KeyboardInterrupt:
@@ -204,8 +211,6 @@ def _run(ctx, make_executor=lambda: None) -> None:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(130)
-        finally:
-            signal.signal(signal.SIGTERM, previous)
     if isinstance(failure, OSError):
         raise failure  # store_errors names the file and the fix
     if failure is not None:
@@ -229,11 +234,6 @@ def _sequential_line(result) -> str:
         f"stopped at look {result.stopped_at} of {result.rounds} ({b} vs {a}): {result.verdict}: "
         f"{result.reason}; {fixed}, {result.runs_saved} saved"
     )
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    """SIGTERM ends `rig run` as Ctrl-C does: agents killed, finished runs kept."""
-    raise KeyboardInterrupt
 
 
 def _print_status(ctx, items) -> None:

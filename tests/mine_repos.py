@@ -148,14 +148,15 @@ def python_repo(root: Path) -> tuple[Path, dict[str, str]]:
     )
     step(
         "Fix clamp ignoring the upper bound",
-        "conflict",
+        "mined",
         {
             "calc/ops.py": (ops := ops.replace("min(value, low)", "min(value, high)")),
             "tests/test_clamp.py": "from calc.ops import clamp\n\n\ndef test_clamp_high():\n"
             "    assert clamp(10, 0, 5) == 5\n",
         },
     )
-    # Rewrites the very line the clamp fix changed: that fix's reverse no longer applies.
+    # Rewrites the very line the clamp fix changed: that fix's reverse no longer applies to the
+    # snapshot, so its task starts at its own parent.
     step(
         "Write clamp as a conditional",
         "no-tests",
@@ -400,3 +401,103 @@ def mocha_repo(root: Path, lock_from: Path) -> tuple[Path, dict[str, str]]:
         },
     )
     return repo, expected
+
+
+WORDS_V1 = """export function first(text) {
+  return text.split(" ")[1];
+}
+
+export function last(text) {
+  const words = text.split(" ");
+  return words[words.length];
+}
+"""
+WORDS_TEST_V1 = """import assert from "node:assert/strict";
+import { test } from "node:test";
+import { first, last } from "../src/words.mjs";
+
+test("exports", () => {
+  assert.equal(typeof first, "function");
+  assert.equal(typeof last, "function");
+});
+"""
+
+
+def shared_tests_repo(root: Path) -> tuple[Path, dict[str, str]]:
+    """Two clean fixes whose tests go into one shared file, the second's lines right after the
+    first's: the older fix's reverse does not apply to the snapshot, so it is mined at its parent."""
+    repo, expected, step = history(root / "words")
+    package = '{\n  "name": "words",\n  "type": "module",\n  "scripts": {"test": "node --test"}\n}\n'
+    step(
+        "Start the word helpers",
+        "root",
+        {"package.json": package, "src/words.mjs": WORDS_V1, "test/words.test.mjs": WORDS_TEST_V1},
+    )
+    fixed_first = WORDS_V1.replace('split(" ")[1]', 'split(" ")[0]')
+    first_test = WORDS_TEST_V1 + '\ntest("first word", () => {\n  assert.equal(first("a b c"), "a");\n});\n'
+    step(
+        "Fix first() returning the second word",
+        "mined",
+        {"src/words.mjs": fixed_first, "test/words.test.mjs": first_test},
+    )
+    step(
+        "Fix last() returning undefined",
+        "mined",
+        {
+            "src/words.mjs": fixed_first.replace("words[words.length]", "words[words.length - 1]"),
+            "test/words.test.mjs": first_test
+            + '\ntest("last word", () => {\n  assert.equal(last("a b c"), "c");\n});\n',
+        },
+    )
+    return repo, expected
+
+
+DAYS_PYPROJECT = """[project]
+name = "days"
+version = "0.1.0"
+dependencies = []
+
+[tool.pytest.ini_options]
+testpaths = ["tests"]
+"""
+
+
+def dependency_repo(root: Path) -> tuple[Path, str]:
+    """A Python project whose dependencies grow after a fix: the fix's parent needs another
+    environment than the snapshot. The repository and the fix's sha."""
+    repo, _expected, step = history(root / "days")
+    step(
+        "Start the day helpers",
+        "root",
+        {
+            "pyproject.toml": DAYS_PYPROJECT,
+            "days/__init__.py": "",
+            "days/week.py": "def weekend(day):\n    return day in ('sat',)\n",
+            "tests/test_week.py": "from days.week import weekend\n\n\n"
+            "def test_saturday():\n    assert weekend('sat')\n",
+        },
+    )
+    fix = "Fix weekend() forgetting Sunday"
+    step(
+        fix,
+        "mined",
+        {
+            "days/week.py": "def weekend(day):\n    return day in ('sat', 'sun')\n",
+            "tests/test_week.py": "from days.week import weekend\n\n\n"
+            "def test_saturday():\n    assert weekend('sat')\n\n\n"
+            "def test_sunday():\n    assert weekend('sun')\n",
+        },
+    )
+    sha = git(repo, "rev-parse", "HEAD").strip()
+    step(
+        "Parse dates with python-dateutil",
+        "protected",
+        {
+            "pyproject.toml": DAYS_PYPROJECT.replace(
+                "dependencies = []", 'dependencies = ["python-dateutil"]'
+            ),
+            "days/parse.py": "from dateutil import parser\n\n\ndef day(text):\n"
+            "    return parser.parse(text).strftime('%a').lower()\n",
+        },
+    )
+    return repo, sha

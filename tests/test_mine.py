@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from env_pack import offline
-from mine_repos import commit, git, javascript_repo, python_repo
+from mine_repos import commit, dependency_repo, git, javascript_repo, python_repo, shared_tests_repo
 
 from rig.env.activate import activate
 from rig.mine.prompt import DEFAULT_TEMPLATE, issue_text
@@ -81,7 +81,6 @@ def test_each_commit_of_a_python_history_gets_the_expected_verdict(python_mined)
     assert "calc/_version.py" in reasons["generated"]
     assert "tests/helpers.py" in reasons["protected"]
     assert "test_mean::test_mean_counts_runs changed verdict over 3 runs" in reasons["flaky"]
-    assert "patch failed: calc/ops.py" in reasons["conflict"]
     assert "already passes before the fix" in reasons["no-fail-to-pass"]
     assert "hidden tests failed: test_mean2::test_thirds" in reasons["solution-fails"]
     # The funnel: each verdict stops a commit at one step, so each step's count follows from them.
@@ -100,16 +99,19 @@ def test_each_commit_of_a_python_history_gets_the_expected_verdict(python_mined)
         "calibration": "described",
         "mined": "kept",
     }
-    order = list(report["funnel"])
+    steps = {step: n for step, n in report["funnel"].items() if step != "at_parent"}
+    order = list(steps)
     assert order[0] == "read" and order[-1] == "kept"
     expected_funnel = {
         step: sum(order.index(stops[verdict]) >= n for verdict in expected.values())
         for n, step in enumerate(order)
     }
-    assert report["funnel"] == expected_funnel
+    assert steps == expected_funnel
     assert report["funnel"]["read"] == len(expected) and report["funnel"]["kept"] == len(mined_ones)
     by_verdict = {entry["verdict"]: entry["stage"] for entry in report["commits"]}
-    assert by_verdict["conflict"] == "changes" and by_verdict["mined"] == "kept"
+    assert by_verdict["mined"] == "kept"
+    (clamp,) = [e for e in report["commits"] if e["subject"] == "Fix clamp ignoring the upper bound"]
+    assert clamp["base"] == "parent" and report["funnel"]["at_parent"] == 1
 
 
 @pytest.mark.slow
@@ -260,8 +262,95 @@ def test_javascript_history_mines_and_calibrates(tmp_path):
     again = rig("task", "mine", str(repo), "--pack", str(pack))
     assert again.returncode == 0, again.stderr
     read = len(expected)
-    assert f"funnel: {read} read > 0 with source and tests > 0 applied > 0 not flaky" in again.stdout
+    assert f"funnel: {read} read > 0 with source and tests > 0 applied (0 at their parent) > 0 not flaky" in (
+        again.stdout
+    )
     assert again.stdout.rstrip().endswith("0 calibrated > 0 kept")
+
+
+def test_a_fix_the_snapshot_cannot_reverse_is_mined_at_its_parent(tmp_path):
+    repo, expected = shared_tests_repo(tmp_path)
+    older, newer = (git(repo, "rev-parse", f"HEAD~{n}").strip() for n in (1, 0))
+    # On the snapshot alone, the older fix's test lines sit right before the newer fix's.
+    only = mined(repo, new_pack(repo, tmp_path / "snapshot-only"), "--base", "snapshot")
+    verdicts = {e["subject"]: (e["verdict"], e["reason"]) for e in only["commits"]}
+    verdict, reason = verdicts["Fix first() returning the second word"]
+    assert verdict == "conflict" and "patch failed: test/words.test.mjs" in reason, reason
+    assert only["funnel"]["kept"] == 1 and not (tmp_path / "snapshot-only" / "bases").exists()
+
+    pack = new_pack(repo, tmp_path / "pack")
+    report = mined(repo, pack)
+    assert {e["subject"]: e["verdict"] for e in report["commits"]} == expected
+    assert report["funnel"]["kept"] == 2 and report["funnel"]["at_parent"] == 1
+    (at_parent,) = [e for e in report["commits"] if e["base"] == "parent"]
+    assert at_parent["commit"] == older and at_parent["fail_to_pass"] == ["first word"]
+    spec = tomllib.loads((pack / "tasks" / at_parent["task"] / "task.toml").read_text())
+    assert spec["source"]["parent"] == git(repo, "rev-parse", f"{older}^").strip()
+    # The base is the parent's tree (the fixture's own AGENTS.md stub beside it), kept in the bundle.
+    bundle = pack / "bases" / "bases.bundle"
+    heads = git(repo, "bundle", "list-heads", str(bundle)).split()
+    assert f"refs/bases/{spec['base']}" in heads
+    assert (pack / "tasks" / at_parent["task"] / "setup.patch").read_bytes() == b""
+    # Its hidden test is the fix's own version: the newer fix's test is not in it yet.
+    hidden = (pack / "hidden_tests" / at_parent["task"] / "test" / "words.test.mjs").read_text()
+    assert "first word" in hidden and "last word" not in hidden
+    # A machine that never mined it writes the base out of the pack's bundle, pinned by its hash.
+    fresh = {**ENV, "RIG_BASES_DIR": str(tmp_path / "fresh-bases")}
+    calibration = subprocess.run(
+        [RIG, "calibrate", "--pack", str(pack)], capture_output=True, text=True, timeout=600, env=fresh
+    )
+    assert calibration.returncode == 0, calibration.stdout + calibration.stderr
+    base = tmp_path / "fresh-bases" / spec["base"]
+    assert "first word" not in (base / "test" / "words.test.mjs").read_text()
+    assert 'split(" ")[1]' in (base / "src" / "words.mjs").read_text()
+    assert (base / "AGENTS.md").is_file()
+    # A run starts from the base: the reference solution succeeds there, and the record pins it.
+    experiment = tmp_path / "at-parent.toml"
+    experiment.write_text(
+        f'name = "at-parent"\npack = "{pack}"\nharness = "scripted"\nmodel = "scripted"\n'
+        f'tasks = ["{at_parent["task"]}"]\nrepetitions = 1\nworkers = 2\n'
+        '[[conditions]]\nname = "solution"\nharness_options = { policy = "solution" }\n'
+        '[[conditions]]\nname = "nothing"\nharness_options = { policy = "nothing" }\n'
+    )
+    results = tmp_path / "results"
+    ran = subprocess.run(
+        [RIG, "run", str(experiment), "--results-root", str(results)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**fresh, "RIG_RUNS_ROOT": str(tmp_path / "runs")},
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    records = [json.loads(line) for line in (results / "at-parent" / "runs.jsonl").read_text().splitlines()]
+    assert {r["condition"]: r["success"] for r in records} == {"solution": True, "nothing": False}
+    assert {r["pins"]["base_tree"] for r in records} == {spec["base"]}
+    nothing = next(r for r in records if r["condition"] == "nothing")
+    assert nothing["hidden"]["failed"] == ["first word"], nothing["hidden"]
+
+
+@pytest.mark.slow
+def test_a_task_at_its_parent_gets_the_environment_its_own_dependencies_call_for(tmp_path, monkeypatch):
+    repo, fix = dependency_repo(tmp_path)
+    pack = new_pack(repo, tmp_path / "pack")
+    report = mined(repo, pack, "--commit", fix, "--base", "parent")
+    (entry,) = report["commits"]
+    assert entry["verdict"] == "mined" and entry["base"] == "parent", entry
+    monkeypatch.setenv("RIG_ENV_DIR", ENV["RIG_ENV_DIR"])
+    for key in ("RIG_WHEELS", "UV_OFFLINE", "UV_CACHE_DIR"):
+        monkeypatch.setenv(key, ENV[key])
+    loaded = load_pack(pack)
+    (task,) = load_tasks(loaded)
+    snapshot, parent = activate(loaded), activate(task.pack)
+    assert snapshot is not None and parent is not None
+    # The snapshot's dependencies name python-dateutil; the parent's name nothing: two environments,
+    # the parent's resolved into its own lock in the pack, named by what it was resolved from.
+    assert snapshot.hash != parent.hash
+    assert any(p.startswith("python-dateutil") for p in snapshot.packages)
+    assert not any(p.startswith("python-dateutil") for p in parent.packages)
+    (lock,) = (pack / "bases").glob("*.environment.lock.txt")
+    assert "python-dateutil" not in lock.read_text()
+    calibration = rig("calibrate", "--pack", str(pack))
+    assert calibration.returncode == 0, calibration.stdout + calibration.stderr
 
 
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path):

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rig.confine.project_env import ProjectEnv
-from rig.env.activate import activate, written_into
+from rig.env.activate import activate_each, written_into
 from rig.packs.manifest import pack_digest
 from rig.schema import (
     IN_FOLDER,
@@ -228,21 +228,24 @@ def calibrate(
     on_result: Callable[[ItemResult], None] | None = None,
     keep: Path | None = None,
 ) -> CalibrationReport:
-    """Run every item of `pack`'s `tasks` in parallel, in its project environment (built first if the
-    cache lacks it: EnvError in one line if it cannot be); report results in plan order, the pack
-    check last."""
+    """Run every item of `pack`'s `tasks` in parallel, each in the project environment of the tree it
+    starts from (built first if the cache lacks it: EnvError in one line if it cannot be); report
+    results in plan order, the pack check last."""
     items = plan(tasks)
-    project_env = activate(pack)
+    by_tree = activate_each([pack, *(t.pack for t in tasks)])
     started = time.time()
     before = pack_digest(pack, skip_caches=False)
     root = Path(tempfile.mkdtemp(prefix="rig-calibrate-", dir=keep))
     results: list[ItemResult] = []
     try:
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            futures = [
-                pool.submit(run_item, item, pack, root / f"{i:03d}", project_env)
-                for i, item in enumerate(items)
-            ]
+            futures = []
+            for i, item in enumerate(items):
+                # A task with a base is verified from its own tree, in its own environment.
+                start = item.task.pack if item.task else pack
+                futures.append(
+                    pool.submit(run_item, item, start, root / f"{i:03d}", by_tree[start.fixture_dir])
+                )
             # Waiting in plan order keeps the output stable while items finish in any order.
             for future in futures:
                 results.append(future.result())
@@ -264,10 +267,11 @@ def calibrate(
     if on_result:
         on_result(fixture_result)
     final = [*results, fixture_result]
-    written = _environment_written(project_env, started)
-    if written is not None:
-        if on_result:
-            on_result(written)
-        final.append(written)
+    for env in {id(env): env for env in by_tree.values()}.values():
+        written = _environment_written(env, started)
+        if written is not None:
+            if on_result:
+                on_result(written)
+            final.append(written)
     n_pass = sum(r.passed for r in final)
     return CalibrationReport(ok=n_pass == len(final), passed=n_pass, failed=len(final) - n_pass, items=final)

@@ -41,7 +41,7 @@ def mock_serve(
 ) -> None:
     """Serve the mock model on 127.0.0.1 until interrupted, then print its ledger."""
     import json
-    import threading
+    import time
     from dataclasses import asdict
 
     from harnesses.mock_model.server import Faults, MockModelServer
@@ -63,7 +63,9 @@ def mock_serve(
     typer.echo(f"mock model ({chosen.name}) on {server.base_url}  (Ctrl-C to stop)")
     try:
         with interruptible():
-            threading.Event().wait()
+            # Woken every second: a signal the kernel hands to a server thread still raises here.
+            while True:
+                time.sleep(1)
     except KeyboardInterrupt:
         pass
     finally:

@@ -2,12 +2,9 @@
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
-
-if TYPE_CHECKING:
-    pass
 
 from rig.cli.common import ResultsOption, fail, read_only_context, report_warnings, store_errors
 from rig.cli.main import app
@@ -172,6 +169,13 @@ def task_mine(
         typer.Option(help="Prompt template with $title and $details (default: the pack's mine-prompt.md)."),
     ] = None,
     timeout_s: Annotated[int, typer.Option(min=1, help="The mined tasks' timeout_s.")] = 900,
+    base: Annotated[
+        str,
+        typer.Option(
+            help="Where tasks start: auto (the fix reversed on the snapshot, at the fix's parent when "
+            "that does not apply), parent (always at the parent) or snapshot (never at the parent)."
+        ),
+    ] = "auto",
     workers: Annotated[
         int, typer.Option("--workers", "-w", min=1, help="Commits measured in parallel.")
     ] = os.cpu_count() or 1,
@@ -190,7 +194,10 @@ def task_mine(
     from rig.mine.miner import mine
     from rig.packs.manifest import PackError, load_pack
     from rig.schema import MinedCommit
+    from rig.schema.reports import FUNNEL_STAGES
 
+    if base not in ("auto", "parent", "snapshot"):
+        raise fail(f"--base {base!r}: use auto, parent or snapshot")
     try:
         loaded = load_pack(pack.resolve())
         # Built (or found in the cache) once, before commits are measured in parallel.
@@ -200,7 +207,8 @@ def task_mine(
 
     def show(entry: MinedCommit) -> None:
         mark = typer.style("[measured]", fg=typer.colors.GREEN) if entry.verdict == "mined" else "[skipped]"
-        typer.echo(f"{mark} {entry.commit[:10]} {entry.subject[:60]}: {entry.verdict}: {entry.reason}")
+        where = " (at its parent)" if entry.base == "parent" else ""
+        typer.echo(f"{mark} {entry.commit[:10]} {entry.subject[:60]}{where}: {entry.verdict}: {entry.reason}")
 
     try:
         report = mine(
@@ -214,6 +222,7 @@ def task_mine(
             template=template,
             test_globs=tests,
             timeout_s=timeout_s,
+            base=base,  # type: ignore[arg-type]
             on_result=None if as_json else show,
             say=None if as_json else typer.echo,
         )
@@ -233,7 +242,9 @@ def task_mine(
     skipped = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items()))
     typer.echo(f"mined {mined}; skipped {sum(counts.values())}" + (f" ({skipped})" if skipped else ""))
     funnel = report.funnel.model_dump()
-    typer.echo("funnel: " + " > ".join(f"{n} {FUNNEL_WORDS[stage]}" for stage, n in funnel.items()))
+    parent = funnel.pop("at_parent")
+    words = {**FUNNEL_WORDS, "applied": f"applied ({parent} at their parent)"}
+    typer.echo("funnel: " + " > ".join(f"{funnel[stage]} {words[stage]}" for stage in FUNNEL_STAGES))
     if mined:
         typer.echo(
             f'next: rig calibrate --pack {pack}, then an experiment with pack = "{pack}" (docs/mining.md)'

@@ -3,7 +3,7 @@ for the confinement and verification layers (rig.confine.project_env.ProjectEnv)
 
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from rig.confine.project_env import EnvironmentChanged, ProjectEnv, fingerprint, written_since
@@ -29,6 +29,20 @@ def activate(pack: Pack, notify: Callable[[str], None] | None = None) -> Project
     made = result.manifest.variables if spec.is_node else pretend_variables(spec)
     variables = {**made, **spec.env}
     return described(result, variables, tuple(spec.build))
+
+
+def activate_each(
+    packs: Iterable[Pack], notify: Callable[[str], None] | None = None
+) -> dict[Path, ProjectEnv | None]:
+    """The environment of each distinct starting tree (a task's base, or the fixture), keyed by
+    Pack.fixture_dir, built once per environment hash: trees whose dependency files agree share one."""
+    by_tree: dict[Path, ProjectEnv | None] = {}
+    by_hash: dict[str, ProjectEnv] = {}
+    for pack in packs:
+        if pack.fixture_dir not in by_tree:
+            env = activate(pack, notify)
+            by_tree[pack.fixture_dir] = None if env is None else by_hash.setdefault(env.hash, env)
+    return by_tree
 
 
 def described(result: BuildResult, variables: dict[str, str], build_lines: tuple[str, ...]) -> ProjectEnv:

@@ -19,7 +19,7 @@ from filelock import FileLock
 
 from rig.confine.network import Egress
 from rig.env.identity import (
-    GENERATED_LOCK,
+    LOCK_HEADER,
     Interpreter,
     environment_hash,
     lock_path,
@@ -47,7 +47,6 @@ _FACTS = (
     "plugins = sorted({ep.value.partition(':')[0].strip() for ep in m.entry_points(group='pytest11')})\n"
     "print(json.dumps({'base_prefix': sys.base_prefix, 'plugins': plugins}))\n"
 )
-LOCK_HEADER = "# rig environment lock; inputs sha256:"
 # Backends that derive a version from git read these; versioneer has none and falls back to 0+unknown.
 PRETEND_VERSION_VARS = (
     "SETUPTOOLS_SCM_PRETEND_VERSION",
@@ -146,7 +145,8 @@ def _resolve(pack: Pack, interpreter: Interpreter, root: Path) -> Path | None:
     with build_network(base_environ(), log) as egress:
         resolved = run_step("resolve", cmd, log, fixture, base_environ(), capture=True, egress=egress)
     header = f"{LOCK_HEADER}{digest}\n# resolved by `uv pip compile --universal --generate-hashes`\n"
-    partial = lock.with_name(f".{GENERATED_LOCK}.partial")
+    partial = lock.with_name(f".{lock.name}.partial")
+    partial.parent.mkdir(parents=True, exist_ok=True)
     partial.write_text(header + resolved, encoding="utf-8")
     os.replace(partial, lock)
     return lock

@@ -12,9 +12,10 @@ from typing import Any
 
 from rig.env.node import Node, identity_parts, node_lock
 from rig.env.uvtool import EnvError, uv_bin
-from rig.schema import EnvironmentSpec, Pack
+from rig.schema import BASES_DIR, EnvironmentSpec, Pack
 
 GENERATED_LOCK = "environment.lock.txt"
+LOCK_HEADER = "# rig environment lock; inputs sha256:"
 # What a build makes besides the install (its manifest's fields, the generated files): a build
 # of another format is another environment.
 BUILD_FORMAT = 3
@@ -102,9 +103,27 @@ def lock_path(pack: Pack) -> Path | None:
         return node_lock(spec, pack.fixture_dir)
     if spec.lock is not None:
         return pack.fixture_dir / spec.lock
-    if spec.project or spec.groups or spec.requirements:
-        return pack.root / GENERATED_LOCK
-    return None
+    if not (spec.project or spec.groups or spec.requirements):
+        return None
+    lock = pack.root / GENERATED_LOCK
+    if pack.base is None:
+        return lock
+    # A task's base whose dependencies are the fixture's shares its lock; others have their own,
+    # named by what they are resolved from.
+    digest = resolution_digest(spec, pack.fixture_dir)
+    if _lock_inputs(lock) == digest:
+        return lock
+    return pack.root / BASES_DIR / f"{digest[:16]}.{GENERATED_LOCK}"
+
+
+def _lock_inputs(lock: Path) -> str | None:
+    """The inputs digest a generated lock's first line names; None without one."""
+    try:
+        with lock.open(encoding="utf-8") as handle:
+            first = handle.readline().rstrip("\n")
+    except OSError:
+        return None
+    return first.removeprefix(LOCK_HEADER) if first.startswith(LOCK_HEADER) else None
 
 
 def environment_hash(pack: Pack, interpreter: Interpreter, node: Node | None = None) -> str:

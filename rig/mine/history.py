@@ -192,15 +192,17 @@ def commit_diff(
 ) -> bytes:
     """The commit's change from its parent as a git patch (binary files included, no renames), of
     `paths` only when given, without `leave_out`; byte for byte, as `git apply` takes it."""
+    return tree_diff(repo, commit.parents[0], commit.sha, paths, leave_out)
+
+
+def tree_diff(
+    repo: Path, old: str, new: str, paths: list[str] | None = None, leave_out: list[str] | None = None
+) -> bytes:
+    """The change from commit `old` to commit `new` as commit_diff makes it."""
     limit = ["--", *(paths or ["."]), *(f":(exclude,literal){path}" for path in leave_out or [])]
     with opened(repo) as handle:
         return handle.git.diff(
-            *DIFF_FLAGS,
-            commit.parents[0],
-            commit.sha,
-            *limit,
-            stdout_as_string=False,
-            strip_newline_in_stdout=False,
+            *DIFF_FLAGS, old, new, *limit, stdout_as_string=False, strip_newline_in_stdout=False
         )
 
 

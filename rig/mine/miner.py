@@ -6,8 +6,13 @@ in that snapshot's history that changes both source files and test files is a ca
 - its setup is the reverse of the whole commit applied to the fixture: the source goes back to
   before the fix, the tests it added disappear and the tests it changed go back to their old
   version, so the agent cannot read them;
+- when that reverse does not apply (later fixes changed the same lines), or always with
+  `--base parent`, the task starts at the fix's own parent instead: the fixture taken back to that
+  commit, kept as a base (rig.workspace.bases) with the environment its own dependency files call
+  for, and an empty setup;
 - its solution is the commit's change to the source files, applied on top of the setup;
-- its hidden tests are the test files it added or changed, as the snapshot has them;
+- its hidden tests are the test files it added or changed, as the snapshot has them (at its
+  parent: as the fix left them);
 - fail-to-pass and pass-to-pass are measured, never assumed: the hidden tests run three times
   before the fix and three times after it, in the pack's own verification;
 - its decoys are the solution with one of its changes left out, and the solution in its first file
@@ -25,18 +30,21 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import tomli_w
 
 from rig.calibrate.oracle import calibrate, verify_patches
 from rig.confine.project_env import ProjectEnv
 from rig.env.activate import activate
-from rig.mine.history import Commit, MineError, Skip, history, is_ancestor, repository, resolve, split
-from rig.mine.patches import Patches, build, decoy_patches, hidden_tests
+from rig.env.identity import GENERATED_LOCK, lock_path
+from rig.mine.history import Commit, MineError, Skip, Split, history, is_ancestor, repository, resolve, split
+from rig.mine.patches import Patches, build, build_at_parent, decoy_patches, hidden_tests
 from rig.mine.prompt import DEFAULT_TEMPLATE, issue_text
 from rig.packs.tasks import TaskError, load_tasks
 from rig.runners.registry import kind_of
 from rig.schema import (
+    BASES_DIR,
     FunnelStage,
     MinedCommit,
     MineFunnel,
@@ -47,9 +55,12 @@ from rig.schema import (
     Verification,
     test_glob_problem,
 )
+from rig.workspace.bases import bundle, materialize
 from rig.workspace.build import PatchError
 
 DEFAULT_MAX = 50
+# Where a mined task starts (`rig task mine --base`).
+BaseChoice = Literal["auto", "parent", "snapshot"]
 # Hidden-test runs per state: a test whose verdict changes over them is flaky.
 HIDDEN_RUNS = 3
 TASK_TIMEOUT_S = 900
@@ -67,6 +78,8 @@ class Mined:
     verdict: MinedCommit
     task_dir: Path
     hidden_dir: Path
+    base: str | None = None
+    """The git tree hash of its base; None: it starts from the fixture."""
 
 
 def _failures(v: Verification) -> str:
@@ -116,6 +129,17 @@ class Hidden:
 
     dir: Path
     placement: Placement
+
+
+@dataclass
+class Trace:
+    """How far a commit got (the last funnel stage it passed) and where its task starts."""
+
+    stage: FunnelStage = "read"
+    base: Literal["snapshot", "parent"] | None = None
+
+    def reached(self, stage: FunnelStage) -> None:
+        self.stage = stage
 
 
 def measure(
@@ -212,6 +236,8 @@ class Options:
     """What `rig task mine` was asked, beyond the pack and the commits."""
 
     repo: Path
+    snapshot: str
+    base: BaseChoice
     template: str
     test_globs: list[str]
     timeout_s: int
@@ -221,16 +247,32 @@ class Options:
     """The pack's project environment, activated once for every commit."""
 
 
+def _at_snapshot_or_parent(
+    commit: Commit, files: Split, pack: Pack, options: Options, scratch: Path, trace: Trace
+) -> tuple[Patches, Pack, Path | None, str | None]:
+    """The commit's patches, the pack as its task sees it, the tree holding its tests (None: the
+    snapshot) and its base (None: the fixture): reversed on the snapshot, or at its parent when
+    that does not apply or `--base parent` says so."""
+    if options.base != "parent":
+        try:
+            patches = build(options.repo, commit, files, pack, scratch / "snapshot")
+        except Skip as skip:
+            if options.base == "snapshot" or skip.verdict != "conflict":
+                raise
+        else:
+            trace.base = "snapshot"
+            return patches, pack, None, None
+    at = build_at_parent(options.repo, commit, files, pack, options.snapshot, scratch / "parent")
+    trace.base = "parent"
+    return at.patches, pack.at(materialize(pack.root, at.tree)), at.tests, at.tree
+
+
 def mine_commit(
-    commit: Commit,
-    pack: Pack,
-    options: Options,
-    staging: Path,
-    scratch: Path,
-    reached: Callable[[FunnelStage], None],
+    commit: Commit, pack: Pack, options: Options, staging: Path, scratch: Path, trace: Trace
 ) -> Mined:
-    """Measure one commit and write its task into `staging`, or raise Skip; `reached` hears each
-    step of the funnel it passes."""
+    """Measure one commit and write its task into `staging`, or raise Skip; `trace` hears each
+    step of the funnel it passes, and where its task starts."""
+    reached = trace.reached
     if len(commit.parents) > 1:
         raise Skip("merge", "a merge commit: its change is its parents' fixes")
     if not commit.parents:
@@ -241,11 +283,13 @@ def mine_commit(
     reached("changes")
     scratch.mkdir(parents=True)
     # The reverse first: a test a later commit deleted is a conflict, not a missing file.
-    patches = build(options.repo, commit, files, pack, scratch)
+    patches, start, tests_from, base = _at_snapshot_or_parent(commit, files, pack, options, scratch, trace)
     hidden = scratch / "hidden"
-    placement = hidden_tests(files, pack, hidden)
+    placement = hidden_tests(files, start, hidden, tests_from)
     reached("applied")
-    measured = measure(pack, patches, Hidden(hidden, placement), scratch, options.environment, reached)
+    # Activated once per environment hash: most bases share the fixture's.
+    environment = options.environment if base is None else activate(start)
+    measured = measure(start, patches, Hidden(hidden, placement), scratch, environment, reached)
     tests = measured.fail_to_pass + measured.pass_to_pass
     prompt = issue_text(commit.subject, commit.body, files.source + files.tests, tests, options.template)
     if prompt is None:
@@ -257,10 +301,11 @@ def mine_commit(
     shutil.copytree(hidden, hidden_dir)
     shutil.copyfile(patches.setup, task_dir / "setup.patch")
     shutil.copyfile(patches.solution, task_dir / "solution.patch")
-    kept = decoys(pack, patches, Hidden(hidden, placement), scratch, task_dir, options.environment)
+    kept = decoys(start, patches, Hidden(hidden, placement), scratch, task_dir, environment)
     spec = {
         "id": ident,
         "hypothesis": HYPOTHESIS,
+        **({"base": base} if base else {}),
         "hidden_at": placement.at,
         "hidden_tests": list(placement.tests),
         "timeout_s": options.timeout_s,
@@ -271,6 +316,7 @@ def mine_commit(
             "repo": options.repo.name,
             "commit": commit.sha,
             "subject": commit.subject,
+            **({"parent": commit.parents[0]} if base else {}),
             "pass_to_pass": measured.pass_to_pass,
         },
     }
@@ -286,21 +332,35 @@ def mine_commit(
         pass_to_pass=measured.pass_to_pass,
         decoys=sorted(kept),
         stage="described",
+        base=trace.base,
     )
-    return Mined(verdict, task_dir, hidden_dir)
+    return Mined(verdict, task_dir, hidden_dir, base)
+
+
+def _task_tomls(pack: Pack) -> list[tuple[str, dict]]:
+    """(task id, task.toml) of each of the pack's tasks that reads."""
+    found = []
+    if pack.tasks_dir.is_dir():
+        for toml in sorted(pack.tasks_dir.glob("*/task.toml")):
+            try:
+                found.append((toml.parent.name, tomllib.loads(toml.read_text())))
+            except (OSError, tomllib.TOMLDecodeError):
+                continue
+    return found
 
 
 def _known(pack: Pack) -> dict[str, str]:
     known = {}
-    if pack.tasks_dir.is_dir():
-        for toml in sorted(pack.tasks_dir.glob("*/task.toml")):
-            try:
-                source = tomllib.loads(toml.read_text()).get("source") or {}
-            except (OSError, tomllib.TOMLDecodeError):
-                continue
-            if isinstance(source, dict) and isinstance(source.get("commit"), str):
-                known[source["commit"]] = toml.parent.name
+    for ident, spec in _task_tomls(pack):
+        source = spec.get("source") or {}
+        if isinstance(source, dict) and isinstance(source.get("commit"), str):
+            known[source["commit"]] = ident
     return known
+
+
+def _bases(pack: Pack) -> list[str]:
+    """The bases the pack's tasks start from."""
+    return [spec["base"] for _, spec in _task_tomls(pack) if isinstance(spec.get("base"), str)]
 
 
 def template_for(pack: Pack, path: Path | None) -> str:
@@ -359,14 +419,16 @@ def mine(
     template: Path | None = None,
     test_globs: list[str] | None = None,
     timeout_s: int = TASK_TIMEOUT_S,
+    base: BaseChoice = "auto",
     on_result: Callable[[MinedCommit], None] | None = None,
     say: Callable[[str], None] | None = None,
 ) -> MineReport:
     """Mine `repo`'s history into `pack`: every commit looked at gets a verdict, each task made is
     calibrated and, only if it passes, moved into the pack's tasks and hidden tests.
 
-    `on_result` hears each commit's measurement as it is done, in history order; `say`, what the
-    long steps in between are doing.
+    `base`: where tasks start; auto: reversed on the snapshot, at the fix's parent when that does
+    not apply; parent: always at the parent; snapshot: never. `on_result` hears each commit's
+    measurement as it is done, in history order; `say`, what the long steps in between are doing.
     """
     say = say or (lambda _message: None)
     root = repository(repo)
@@ -399,25 +461,32 @@ def mine(
                 "fix the pack first (rig calibrate --pack)"
             )
         options = Options(
-            root, template_for(pack, template), list(test_globs or []), timeout_s, _known(pack), environment
+            root,
+            at,
+            base,
+            template_for(pack, template),
+            list(test_globs or []),
+            timeout_s,
+            _known(pack),
+            environment,
         )
         staging = work / "staging"
 
         def one(n: int, commit: Commit) -> MinedCommit | Mined:
-            stages: list[FunnelStage] = ["read"]
+            trace = Trace()
             try:
                 if commits and not is_ancestor(root, commit.sha, at):
                     raise Skip(
                         "outside",
                         f"not in the history of the snapshot {at[:12]}: its fix is not in the fixture",
                     )
-                return mine_commit(commit, pack, options, staging, work / f"{n:04d}", stages.append)
+                return mine_commit(commit, pack, options, staging, work / f"{n:04d}", trace)
             except Skip as skip:
-                return _skipped(commit, skip.verdict, skip.reason, stages[-1])
+                return _skipped(commit, skip.verdict, skip.reason, trace)
             # One commit never stops the mining: whatever went wrong is its verdict.
             except Exception as exc:
                 problem = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
-                return _skipped(commit, "error", problem, stages[-1])
+                return _skipped(commit, "error", problem, trace)
 
         mined: list[Mined] = []
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
@@ -432,6 +501,10 @@ def mine(
         if mined:
             say(f"calibrating the {len(mined)} tasks made, as rig calibrate would")
         failures = _calibrated(pack, staging, mined, workers)
+        # The bundle first: a task is in the pack once its task.toml is, and its base must be there.
+        bundle(
+            pack.root, [*_bases(pack), *(m.base for m in mined if m.base and m.verdict.task not in failures)]
+        )
         for entry in mined:
             problem = failures.get(entry.verdict.task or "")
             if problem is None:
@@ -445,10 +518,30 @@ def mine(
             else:
                 entry.verdict.verdict = "calibration"
                 entry.verdict.reason = f"calibration failed: {problem}"
+        _prune_locks(pack)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return MineReport(pack=pack.name, snapshot=at, commits=verdicts, funnel=MineFunnel.of(verdicts))
 
 
-def _skipped(commit: Commit, verdict: MineVerdict, reason: str, stage: FunnelStage) -> MinedCommit:
-    return MinedCommit(commit=commit.sha, subject=commit.subject, verdict=verdict, reason=reason, stage=stage)
+def _prune_locks(pack: Pack) -> None:
+    """Remove the generated locks of bases that no task of the pack starts from: a commit measured
+    at its parent whose task was then not kept."""
+    folder = pack.root / BASES_DIR
+    if not folder.is_dir():
+        return
+    needed = {lock_path(pack.at(materialize(pack.root, tree))) for tree in _bases(pack)}
+    for lock in folder.glob(f"*.{GENERATED_LOCK}"):
+        if lock not in needed:
+            lock.unlink()
+
+
+def _skipped(commit: Commit, verdict: MineVerdict, reason: str, trace: Trace) -> MinedCommit:
+    return MinedCommit(
+        commit=commit.sha,
+        subject=commit.subject,
+        verdict=verdict,
+        reason=reason,
+        stage=trace.stage,
+        base=trace.base,
+    )

@@ -11,9 +11,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from rig.mine.history import Commit, Skip, Split, commit_diff
+from rig.mine.history import Commit, Skip, Split, commit_diff, tree_diff
 from rig.runners.registry import kind_of
 from rig.schema import IN_FOLDER, Pack, Placement
+from rig.workspace.bases import keep
 from rig.workspace.build import DIFF_FLAGS, WorkspaceError, copy_fixture, git_bytes
 
 # Decoys that leave one change out: the first changes of the solution, at most this many.
@@ -41,12 +42,29 @@ class Patches:
     solution: Path
 
 
+def _git_copy(fixture: Path, dest: Path) -> Path:
+    """A copy of `fixture` at `dest`, committed in a git repository of its own."""
+    work = copy_fixture(fixture, dest)
+    _scratch_git(["init", "-q", "-b", "main", "--template="], work)
+    _commit(work, "fixture")
+    return work
+
+
+def _commit(work: Path, message: str) -> None:
+    _scratch_git(["add", "-A", "-f"], work)
+    _scratch_git(["commit", "-q", "--no-verify", "--allow-empty", "-m", message], work)
+
+
+def _staged(work: Path, dest: Path) -> Path:
+    """Everything changed in `work` since its last commit, as a patch written to `dest`."""
+    _scratch_git(["add", "-A", "-f"], work)
+    dest.write_bytes(_scratch_git(["diff", "--cached", *DIFF_FLAGS, "HEAD"], work))
+    return dest
+
+
 def build(repo: Path, commit: Commit, files: Split, pack: Pack, scratch: Path) -> Patches:
     """setup.patch and solution.patch of `commit` against the fixture, made in a git copy of it."""
-    work = copy_fixture(pack.fixture_dir, scratch / "repo")
-    _scratch_git(["init", "-q", "-b", "main", "--template="], work)
-    _scratch_git(["add", "-A", "-f"], work)
-    _scratch_git(["commit", "-q", "--no-verify", "--allow-empty", "-m", "fixture"], work)
+    work = _git_copy(pack.fixture_dir, scratch / "repo")
     whole, source = scratch / "commit.diff", scratch / "source.diff"
     # The protected files the fix changed stay as the snapshot has them (measuring says whether
     # its tests pass so).
@@ -59,18 +77,59 @@ def build(repo: Path, commit: Commit, files: Split, pack: Pack, scratch: Path) -
             "conflict", f"its reverse does not apply to the snapshot ({_git_complaint(exc)})"
         ) from None
     _apply(work, whole, "-R")
-    _scratch_git(["add", "-A", "-f"], work)
-    setup = scratch / "setup.patch"
-    setup.write_bytes(_scratch_git(["diff", "--cached", *DIFF_FLAGS, "HEAD"], work))
-    _scratch_git(["commit", "-q", "--no-verify", "-m", "setup"], work)
+    setup = _staged(work, scratch / "setup.patch")
+    _commit(work, "setup")
     try:
         _apply(work, source)
     except WorkspaceError as exc:
         raise Skip("conflict", f"the fix does not apply after its reverse ({_git_complaint(exc)})") from None
-    _scratch_git(["add", "-A", "-f"], work)
-    solution = scratch / "solution.patch"
-    solution.write_bytes(_scratch_git(["diff", "--cached", *DIFF_FLAGS, "HEAD"], work))
-    return Patches(setup, solution)
+    return Patches(setup, _staged(work, scratch / "solution.patch"))
+
+
+@dataclass(frozen=True)
+class AtParent:
+    """A task that starts at its fix's parent: its patches, its base (the git tree hash of the
+    fixture with the repository's files as the parent has them, kept by rig.workspace.bases), and
+    a tree holding the fix's own version of its tests."""
+
+    patches: Patches
+    tree: str
+    tests: Path
+
+
+def build_at_parent(
+    repo: Path, commit: Commit, files: Split, pack: Pack, snapshot: str, scratch: Path
+) -> AtParent:
+    """The task of `commit` at its parent: the fixture taken back from the snapshot to the parent
+    (files the pack added to the fixture stay), where the fix's tests are absent or as they were;
+    an empty setup; the fix's change to the source as the solution."""
+    parent = commit.parents[0]
+    work = _git_copy(pack.plain.fixture_dir, scratch / "repo")
+    back, source, tests = scratch / "back.diff", scratch / "source.diff", scratch / "tests.diff"
+    back.write_bytes(tree_diff(repo, snapshot, parent))
+    source.write_bytes(commit_diff(repo, commit, files.source))
+    tests.write_bytes(commit_diff(repo, commit, files.tests))
+    if back.stat().st_size:
+        try:
+            _apply(work, back)
+        except WorkspaceError as exc:
+            raise Skip(
+                "conflict",
+                f"the fixture does not go back to the fix's parent {parent[:12]}: it differs from the "
+                f"snapshot there ({_git_complaint(exc)})",
+            ) from None
+    _commit(work, "base")
+    tree = keep(work)
+    setup = scratch / "setup.patch"
+    setup.write_bytes(b"")
+    try:
+        _apply(work, source)
+    except WorkspaceError as exc:
+        raise Skip("conflict", f"the fix does not apply at its own parent ({_git_complaint(exc)})") from None
+    solution = _staged(work, scratch / "solution.patch")
+    _commit(work, "solution")
+    _apply(work, tests)
+    return AtParent(Patches(setup, solution), tree, work)
 
 
 def companions(files: Split, fixture: Path) -> list[str]:
@@ -96,21 +155,25 @@ def companions(files: Split, fixture: Path) -> list[str]:
     return [rel for rel in found if rel not in files.tests]
 
 
-def hidden_tests(files: Split, pack: Pack, dest: Path) -> Placement:
-    """Copy the snapshot's version of the commit's tests into `dest`, and say where they run. At
-    their own paths (`dest` mirrors the tree) wherever the runner kind allows, with their pristine
-    companions; else as one folder, with the files beside them their kind's tests need."""
+def hidden_tests(files: Split, pack: Pack, dest: Path, tests_from: Path | None = None) -> Placement:
+    """Copy the commit's tests (from the tree `tests_from`, default the snapshot) into `dest`, and
+    say where they run. At their own paths (`dest` mirrors the tree) wherever the runner kind
+    allows, with their pristine companions from the task's starting tree; else as one folder, with
+    the files beside them their kind's tests need."""
+    tests_from = tests_from or pack.fixture_dir
     if kind_of(pack.spec.runner.kind).at_own_paths:
-        for rel in [*files.tests, *companions(files, pack.fixture_dir)]:
+        found = [(tests_from, rel) for rel in files.tests]
+        found += [(pack.fixture_dir, rel) for rel in companions(files, pack.fixture_dir)]
+        for tree, rel in found:
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(pack.fixture_dir / rel, dest / rel)
+            shutil.copyfile(tree / rel, dest / rel)
         return Placement(at="own-paths", tests=tuple(files.tests))
     wanted: dict[str, Path] = {}
     for rel in files.tests:
         name = PurePosixPath(rel).name
         if name in wanted:
             raise Skip("hidden-clash", f"two of its tests are named {name}; the hidden tests are one folder")
-        wanted[name] = pack.fixture_dir / rel
+        wanted[name] = tests_from / rel
     for companion in kind_of(pack.spec.runner.kind).hidden_companions:
         beside = {(pack.fixture_dir / rel).parent / companion for rel in files.tests}
         present = [c for c in beside if c.is_file()]

@@ -66,8 +66,9 @@ def load_pack(path: Path | str | None = None) -> Pack:
 
 
 def pack_digest(pack: Pack, skip_caches: bool = True) -> str:
-    """A hash of what a pack measures with: its manifest, fixture, tasks and hidden tests."""
+    """A hash of what a pack measures with: its manifest, fixture, tasks and hidden tests (a task's
+    base is pinned by the tree hash its task.toml names)."""
     h = hashlib.sha256(manifest_path(pack.root).read_bytes())
-    for folder in (pack.fixture_dir, pack.tasks_dir, pack.hidden_dir):
+    for folder in (pack.plain.fixture_dir, pack.tasks_dir, pack.hidden_dir):
         h.update(tree_digest(folder, skip_caches=skip_caches).encode())
     return h.hexdigest()

@@ -32,6 +32,8 @@ from rig.runners.base import Detection, Kind, Project, TestGlob
 from rig.runners.registry import KINDS, kind_of
 from rig.schema import PACK_NAME, RunnerKind
 from rig.verify.checks import GATE_STAGE
+from rig.workspace.bases import write_tree
+from rig.workspace.build import WorkspaceError
 
 EXAMPLE_TASK = "example"
 DECOYS = ("todo_decoy_one", "todo_decoy_two")
@@ -51,8 +53,6 @@ JSON_GATE = (
 )
 GIT_TIMEOUT_S = 120
 COMMENT_WIDTH = 100
-EXECUTABLE_MODE = "100755"
-SYMLINK_MODE = "120000"
 
 # The rig runs a placeholder, so a pack not yet filled in fails with the reason instead of crashing.
 TODO_COMMAND = "TODO: the command that checks the project"
@@ -229,40 +229,10 @@ def snapshot(root: Path, dest: Path) -> tuple[list[str], list[str]]:
 
     Returns the files written and the submodules left out (their commits live elsewhere).
     """
-    listing = _git(root, "ls-tree", "-r", "-z", "--full-tree", "HEAD")
-    blobs: list[tuple[str, str, str]] = []
-    submodules: list[str] = []
-    for entry in filter(None, listing.split("\0")):
-        meta, path = entry.split("\t", 1)
-        mode, kind, sha = meta.split()
-        if kind == "commit":
-            submodules.append(path)
-        else:
-            blobs.append((mode, sha, path))
-    # One git process streams every object: a request, then its answer, so no pipe fills up.
-    with subprocess.Popen(
-        ["git", "-C", str(root), "cat-file", "--batch"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    ) as cat:
-        for mode, sha, path in blobs:
-            cat.stdin.write(sha.encode() + b"\n")
-            cat.stdin.flush()
-            header = cat.stdout.readline().split()
-            if len(header) != 3 or header[1] != b"blob":
-                raise ScaffoldError(f"{root}: git cannot read {path} at HEAD; run git fsck")
-            content = cat.stdout.read(int(header[2]))
-            cat.stdout.read(1)  # the newline after each object
-            target = dest / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if mode == SYMLINK_MODE:
-                target.symlink_to(os.fsdecode(content))
-            else:
-                target.write_bytes(content)
-                if mode == EXECUTABLE_MODE:
-                    target.chmod(target.stat().st_mode | 0o111)
-    return [path for _, _, path in blobs], submodules
+    try:
+        return write_tree(["git", "-C", str(root)], "HEAD", dest)
+    except WorkspaceError as exc:
+        raise ScaffoldError(f"{root}: {exc}") from None
 
 
 def _read(snap: Path, rel: str) -> str | None:

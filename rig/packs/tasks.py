@@ -8,6 +8,8 @@ from rig.packs.manifest import load_pack
 from rig.packs.tomlfile import first_error, read_toml
 from rig.runners.registry import kind_of
 from rig.schema import Pack, Task, TaskSpec
+from rig.workspace.bases import materialize
+from rig.workspace.build import WorkspaceError
 
 MIN_DECOYS = 2
 
@@ -18,7 +20,8 @@ class TaskError(Exception):
 
 def load_task(task_dir: Path, pack: Pack, hidden_root: Path | None = None) -> Task:
     """Load and validate one task directory of `pack` (its hidden tests under `hidden_root`, by
-    default the pack's); raise TaskError with a one-line reason."""
+    default the pack's); raise TaskError with a one-line reason. A task with a `base` gets the pack
+    as seen from it (Pack.at), the base written out on this machine first."""
     toml_path = task_dir / "task.toml"
     if not toml_path.is_file():
         raise TaskError(f"{toml_path}: missing; every task directory needs a task.toml")
@@ -30,6 +33,11 @@ def load_task(task_dir: Path, pack: Pack, hidden_root: Path | None = None) -> Ta
         raise TaskError(f"{toml_path}: {where}: {message}; fix the field") from None
     if spec.id != task_dir.name:
         raise TaskError(f"{toml_path}: id {spec.id!r} differs from its directory name {task_dir.name!r}")
+    if spec.base is not None:
+        try:
+            pack = pack.plain.at(materialize(pack.root, spec.base))
+        except WorkspaceError as exc:
+            raise TaskError(f"{toml_path}: {exc}") from None
     task = Task(spec=spec, dir=task_dir, hidden_dir=(hidden_root or pack.hidden_dir) / spec.id, pack=pack)
     for path in (task.setup_patch, task.solution_patch):
         if not path.is_file():

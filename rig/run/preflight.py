@@ -113,7 +113,7 @@ def _confinement(experiment: Experiment, sandbox: str) -> str:
 
 
 def _calibration(tasks: list[Task], hint: str) -> Passed | str:
-    pack = tasks[0].pack
+    pack = tasks[0].pack.plain
     pins = load_pins(pack)
     if pins is None:
         return Passed(
@@ -166,7 +166,7 @@ def _space(runs_root: Path, tasks: list[Task], workers: int) -> str:
         check_agent_root(runs_root.resolve())
     except WorkspaceError as exc:
         raise PreflightError(str(exc)) from None
-    fixture = tasks[0].pack.fixture_dir
+    fixture = tasks[0].pack.plain.fixture_dir
     size = sum(p.lstat().st_size for p in fixture.rglob("*") if p.is_file() and not p.is_symlink())
     need = workers * (FIXTURE_COPIES * size + WORKSPACE_SLACK_BYTES)
     base = _existing(runs_root)

@@ -16,7 +16,7 @@ import threading
 from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as dist_version
@@ -31,7 +31,7 @@ from rig.confine.proc import ContainmentError, containment, kill_running_command
 from rig.confine.project_env import ProjectEnv
 from rig.confine.sandbox import resolve
 from rig.confine.untrusted import remove_trees
-from rig.env.activate import activate
+from rig.env.activate import activate_each
 from rig.experiment.budget import BudgetMonitor
 from rig.experiment.load import ExperimentError
 from rig.experiment.plan import plan
@@ -45,6 +45,7 @@ from rig.run.steps.protect import protect
 from rig.run.steps.record import record, rig_error_record
 from rig.run.steps.verify import Verified, verify
 from rig.schema import (
+    BASES_DIR,
     RIG_SIDE_RULES,
     AgentRun,
     Condition,
@@ -64,6 +65,7 @@ from rig.store.results import ResultsStore
 from rig.verify.audit import STOP_RULES, toolchain_digest
 from rig.verify.checks import default_pycache, forget_bytecode
 from rig.version import rig_version
+from rig.workspace.bases import bases_root
 from rig.workspace.build import check_agent_root, tree_digest
 from rig.workspace.scratch import Scratch, choose_scratch
 
@@ -96,12 +98,17 @@ class RunContext:
     """Set when the experiment is interrupted: runs in flight end at their next step."""
     network: NetworkOutcome | None = None
     """The network policy as this machine enforces it, before any run (network.resolve_network)."""
-    project_env: ProjectEnv | None = None
-    """The pack's project environment, built before any run (rig.env.activate)."""
+    project_envs: dict[str, ProjectEnv | None] = field(default_factory=dict)
+    """Task id -> its project environment (its base's, else the pack's), built before any run
+    (rig.env.activate); tasks whose trees need the same environment share one."""
 
     @property
     def conditions(self) -> dict[str, Condition]:
         return {c.name: c for c in self.experiment.conditions}
+
+    def confinement_for(self, task: str) -> Confinement:
+        """What confines the agents of `task`: the experiment's confinement in its environment."""
+        return replace(self.confinement, project_env=self.project_envs.get(task))
 
 
 def make_context(
@@ -130,13 +137,15 @@ def make_context(
     """
     # Agents run in their workspace: every path handed to them must be absolute.
     results_root, runs_root = results_root.resolve(), runs_root.resolve()
-    pack = tasks[0].pack
+    pack = tasks[0].pack.plain
     _check_skills(experiment, repo_root)
     problem = unreachable_model(experiment.network, experiment.provider)
     if problem:
         raise ExperimentError(problem)
     check_agent_root(runs_root)
-    project_env = activate(pack, notify)
+    by_tree = activate_each([t.pack for t in tasks], notify)
+    project_envs = {t.id: by_tree[t.pack.fixture_dir] for t in tasks}
+    environments = list({id(env): env for env in project_envs.values() if env is not None}.values())
     # Installed before anything else is made, so a version npm cannot install leaves nothing behind.
     installed = {
         c.name: install_version(experiment.harness, c.harness_version, notify)
@@ -150,6 +159,9 @@ def make_context(
     secrets = [
         pack.root / MANIFEST,
         pack.fixture_dir.resolve(),
+        # Bases hold the tests other tasks hide, the pack's bundle and this machine's copies alike.
+        (pack.root / BASES_DIR).resolve(),
+        bases_root().resolve(),
         *(t.dir.resolve() for t in tasks),
         *(t.hidden_dir.resolve() for t in tasks),
         results_root / experiment.name,
@@ -165,11 +177,15 @@ def make_context(
         default_pycache(),
         *secrets,
     ]
-    exposed = [*_agent_runtime(), *installed.values(), *(project_env.visible() if project_env else [])]
+    exposed = [
+        *_agent_runtime(),
+        *installed.values(),
+        *(path for env in environments for path in env.visible()),
+    ]
     confinement, sandbox_status, network_status = _confine(
-        experiment, sandbox, hidden=hidden, exposed=exposed, project_env=project_env
+        experiment, sandbox, hidden=hidden, exposed=exposed
     )
-    pins = _pins(experiment, pack, tasks, project_env)
+    pins = _pins(experiment, pack, tasks, project_envs)
     harness_versions = {
         c.name: adapter_for(experiment, tasks[0], harness_version=c.harness_version).version()
         for c in experiment.conditions
@@ -179,7 +195,7 @@ def make_context(
     store = ResultsStore(results_root / experiment.name)
     _bind_design(store.root, experiment)
     if adds_runs:
-        _check_environment(store, pack, project_env)
+        _check_environment(store, pack, project_envs)
     redactor = Redactor.for_machine(
         runs_root=runs_root, repo_root=repo_root, results_root=results_root, verify_root=scratch.folder.parent
     )
@@ -198,7 +214,7 @@ def make_context(
         keep_workspaces=keep_workspaces,
         harness_versions=harness_versions,
         network=network_status,
-        project_env=project_env,
+        project_envs=project_envs,
     )
 
 
@@ -208,7 +224,6 @@ def _confine(
     *,
     hidden: list[Path],
     exposed: list[Path],
-    project_env: ProjectEnv | None = None,
 ) -> tuple[Confinement, SandboxStatus, NetworkOutcome]:
     """What confines every agent of the experiment (the `sandbox` mode, hiding `hidden` but for
     `exposed`; its network policy; its limits and run budget), with the sandbox and network as this
@@ -226,7 +241,6 @@ def _confine(
         stream_tail_bytes=limits.stream_tail_bytes,
         file_bytes=limits.file_bytes,
         run_budget=experiment.run_budget,
-        project_env=project_env,
     )
     return confinement, sandbox_status, network_status
 
@@ -243,29 +257,27 @@ def _check_skills(experiment: Experiment, repo_root: Path) -> None:
 
 
 def _pins(
-    experiment: Experiment, pack: Pack, tasks: list[Task], project_env: ProjectEnv | None = None
+    experiment: Experiment, pack: Pack, tasks: list[Task], project_envs: dict[str, ProjectEnv | None]
 ) -> dict[str, Pins]:
-    """Per task, what its runs pin: the pack, the fixture, the task, its hidden tests, the toolchain,
-    the project environment and the harness at its pinned version."""
-    fixture_hash = tree_digest(pack.fixture_dir)
-    versions = {
-        "rig_version": rig_version(),
-        "pack": pack.name,
-        "pack_hash": pack_digest(pack),
-        **_tool_versions(project_env),
-        "toolchain_hash": toolchain_digest(),
-        "environment_hash": project_env.hash if project_env else None,
-        "environment_packages": project_env.packages_digest if project_env else None,
-    }
+    """Per task, what its runs pin: the pack, the tree it starts from (the fixture or its base), the
+    task, its hidden tests, the toolchain, its project environment and the harness at its pinned
+    version."""
+    trees = {t.pack.fixture_dir: tree_digest(t.pack.fixture_dir) for t in tasks}
+    common = {"rig_version": rig_version(), "pack": pack.name, "pack_hash": pack_digest(pack)}
     pins = {}
     for task in tasks:
-        harness_version = adapter_for(experiment, task).version()
+        env = project_envs.get(task.id)
         pins[task.id] = Pins(
-            fixture_hash=fixture_hash,
+            fixture_hash=trees[task.pack.fixture_dir],
+            base_tree=task.spec.base,
             task_hash=tree_digest(task.dir),
             hidden_tests_hash=tree_digest(task.hidden_dir),
-            harness_version=harness_version,
-            **versions,
+            harness_version=adapter_for(experiment, task).version(),
+            **common,
+            **_tool_versions(env),
+            toolchain_hash=toolchain_digest(),
+            environment_hash=env.hash if env else None,
+            environment_packages=env.packages_digest if env else None,
         )
     return pins
 
@@ -317,11 +329,14 @@ def _bind_design(root: Path, experiment: Experiment) -> None:
     path.write_text(json.dumps(design, indent=2, sort_keys=True) + "\n")
 
 
-def _check_environment(store: ResultsStore, pack: Pack, project_env: ProjectEnv | None) -> None:
-    """Refuse to add runs in another project environment than the recorded ones were made in: its
-    packages are part of what every run measured."""
-    want = (project_env.hash, project_env.packages_digest) if project_env else (None, None)
+def _check_environment(store: ResultsStore, pack: Pack, project_envs: dict[str, ProjectEnv | None]) -> None:
+    """Refuse to add runs in another project environment than the recorded ones of their task were
+    made in: its packages are part of what every run measured."""
     for run in store.read_runs():
+        if run.get("task") not in project_envs:
+            continue
+        env = project_envs[run["task"]]
+        want = (env.hash, env.packages_digest) if env else (None, None)
         pins = run.get("pins") or {}
         had = (pins.get("environment_hash"), pins.get("environment_packages"))
         if had != want:
@@ -363,7 +378,7 @@ def attempt_of(ctx: RunContext, item: PlanItem, number: int, folder: Path) -> At
         scratch=ctx.scratch,
         secrets=ctx.secrets,
         network=ctx.network,
-        project_env=ctx.project_env,
+        project_env=ctx.project_envs.get(task.id),
     )
 
 
@@ -381,7 +396,10 @@ def run_one(item: PlanItem, ctx: RunContext, number: int | None = None) -> tuple
     run: AgentRun | None = None
     try:
         adapter = adapter_for(
-            ctx.experiment, attempt.task, ctx.confinement, attempt.condition.harness_version
+            ctx.experiment,
+            attempt.task,
+            ctx.confinement_for(attempt.task.id),
+            attempt.condition.harness_version,
         )
         trail.enter("prepare")
         prepared = prepare(attempt, trail=trail)

@@ -34,6 +34,7 @@ from rig.schema.experiment import (  # noqa: F401
     parse_host_port,
 )
 from rig.schema.pack import (  # noqa: F401
+    BASES_DIR,
     COMMIT_SHA,
     DEFAULT_FILE_BYTES,
     DEFAULT_HEAD_BYTES,

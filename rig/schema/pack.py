@@ -308,11 +308,19 @@ class PackSpec(BaseModel):
     )
 
 
+# The folder of a pack holding its tasks' bases (rig.workspace.bases) and their generated locks.
+BASES_DIR = "bases"
+
+
 class Pack(BaseModel):
     """A loaded pack: its manifest and the folder it lives in."""
 
     spec: PackSpec
     root: Path
+    base: Path | None = Field(
+        default=None,
+        description="a task's own starting tree instead of the fixture (rig.workspace.bases), written out",
+    )
 
     @property
     def name(self) -> str:
@@ -320,7 +328,17 @@ class Pack(BaseModel):
 
     @property
     def fixture_dir(self) -> Path:
-        return self.root / self.spec.fixture
+        """The tree workspaces start from: the task's base, else the pack's fixture."""
+        return self.base or self.root / self.spec.fixture
+
+    @property
+    def plain(self) -> "Pack":
+        """The pack itself, its fixture the starting tree."""
+        return self if self.base is None else self.model_copy(update={"base": None})
+
+    def at(self, base: Path) -> "Pack":
+        """The pack as a task starting from the tree at `base` sees it (its environment, its gate)."""
+        return self.model_copy(update={"base": base})
 
     @property
     def tasks_dir(self) -> Path:
@@ -354,6 +372,9 @@ class TaskSource(BaseModel):
     repo: str = ""
     commit: str = Field(pattern=COMMIT_SHA)
     subject: str = ""
+    parent: str | None = Field(
+        default=None, pattern=COMMIT_SHA, description="the fix's parent, when the task starts there (`base`)"
+    )
     pass_to_pass: list[str] = Field(default_factory=list)
 
 
@@ -393,6 +414,12 @@ class TaskSpec(BaseModel):
     )
     scope_enforced: bool = Field(
         default=False, description="a change outside `scope` fails the run (stage scope)"
+    )
+    base: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{40}$",
+        description="the git tree hash of the task's starting tree, kept in the pack's bases/bases.bundle "
+        "(a mined task at its fix's parent); None: the fixture",
     )
     hidden_at: HiddenAt = Field(
         default="folder",

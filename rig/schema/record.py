@@ -153,7 +153,10 @@ class Pins(BaseModel):
     pack_hash: str | None = Field(
         default=None, description="the pack's manifest, fixture, tasks and hidden tests"
     )
-    fixture_hash: str
+    fixture_hash: str = Field(description="the tree the workspace started from: the fixture, or its base")
+    base_tree: str | None = Field(
+        default=None, description="the git tree hash of the task's base (task.toml `base`); None: the fixture"
+    )
     task_hash: str
     hidden_tests_hash: str
     harness_version: str

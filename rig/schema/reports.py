@@ -107,6 +107,9 @@ class MinedCommit(BaseModel):
     stage: FunnelStage = Field(
         default="read", description="the last step of mining it passed (MineFunnel, in that order)"
     )
+    base: Literal["snapshot", "parent"] | None = Field(
+        default=None, description="where its fix applied: reversed on the snapshot, or at its own parent"
+    )
     task: str | None = None
     fail_to_pass: list[str] = Field(default_factory=list)
     pass_to_pass: list[str] = Field(default_factory=list)
@@ -119,19 +122,23 @@ class MineFunnel(BaseModel):
 
     read: int
     changes: int = Field(description="changed source and test files, none generated or protected")
-    applied: int = Field(description="their reverse applied to the snapshot")
+    applied: int = Field(description="their reverse applied to the snapshot, or they start at their parent")
     not_flaky: int = Field(description="their hidden tests gave one verdict over every run of the same code")
     passed_after: int = Field(description="the fix passed its hidden tests and the gate")
     failed_before: int = Field(description="some hidden test failed before the fix")
     described: int = Field(description="their message said something once files and tests were left out")
     calibrated: int = Field(description="the task made of them passed calibration")
     kept: int = Field(description="the task was moved into the pack")
+    at_parent: int = Field(default=0, description="of those applied, how many start at their fix's parent")
 
     @classmethod
     def of(cls, commits: list[MinedCommit]) -> "MineFunnel":
         """The funnel of these commits, from the last step each one passed."""
         reached = [FUNNEL_STAGES.index(entry.stage) for entry in commits]
-        return cls(**{stage: sum(at >= n for at in reached) for n, stage in enumerate(FUNNEL_STAGES)})
+        counts = {stage: sum(at >= n for at in reached) for n, stage in enumerate(FUNNEL_STAGES)}
+        applied = FUNNEL_STAGES.index("applied")
+        parent = sum(at >= applied and e.base == "parent" for at, e in zip(reached, commits, strict=True))
+        return cls(**counts, at_parent=parent)
 
 
 class MineReport(BaseModel):

@@ -123,7 +123,7 @@ def git_bytes(args: list[str | bytes], cwd: Path, git_dir: Path | None = None, s
     # GIT_EXEC_PATH of the user's shell would reach git run over a hostile workspace; here git gets
     # only the fixed environment below, raw bytes in and out, and a timeout.
     prefix = ["git", *SAFE_GIT] + ([f"--git-dir={git_dir}", f"--work-tree={cwd}"] if git_dir else [])
-    env = _git_env(cwd)
+    env = git_env(cwd)
     try:
         proc = subprocess.run(
             [*prefix, *args], cwd=cwd, env=env, capture_output=True, input=stdin, timeout=GIT_TIMEOUT_S
@@ -138,7 +138,8 @@ def git_bytes(args: list[str | bytes], cwd: Path, git_dir: Path | None = None, s
     return proc.stdout
 
 
-def _git_env(cwd: Path) -> dict[str, str]:
+def git_env(cwd: Path) -> dict[str, str]:
+    """The fixed environment git runs in over rig's own and agent-made trees (HOME at `cwd`)."""
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cwd), **GIT_ENV}
 
 
@@ -384,7 +385,7 @@ class Stager:
         self._importer = subprocess.Popen(
             ["git", *SAFE_GIT, f"--git-dir={rig_git_dir}", "fast-import", "--quiet"],
             cwd=rig_git_dir,
-            env=_git_env(rig_git_dir),
+            env=git_env(rig_git_dir),
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

@@ -113,6 +113,7 @@ version = "0.1.0"
 
 [tool.pytest.ini_options]
 testpaths = ["tests"]
+addopts = "-m 'not slow'"
 """
 
 
@@ -233,15 +234,16 @@ def python_repo(root: Path) -> tuple[Path, dict[str, str]]:
             "def test_even():\n    assert close(median([1, 2, 3, 4]), 2.5)\n",
         },
     )
-    # Its test asserts what the fix does not do, so it fails after the fix too; it lies outside
-    # pytest's testpaths, where the project's own run (the gate) never collects it.
+    # Its test asserts what the fix does not do, so it fails after the fix too; it is marked slow,
+    # which the project's own run (the gate: addopts -m 'not slow') deselects, where the hidden
+    # tests run every test they are given.
     step(
         "Round the mean of values to two places",
         "solution-fails",
         {
             "calc/mean.py": "def mean2(values):\n    return round(sum(values) / len(values), 2)\n",
-            "examples/test_mean2.py": "from calc.mean import mean2\n\n\n"
-            "def test_thirds():\n    assert mean2([1, 1, 2]) == 1.34\n",
+            "tests/test_mean2.py": "import pytest\n\nfrom calc.mean import mean2\n\n\n"
+            "@pytest.mark.slow\ndef test_thirds():\n    assert mean2([1, 1, 2]) == 1.34\n",
         },
     )
     step(
@@ -462,33 +464,37 @@ testpaths = ["tests"]
 """
 
 
-def dependency_repo(root: Path) -> tuple[Path, str]:
-    """A Python project whose dependencies grow after a fix: the fix's parent needs another
-    environment than the snapshot. The repository and the fix's sha."""
+def dependency_repo(root: Path) -> tuple[Path, dict[str, str]]:
+    """A Python project whose dependencies change around two fixes: the first fix's parent names a
+    package no index has; the second's names none, where the snapshot names python-dateutil. The
+    repository and, per fix's sha, the verdict `rig task mine --base parent` must give it."""
     repo, _expected, step = history(root / "days")
+    week = (
+        "def weekend(day):\n    return day in ('sat',)\n\n\ndef weekday(day):\n    return day in ('mon',)\n"
+    )
+    test = "from days.week import weekend\n\n\ndef test_saturday():\n    assert weekend('sat')\n"
     step(
         "Start the day helpers",
         "root",
         {
-            "pyproject.toml": DAYS_PYPROJECT,
+            "pyproject.toml": DAYS_PYPROJECT.replace(
+                "dependencies = []", 'dependencies = ["rig-no-such-package"]'
+            ),
             "days/__init__.py": "",
-            "days/week.py": "def weekend(day):\n    return day in ('sat',)\n",
-            "tests/test_week.py": "from days.week import weekend\n\n\n"
-            "def test_saturday():\n    assert weekend('sat')\n",
+            "days/week.py": week,
+            "tests/test_week.py": test,
         },
     )
-    fix = "Fix weekend() forgetting Sunday"
-    step(
-        fix,
-        "mined",
-        {
-            "days/week.py": "def weekend(day):\n    return day in ('sat', 'sun')\n",
-            "tests/test_week.py": "from days.week import weekend\n\n\n"
-            "def test_saturday():\n    assert weekend('sat')\n\n\n"
-            "def test_sunday():\n    assert weekend('sun')\n",
-        },
-    )
-    sha = git(repo, "rev-parse", "HEAD").strip()
+    week = week.replace("('sat',)", "('sat', 'sun')")
+    test += "\n\ndef test_sunday():\n    assert weekend('sun')\n"
+    step("Fix weekend() forgetting Sunday", "environment", {"days/week.py": week, "tests/test_week.py": test})
+    first = git(repo, "rev-parse", "HEAD").strip()
+    step("Drop a dependency nothing uses", "protected", {"pyproject.toml": DAYS_PYPROJECT})
+    week = week.replace("('mon',)", "('mon', 'tue', 'wed', 'thu', 'fri')")
+    test = test.replace("import weekend", "import weekday, weekend")
+    test += "\n\ndef test_friday():\n    assert weekday('fri')\n"
+    step("Fix weekday() knowing only Monday", "mined", {"days/week.py": week, "tests/test_week.py": test})
+    second = git(repo, "rev-parse", "HEAD").strip()
     step(
         "Parse dates with python-dateutil",
         "protected",
@@ -500,4 +506,4 @@ def dependency_repo(root: Path) -> tuple[Path, str]:
             "    return parser.parse(text).strftime('%a').lower()\n",
         },
     )
-    return repo, sha
+    return repo, {first: "environment", second: "mined"}

@@ -246,6 +246,24 @@ def test_a_dependency_group_and_a_requirements_file_without_the_project(tmp_path
     assert str(tmp_path) not in lock, "the lock names no machine's folders"
 
 
+def test_resolving_a_project_whose_version_comes_from_git_gets_the_pretended_version(tmp_path: Path) -> None:
+    # A setup.py-only project, as older ones are: its metadata is made by running it, and its
+    # version comes from git (setuptools-scm), which a tree without .git has not.
+    pack, cache = make_pack(tmp_path / "pack", "pretend_version = true\n"), tmp_path / "envs"
+    fixture = pack / "fixture"
+    (fixture / "pyproject.toml").unlink()
+    (fixture / "setup.py").write_text(
+        "import os\n\nfrom setuptools import find_packages, setup\n\n"
+        "version = os.environ.get('SETUPTOOLS_SCM_PRETEND_VERSION')\n"
+        "if not version:\n    raise LookupError('setuptools-scm was unable to detect version')\n"
+        "setup(name='envproject', version=version, package_dir={'': 'src'},\n"
+        "      packages=find_packages('src'), install_requires=['six'])\n"
+    )
+    proc = rig(offline(cache), "env", "build", str(pack))
+    assert proc.returncode == 0, proc.stderr
+    assert "six==1.17.0" in (pack / "environment.lock.txt").read_text()
+
+
 class _Says(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         body = f"served {self.path}".encode()

@@ -330,11 +330,12 @@ def test_a_fix_the_snapshot_cannot_reverse_is_mined_at_its_parent(tmp_path):
 
 @pytest.mark.slow
 def test_a_task_at_its_parent_gets_the_environment_its_own_dependencies_call_for(tmp_path, monkeypatch):
-    repo, fix = dependency_repo(tmp_path)
+    repo, expected = dependency_repo(tmp_path)
     pack = new_pack(repo, tmp_path / "pack")
-    report = mined(repo, pack, "--commit", fix, "--base", "parent")
-    (entry,) = report["commits"]
-    assert entry["verdict"] == "mined" and entry["base"] == "parent", entry
+    report = mined(repo, pack, "--base", "parent", *(arg for sha in expected for arg in ("--commit", sha)))
+    assert {e["commit"]: e["verdict"] for e in report["commits"]} == expected, report["commits"]
+    (failed,) = [e for e in report["commits"] if e["verdict"] == "environment"]
+    assert "environment cannot be built" in failed["reason"] and "rig-no-such-package" in failed["reason"]
     monkeypatch.setenv("RIG_ENV_DIR", ENV["RIG_ENV_DIR"])
     for key in ("RIG_WHEELS", "UV_OFFLINE", "UV_CACHE_DIR"):
         monkeypatch.setenv(key, ENV[key])

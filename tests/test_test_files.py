@@ -192,6 +192,28 @@ def test_jest_says_when_a_test_regex_is_no_glob() -> None:
 MOCHA_FILES = {"test/app.js": "", "test/acceptance/auth.js": "", "test/support/env.js": ""}
 
 
+def test_pytest_reads_testpaths_and_python_files_from_the_file_it_would_read() -> None:
+    # python-slugify names its one test module as its testpaths; the kind's names never match it.
+    slugify = '[tool.pytest.ini_options]\ntestpaths = ["test.py"]\naddopts = "--color=yes"\n'
+    assert read("pytest", {"pyproject.toml": slugify, "test.py": ""}) == [
+        ("test.py", "pyproject.toml testpaths")
+    ]
+    tox = "[tox]\nenvlist = py\n\n[pytest]\ntestpaths = tests ./docs/\npython_files = check_*.py\n"
+    assert read("pytest", {"tox.ini": tox}) == [
+        ("tests/**/check_*.py", "tox.ini testpaths and python_files"),
+        ("docs/**/check_*.py", "tox.ini testpaths and python_files"),
+    ]
+    # pytest reads pytest.ini before setup.cfg, whatever setup.cfg says.
+    both = {
+        "pytest.ini": "[pytest]\npython_files = *_spec.py\n",
+        "setup.cfg": "[tool:pytest]\ntestpaths = t\n",
+    }
+    assert read("pytest", both) == [("**/*_spec.py", "pytest.ini python_files")]
+    # Neither set, or no configuration: the kind's own names are pytest's defaults.
+    assert read("pytest", {"pyproject.toml": "[tool.pytest.ini_options]\naddopts = '-q'\n"}) == []
+    assert read("pytest", {}) == []
+
+
 def test_mocha_reads_its_config_package_json_and_test_script() -> None:
     script = "nyc mocha --require test/support/env --reporter spec --check-leaks test/ test/acceptance/"
     assert read("mocha", MOCHA_FILES, script) == [

@@ -143,7 +143,10 @@ def _resolve(pack: Pack, interpreter: Interpreter, root: Path) -> Path | None:
     cmd += spec.requirements
     cmd += [arg for group in spec.groups for arg in ("--group", f"pyproject.toml:{group}")]
     with build_network(base_environ(), log) as egress:
-        resolved = run_step("resolve", cmd, log, fixture, base_environ(), capture=True, egress=egress)
+        # Resolving a project reads its metadata, which a backend deriving its version from git
+        # cannot make without the pretended version (a tree has no .git).
+        environ = {**base_environ(), **pretend_variables(spec)}
+        resolved = run_step("resolve", cmd, log, fixture, environ, capture=True, egress=egress)
     header = f"{LOCK_HEADER}{digest}\n# resolved by `uv pip compile --universal --generate-hashes`\n"
     partial = lock.with_name(f".{lock.name}.partial")
     partial.parent.mkdir(parents=True, exist_ok=True)

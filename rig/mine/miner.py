@@ -38,6 +38,7 @@ from rig.calibrate.oracle import calibrate, verify_patches
 from rig.confine.project_env import ProjectEnv
 from rig.env.activate import activate
 from rig.env.identity import GENERATED_LOCK, lock_path
+from rig.env.uvtool import EnvError
 from rig.mine.history import Commit, MineError, Skip, Split, history, is_ancestor, repository, resolve, split
 from rig.mine.patches import Patches, build, build_at_parent, decoy_patches, hidden_tests
 from rig.mine.prompt import DEFAULT_TEMPLATE, issue_text
@@ -267,6 +268,17 @@ def _at_snapshot_or_parent(
     return at.patches, pack.at(materialize(pack.root, at.tree)), at.tests, at.tree
 
 
+def _environment_at(start: Pack, commit: Commit) -> ProjectEnv | None:
+    """The environment of the fix's parent (built now if the cache lacks it), or Skip saying why
+    its dependency files cannot make one."""
+    try:
+        return activate(start)
+    except EnvError as exc:
+        raise Skip(
+            "environment", f"its parent {commit.parents[0][:12]}'s environment cannot be built: {exc}"
+        ) from None
+
+
 def mine_commit(
     commit: Commit, pack: Pack, options: Options, staging: Path, scratch: Path, trace: Trace
 ) -> Mined:
@@ -288,7 +300,7 @@ def mine_commit(
     placement = hidden_tests(files, start, hidden, tests_from)
     reached("applied")
     # Activated once per environment hash: most bases share the fixture's.
-    environment = options.environment if base is None else activate(start)
+    environment = options.environment if base is None else _environment_at(start, commit)
     measured = measure(start, patches, Hidden(hidden, placement), scratch, environment, reached)
     tests = measured.fail_to_pass + measured.pass_to_pass
     prompt = issue_text(commit.subject, commit.body, files.source + files.tests, tests, options.template)

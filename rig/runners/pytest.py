@@ -10,11 +10,11 @@ from pathlib import Path, PurePosixPath
 
 from rig.confine.project_env import ProjectEnv
 from rig.runners.argv import PYTHON, python_target
-from rig.runners.base import Detection, GateGuess, Kind, Placeholder, Project
+from rig.runners.base import Detection, GateGuess, Kind, Placeholder, Project, TestGlob
 from rig.runners.hidden import Hidden, HiddenRun, token
 from rig.runners.junit import Canaries, Canary, pytest_cases
-from rig.runners.pytest_project import NEVER_LOADED, config_file, kept_addopts, option
-from rig.schema import RunnerSpec
+from rig.runners.pytest_project import NEVER_LOADED, chosen, config_file, kept_addopts, option, option_in
+from rig.schema import RunnerSpec, test_glob_problem
 
 # The rig's own pytest configuration: the workspace's pyproject, conftest.py files and
 # plugins cannot change how the hidden tests are collected or reported.
@@ -199,6 +199,29 @@ def detect(project: Project) -> Detection | None:
     return Detection(", ".join(evidence[:3]), ("pyproject.toml",) if in_pyproject else ())
 
 
+def project_test_files(project: Project) -> list[TestGlob]:
+    """The files pytest collects when run with no arguments, as globs: each of its `testpaths` (a
+    file as it is; a folder with its `python_files` names below it), or its `python_files` names
+    anywhere. None when its configuration sets neither: the kind's names are pytest's defaults."""
+    name = chosen(project.read)
+    if name is None:
+        return []
+    text = project.read(name) or ""
+    paths, names = option_in(name, text, "testpaths"), option_in(name, text, "python_files")
+    if not paths and not names:
+        return []
+    source = f"{name} " + " and ".join(k for k, v in (("testpaths", paths), ("python_files", names)) if v)
+    names = names or list(PYTEST.test_files)
+    globs: list[str] = []
+    for entry in paths or [""]:
+        entry = entry.removeprefix("./").strip("/")
+        if entry and entry in project.files:
+            globs.append(entry)
+        else:
+            globs += [f"{entry}/**/{pattern}" if entry else f"**/{pattern}" for pattern in names]
+    return [TestGlob(glob, source) for glob in dict.fromkeys(globs) if test_glob_problem(glob) is None]
+
+
 def placeholder(message: str) -> Placeholder:
     """A test module whose one test fails with `message`."""
     content = (
@@ -252,4 +275,5 @@ PYTEST = Kind(
         "sitecustomize.py": "# Imported by every interpreter started in this directory.\n",
     },
     passing_test=("test_fake.py", "def test_fake():\n    assert True\n"),
+    project_test_files=project_test_files,
 )

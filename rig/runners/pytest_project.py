@@ -12,6 +12,7 @@ threshold must not fail a run of a few tests) and how modules are imported.
 import configparser
 import shlex
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 # pytest's own order of configuration files in a directory (pytest 9 reads the TOML ones first).
@@ -83,42 +84,52 @@ NEVER_LOADED = frozenset(
 )
 
 
-def config_file(root: Path) -> Path | None:
-    """The file pytest takes its configuration from in `root`, as pytest chooses it; None if none."""
+def chosen(read: Callable[[str], str | None]) -> str | None:
+    """The name of the file pytest takes its configuration from, as pytest chooses it, given
+    `read`, a file's text by name (None when absent); None if none."""
     for name in _FILES:
-        path = root / name
-        if path.is_symlink() or not path.is_file():
+        text = read(name)
+        if text is None:
             continue
         if name == "pyproject.toml":
-            tool = _toml(path).get("tool", {})
+            tool = _toml(text).get("tool", {})
             if isinstance(tool, dict) and ("pytest" in tool):
-                return path
+                return name
         elif name == "tox.ini":
-            if _ini(path, "pytest") is not None:
-                return path
+            if _ini(text, "pytest") is not None:
+                return name
         elif name == "setup.cfg":
-            if _ini(path, "tool:pytest") is not None:
-                return path
+            if _ini(text, "tool:pytest") is not None:
+                return name
         else:
-            return path
+            return name
     return None
+
+
+def config_file(root: Path) -> Path | None:
+    """The file pytest takes its configuration from in `root`, as pytest chooses it; None if none."""
+    name = chosen(lambda name: _read(root / name))
+    return root / name if name else None
 
 
 def option(path: Path, key: str) -> list[str] | None:
     """An option of the configuration file at `path` (`addopts`, `python_files`), split into
     arguments; None if it does not set it."""
-    if path.suffix == ".toml":
-        data = _toml(path)
+    return option_in(path.name, _read(path) or "", key)
+
+
+def option_in(name: str, text: str, key: str) -> list[str] | None:
+    """An option of the configuration file `name` whose text is `text`, as option() gives it."""
+    if name.endswith(".toml"):
+        data = _toml(text)
         table = (
-            data.get("tool", {}).get("pytest", {})
-            if path.name == "pyproject.toml"
-            else data.get("pytest", data)
+            data.get("tool", {}).get("pytest", {}) if name == "pyproject.toml" else data.get("pytest", data)
         )
         if isinstance(table, dict) and isinstance(table.get("ini_options"), dict):
             table = table["ini_options"]
         value = table.get(key) if isinstance(table, dict) else None
     else:
-        value = (_ini(path, "tool:pytest" if path.name == "setup.cfg" else "pytest") or {}).get(key)
+        value = (_ini(text, "tool:pytest" if name == "setup.cfg" else "pytest") or {}).get(key)
     if value is None:
         return None
     return shlex.split(value) if isinstance(value, str) else [str(v) for v in value]
@@ -143,17 +154,26 @@ def kept_addopts(args: list[str]) -> list[str]:
     return kept
 
 
-def _toml(path: Path) -> dict:
+def _read(path: Path) -> str | None:
+    if path.is_symlink() or not path.is_file():
+        return None
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _toml(text: str) -> dict:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
         return {}
 
 
-def _ini(path: Path, section: str) -> dict[str, str] | None:
+def _ini(text: str, section: str) -> dict[str, str] | None:
     parser = configparser.ConfigParser(interpolation=None)
     try:
-        parser.read_string(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, configparser.Error):
+        parser.read_string(text)
+    except configparser.Error:
         return None
     return dict(parser[section]) if parser.has_section(section) else None

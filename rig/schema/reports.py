@@ -68,6 +68,7 @@ MineVerdict = Literal[
     "protected",
     "generated",
     "conflict",
+    "environment",
     "hidden-clash",
     "no-message",
     "already-mined",

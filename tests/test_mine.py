@@ -8,10 +8,13 @@ every task it made must pass `rig calibrate`.
 """
 
 import json
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +22,7 @@ from pathlib import Path
 import pytest
 from env_pack import offline
 from mine_repos import commit, dependency_repo, git, javascript_repo, python_repo, shared_tests_repo
+from processes import background_job
 
 from rig.env.activate import activate
 from rig.mine.prompt import DEFAULT_TEMPLATE, issue_text
@@ -352,6 +356,63 @@ def test_a_task_at_its_parent_gets_the_environment_its_own_dependencies_call_for
     assert "python-dateutil" not in lock.read_text()
     calibration = rig("calibrate", "--pack", str(pack))
     assert calibration.returncode == 0, calibration.stdout + calibration.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_stops_mining_at_once_and_adds_nothing(tmp_path, sig):
+    repo, _ = javascript_repo(tmp_path)
+    pack = new_pack(repo, tmp_path / "pack")
+    manifest = pack / "pack.toml"
+    # A gate that takes long, as a real suite does: the signal comes while it runs.
+    marker = f"rig-mine-gate-{sig.name}"
+    manifest.write_text(
+        re.sub(
+            r"(?m)^run = .*$", f'run = ["sh", "-c", "sleep 300 # {marker}"]', manifest.read_text(), count=1
+        )
+    )
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    # Started as a shell's background job is (SIGINT ignored): the command installs its own.
+    proc = subprocess.Popen(
+        [RIG, "task", "mine", str(repo), "--pack", str(pack)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**ENV, "TMPDIR": str(scratch)},
+        preexec_fn=background_job,
+    )
+    try:
+        assert proc.stdout is not None
+        assert "checking the fixture passes its gate" in proc.stdout.readline()
+        deadline = time.monotonic() + 60
+        while not _running(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _running(marker), "the gate never started"
+        proc.send_signal(sig)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert proc.returncode == 130, err
+    assert (
+        err.strip().splitlines()[-1]
+        == "error: interrupted; nothing was added to the pack (rerun to mine again)"
+    )
+    assert not _running(marker), "the gate outlived the mining"
+    assert list(scratch.iterdir()) == []
+    assert not any((pack / "tasks").iterdir()) and not (pack / "bases").exists()
+
+
+def _running(marker: str) -> bool:
+    """Whether a live process's command line holds `marker`."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    return True
+            except OSError:
+                continue
+    return False
 
 
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path):

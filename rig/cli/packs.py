@@ -183,11 +183,16 @@ def task_mine(
 ) -> None:
     """Turn the fixes in a repository's history into calibrated tasks of a pack; every commit looked
     at is mined or skipped with its reason."""
+    import shutil
+    import signal
+    import sys
+    import tempfile
     from collections import Counter
 
     from rich.console import Console
     from rich.table import Table
 
+    from rig.confine.proc import kill_running_commands
     from rig.env.activate import activate
     from rig.env.uvtool import EnvError
     from rig.mine.history import MineError
@@ -210,6 +215,18 @@ def task_mine(
         where = " (at its parent)" if entry.base == "parent" else ""
         typer.echo(f"{mark} {entry.commit[:10]} {entry.subject[:60]}{where}: {entry.verdict}: {entry.reason}")
 
+    # Ctrl-C (or SIGTERM) ends the mining at once, whatever step it is in: the verification
+    # commands in flight are killed, the scratch copies removed and nothing is added to the pack.
+    work = Path(tempfile.mkdtemp(prefix="rig-mine-"))
+
+    def interrupted(signum: int, frame: object) -> None:
+        kill_running_commands()
+        shutil.rmtree(work, ignore_errors=True)
+        typer.echo("error: interrupted; nothing was added to the pack (rerun to mine again)", err=True)
+        sys.stdout.flush()
+        os._exit(130)
+
+    previous = signal.signal(signal.SIGINT, interrupted), signal.signal(signal.SIGTERM, interrupted)
     try:
         report = mine(
             loaded,
@@ -225,9 +242,13 @@ def task_mine(
             base=base,  # type: ignore[arg-type]
             on_result=None if as_json else show,
             say=None if as_json else typer.echo,
+            work=work,
         )
     except MineError as exc:
         raise fail(str(exc)) from None
+    finally:
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
     if as_json:
         typer.echo(report.model_dump_json())
         return

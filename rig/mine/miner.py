@@ -434,6 +434,7 @@ def mine(
     base: BaseChoice = "auto",
     on_result: Callable[[MinedCommit], None] | None = None,
     say: Callable[[str], None] | None = None,
+    work: Path | None = None,
 ) -> MineReport:
     """Mine `repo`'s history into `pack`: every commit looked at gets a verdict, each task made is
     calibrated and, only if it passes, moved into the pack's tasks and hidden tests.
@@ -441,6 +442,7 @@ def mine(
     `base`: where tasks start; auto: reversed on the snapshot, at the fix's parent when that does
     not apply; parent: always at the parent; snapshot: never. `on_result` hears each commit's
     measurement as it is done, in history order; `say`, what the long steps in between are doing.
+    `work`: an empty folder for the scratch copies (default: a new temporary one); it is removed.
     """
     say = say or (lambda _message: None)
     root = repository(repo)
@@ -462,7 +464,7 @@ def mine(
         )
     found = history(root, at, since, list(commits or []), max_commits)
     say(f"{len(found)} commits of {root.name} up to {at[:12]}; checking the fixture passes its gate")
-    work = Path(tempfile.mkdtemp(prefix="rig-mine-"))
+    work = work or Path(tempfile.mkdtemp(prefix="rig-mine-"))
     verdicts: list[MinedCommit] = []
     try:
         environment = activate(pack)
@@ -501,7 +503,8 @@ def mine(
                 return _skipped(commit, "error", problem, trace)
 
         mined: list[Mined] = []
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        pool = ThreadPoolExecutor(max_workers=max(1, workers))
+        try:
             for outcome in pool.map(one, range(len(found)), found):
                 if isinstance(outcome, Mined):
                     mined.append(outcome)
@@ -510,6 +513,10 @@ def mine(
                     verdicts.append(outcome)
                 if on_result:
                     on_result(verdicts[-1])
+        finally:
+            # Every commit is measured by now, unless an interruption stops the mining: then none
+            # waits for the commits in flight.
+            pool.shutdown(wait=False, cancel_futures=True)
         if mined:
             say(f"calibrating the {len(mined)} tasks made, as rig calibrate would")
         failures = _calibrated(pack, staging, mined, workers)

@@ -466,8 +466,9 @@ testpaths = ["tests"]
 
 def dependency_repo(root: Path) -> tuple[Path, dict[str, str]]:
     """A Python project whose dependencies change around two fixes: the first fix's parent names a
-    package no index has; the second's names none, where the snapshot names python-dateutil. The
-    repository and, per fix's sha, the verdict `rig task mine --base parent` must give it."""
+    package no index has (its task is measured in the fixture's environment); the second's names
+    none, where the snapshot names python-dateutil. The repository and, per fix's sha, the verdict
+    `rig task mine --base parent` must give it."""
     repo, _expected, step = history(root / "days")
     week = (
         "def weekend(day):\n    return day in ('sat',)\n\n\ndef weekday(day):\n    return day in ('mon',)\n"
@@ -487,7 +488,7 @@ def dependency_repo(root: Path) -> tuple[Path, dict[str, str]]:
     )
     week = week.replace("('sat',)", "('sat', 'sun')")
     test += "\n\ndef test_sunday():\n    assert weekend('sun')\n"
-    step("Fix weekend() forgetting Sunday", "environment", {"days/week.py": week, "tests/test_week.py": test})
+    step("Fix weekend() forgetting Sunday", "mined", {"days/week.py": week, "tests/test_week.py": test})
     first = git(repo, "rev-parse", "HEAD").strip()
     step("Drop a dependency nothing uses", "protected", {"pyproject.toml": DAYS_PYPROJECT})
     week = week.replace("('mon',)", "('mon', 'tue', 'wed', 'thu', 'fri')")
@@ -506,4 +507,4 @@ def dependency_repo(root: Path) -> tuple[Path, dict[str, str]]:
             "    return parser.parse(text).strftime('%a').lower()\n",
         },
     )
-    return repo, {first: "environment", second: "mined"}
+    return repo, {first: "mined", second: "mined"}

@@ -338,20 +338,26 @@ def test_a_task_at_its_parent_gets_the_environment_its_own_dependencies_call_for
     pack = new_pack(repo, tmp_path / "pack")
     report = mined(repo, pack, "--base", "parent", *(arg for sha in expected for arg in ("--commit", sha)))
     assert {e["commit"]: e["verdict"] for e in report["commits"]} == expected, report["commits"]
-    (failed,) = [e for e in report["commits"] if e["verdict"] == "environment"]
-    assert "environment cannot be built" in failed["reason"] and "rig-no-such-package" in failed["reason"]
+    by_commit = {e["commit"]: e for e in report["commits"]}
+    first, second = (by_commit[sha] for sha in expected)
+    assert "in the fixture's environment" in first["reason"] and "rig-no-such-package" in first["reason"]
+    assert "fixture's environment" not in second["reason"]
     monkeypatch.setenv("RIG_ENV_DIR", ENV["RIG_ENV_DIR"])
     for key in ("RIG_WHEELS", "UV_OFFLINE", "UV_CACHE_DIR"):
         monkeypatch.setenv(key, ENV[key])
     loaded = load_pack(pack)
-    (task,) = load_tasks(loaded)
-    snapshot, parent = activate(loaded), activate(task.pack)
-    assert snapshot is not None and parent is not None
-    # The snapshot's dependencies name python-dateutil; the parent's name nothing: two environments,
-    # the parent's resolved into its own lock in the pack, named by what it was resolved from.
-    assert snapshot.hash != parent.hash
+    tasks = {t.spec.source.commit: t for t in load_tasks(loaded) if t.spec.source}
+    assert tasks[first["commit"]].spec.environment == "fixture"
+    assert tasks[second["commit"]].spec.environment == "base"
+    snapshot = activate(loaded)
+    fallback, own = (activate(tasks[e["commit"]].pack) for e in (first, second))
+    assert snapshot is not None and fallback is not None and own is not None
+    # The snapshot's dependencies name python-dateutil, the second fix's parent's nothing: two
+    # environments, the parent's resolved into its own lock in the pack, named by its inputs. The
+    # first fix's parent's make none: its task keeps the fixture's.
+    assert fallback.hash == snapshot.hash and own.hash != snapshot.hash
     assert any(p.startswith("python-dateutil") for p in snapshot.packages)
-    assert not any(p.startswith("python-dateutil") for p in parent.packages)
+    assert not any(p.startswith("python-dateutil") for p in own.packages)
     (lock,) = (pack / "bases").glob("*.environment.lock.txt")
     assert "python-dateutil" not in lock.read_text()
     calibration = rig("calibrate", "--pack", str(pack))

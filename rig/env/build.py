@@ -114,7 +114,7 @@ def check_lock(pack: Pack) -> None:
     if spec.lock is not None or lock is None or not lock.is_file():
         return
     first = lock.read_text(encoding="utf-8").partition("\n")[0]
-    wanted = resolution_digest(spec, pack.fixture_dir)
+    wanted = resolution_digest(spec, pack.environment_dir)
     if first != f"{LOCK_HEADER}{wanted}":
         raise EnvError(
             f"environment lock: {lock} does not match the pack's dependencies (it was resolved from other "
@@ -130,7 +130,7 @@ def _resolve(pack: Pack, interpreter: Interpreter, root: Path) -> Path | None:
     lock = lock_path(pack)
     if spec.lock is not None or lock is None or lock.is_file():
         return None
-    fixture = pack.fixture_dir
+    fixture = pack.environment_dir
     digest = resolution_digest(spec, fixture)
     log = root / f"resolve-{digest[:16]}.log"
     log.write_text(f"resolving {pack.name}'s environment into {lock}\n", encoding="utf-8")
@@ -202,7 +202,7 @@ def _install(
         # Built from a copy inside the environment: an editable install writes metadata next to the
         # sources, and the pack's fixture must stay byte-identical.
         copy = target / PROJECT_COPY
-        shutil.copytree(pack.fixture_dir, copy, symlinks=True)
+        shutil.copytree(pack.environment_dir, copy, symlinks=True)
         cmd = [
             uv,
             "pip",
@@ -297,7 +297,7 @@ def identify(pack: Pack, interpreter: Interpreter | None = None) -> Identity:
     interpreter already passes it: resolving it runs a subprocess."""
     spec = _spec(pack)
     interpreter = interpreter or resolve_interpreter(spec)
-    node = resolve_node(spec, pack.fixture_dir) if spec.is_node else None
+    node = resolve_node(spec, pack.environment_dir) if spec.is_node else None
     return Identity(interpreter, node, environment_hash(pack, interpreter, node))
 
 
@@ -310,7 +310,7 @@ def packages_now(target: Path, manifest: BuiltEnvironment, log: Path) -> list[st
 
 def _make(pack: Pack, spec: EnvironmentSpec, ident: Identity, target: Path, log: Path) -> dict:
     """Install the environment into `target`; the manifest's fields that depend on its kind."""
-    fixture = pack.fixture_dir
+    fixture = pack.environment_dir
     if ident.node is not None:
         environ = base_environ()
         with build_network(environ, log, node_endpoints(environ, fixture, spec)) as egress:

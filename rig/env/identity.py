@@ -100,17 +100,17 @@ def lock_path(pack: Pack) -> Path | None:
     if spec is None:
         return None
     if spec.is_node:
-        return node_lock(spec, pack.fixture_dir)
+        return node_lock(spec, pack.environment_dir)
     if spec.lock is not None:
-        return pack.fixture_dir / spec.lock
+        return pack.environment_dir / spec.lock
     if not (spec.project or spec.groups or spec.requirements):
         return None
     lock = pack.root / GENERATED_LOCK
-    if pack.base is None:
+    if pack.environment_dir == pack.plain.fixture_dir:
         return lock
     # A task's base whose dependencies are the fixture's shares its lock; others have their own,
     # named by what they are resolved from.
-    digest = resolution_digest(spec, pack.fixture_dir)
+    digest = resolution_digest(spec, pack.environment_dir)
     if _lock_inputs(lock) == digest:
         return lock
     return pack.root / BASES_DIR / f"{digest[:16]}.{GENERATED_LOCK}"
@@ -136,7 +136,7 @@ def environment_hash(pack: Pack, interpreter: Interpreter, node: Node | None = N
     if node is not None:
         parts = {
             "environment": spec.model_dump(mode="json", exclude={"build"}),
-            "node": identity_parts(spec, pack.fixture_dir, node),
+            "node": identity_parts(spec, pack.environment_dir, node),
             "platform": interpreter.platform,
             "format": BUILD_FORMAT,
         }
@@ -144,8 +144,10 @@ def environment_hash(pack: Pack, interpreter: Interpreter, node: Node | None = N
     lock = lock_path(pack)
     parts = {
         "environment": spec.model_dump(mode="json", exclude={"build"}),
-        "pyproject": dependency_tables(pack.fixture_dir),
-        "requirements": {r: _file_digest(pack.fixture_dir / r, "requirements") for r in spec.requirements},
+        "pyproject": dependency_tables(pack.environment_dir),
+        "requirements": {
+            r: _file_digest(pack.environment_dir / r, "requirements") for r in spec.requirements
+        },
         "lock": _file_digest(lock, "lock") if lock is not None else None,
         "python": interpreter.version,
         "platform": interpreter.platform,

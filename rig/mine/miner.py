@@ -268,15 +268,29 @@ def _at_snapshot_or_parent(
     return at.patches, pack.at(materialize(pack.root, at.tree)), at.tests, at.tree
 
 
-def _environment_at(start: Pack, commit: Commit) -> ProjectEnv | None:
-    """The environment of the fix's parent (built now if the cache lacks it), or Skip saying why
-    its dependency files cannot make one."""
+@dataclass(frozen=True)
+class AtParentEnv:
+    """Where a task at its parent is measured: the pack as it sees it, its environment, and why it
+    is the fixture's (None: its own)."""
+
+    start: Pack
+    env: ProjectEnv | None
+    fallback: str | None
+
+
+def _environment_at(start: Pack, commit: Commit) -> AtParentEnv:
+    """The environment of the fix's parent, built now if the cache lacks it; when its dependency
+    files make none (an extra or a lock that did not exist yet, an index that no longer has a pin),
+    the fixture's, in which measuring then decides; Skip when neither can be had."""
     try:
-        return activate(start)
+        return AtParentEnv(start, activate(start), None)
     except EnvError as exc:
-        raise Skip(
-            "environment", f"its parent {commit.parents[0][:12]}'s environment cannot be built: {exc}"
-        ) from None
+        own = f"its parent {commit.parents[0][:12]}'s own environment cannot be built: {exc}"
+    fixture = start.at(start.fixture_dir, own_environment=False)
+    try:
+        return AtParentEnv(fixture, activate(fixture), own)
+    except EnvError as exc:
+        raise Skip("environment", f"{own}; nor can the fixture's: {exc}") from None
 
 
 def mine_commit(
@@ -300,7 +314,11 @@ def mine_commit(
     placement = hidden_tests(files, start, hidden, tests_from)
     reached("applied")
     # Activated once per environment hash: most bases share the fixture's.
-    environment = options.environment if base is None else _environment_at(start, commit)
+    fallback = None
+    environment = options.environment
+    if base is not None:
+        at = _environment_at(start, commit)
+        start, environment, fallback = at.start, at.env, at.fallback
     measured = measure(start, patches, Hidden(hidden, placement), scratch, environment, reached)
     tests = measured.fail_to_pass + measured.pass_to_pass
     prompt = issue_text(commit.subject, commit.body, files.source + files.tests, tests, options.template)
@@ -318,6 +336,7 @@ def mine_commit(
         "id": ident,
         "hypothesis": HYPOTHESIS,
         **({"base": base} if base else {}),
+        **({"environment": "fixture"} if fallback else {}),
         "hidden_at": placement.at,
         "hidden_tests": list(placement.tests),
         "timeout_s": options.timeout_s,
@@ -338,7 +357,7 @@ def mine_commit(
         subject=commit.subject,
         verdict="mined",
         reason=f"{len(measured.fail_to_pass)} fail-to-pass, {len(measured.pass_to_pass)} pass-to-pass, "
-        f"{len(kept)} decoys",
+        f"{len(kept)} decoys" + (f"; in the fixture's environment ({fallback})" if fallback else ""),
         task=ident,
         fail_to_pass=measured.fail_to_pass,
         pass_to_pass=measured.pass_to_pass,

@@ -35,7 +35,7 @@ def load_task(task_dir: Path, pack: Pack, hidden_root: Path | None = None) -> Ta
         raise TaskError(f"{toml_path}: id {spec.id!r} differs from its directory name {task_dir.name!r}")
     if spec.base is not None:
         try:
-            pack = pack.plain.at(materialize(pack.root, spec.base))
+            pack = pack.plain.at(materialize(pack.root, spec.base), spec.environment == "base")
         except WorkspaceError as exc:
             raise TaskError(f"{toml_path}: {exc}") from None
     task = Task(spec=spec, dir=task_dir, hidden_dir=(hidden_root or pack.hidden_dir) / spec.id, pack=pack)

@@ -321,6 +321,10 @@ class Pack(BaseModel):
         default=None,
         description="a task's own starting tree instead of the fixture (rig.workspace.bases), written out",
     )
+    base_environment: bool = Field(
+        default=True,
+        description="whether the environment is the base's own (its dependency files'), else the fixture's",
+    )
 
     @property
     def name(self) -> str:
@@ -332,13 +336,19 @@ class Pack(BaseModel):
         return self.base or self.root / self.spec.fixture
 
     @property
+    def environment_dir(self) -> Path:
+        """The tree whose dependency files make the environment: the base's own, else the fixture."""
+        return self.base if self.base is not None and self.base_environment else self.root / self.spec.fixture
+
+    @property
     def plain(self) -> "Pack":
         """The pack itself, its fixture the starting tree."""
-        return self if self.base is None else self.model_copy(update={"base": None})
+        return self if self.base is None else self.model_copy(update={"base": None, "base_environment": True})
 
-    def at(self, base: Path) -> "Pack":
-        """The pack as a task starting from the tree at `base` sees it (its environment, its gate)."""
-        return self.model_copy(update={"base": base})
+    def at(self, base: Path, own_environment: bool = True) -> "Pack":
+        """The pack as a task starting from the tree at `base` sees it: its gate, and the environment
+        of its own dependency files (or, `own_environment` False, the fixture's)."""
+        return self.model_copy(update={"base": base, "base_environment": own_environment})
 
     @property
     def tasks_dir(self) -> Path:
@@ -420,6 +430,11 @@ class TaskSpec(BaseModel):
         pattern=r"^[0-9a-f]{40}$",
         description="the git tree hash of the task's starting tree, kept in the pack's bases/bases.bundle "
         "(a mined task at its fix's parent); None: the fixture",
+    )
+    environment: Literal["base", "fixture"] = Field(
+        default="base",
+        description="a task with a base: the environment its own dependency files call for (base), or, when "
+        "they make none, the fixture's (fixture), in which its fail-to-pass was measured",
     )
     hidden_at: HiddenAt = Field(
         default="folder",

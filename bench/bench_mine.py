@@ -14,8 +14,10 @@ does first): mining's wall time in gate runs is a figure another machine can com
 seconds depend on the machine.
 
 Reported: the wall clock and CPU, the time per commit read and per candidate (commits past
-"with source and tests"), the funnel as `rig task mine` prints it, the yield (kept / read), and
-how many tasks start at their fix's parent. Target: N = 200 in at most 10 minutes on 2 cores.
+"with source and tests"), the funnel as `rig task mine` prints it, the yield (kept / read), how
+many tasks start at their fix's parent, and per verdict the commits and the seconds measuring
+them took (each commit's `seconds` in the report): where the time went. Target: N = 200 in at
+most 10 minutes on 2 cores.
 
 It is a measurement, not a test: it exits 0 whatever the figures (1 if rig itself fails, with the
 command and its output's tail). From the repository root:
@@ -78,6 +80,17 @@ def _gate_once(pack: Path, scratch: Path) -> float:
     return wall
 
 
+def _by_verdict(commits: list[dict]) -> dict[str, dict[str, float]]:
+    """Per verdict, how many commits got it and the seconds measuring them took (summed over the
+    workers), the costliest first: where mining's time went."""
+    totals: dict[str, dict[str, float]] = {}
+    for entry in commits:
+        verdict = totals.setdefault(entry["verdict"], {"commits": 0, "seconds": 0.0})
+        verdict["commits"] += 1
+        verdict["seconds"] = round(verdict["seconds"] + entry.get("seconds", 0.0), 1)
+    return dict(sorted(totals.items(), key=lambda item: -item[1]["seconds"]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("repo", type=Path, help="the git repository the pack was made from")
@@ -120,6 +133,7 @@ def main() -> None:
         "gate_once_s": round(gate_wall, 1),
         "in_gate_runs": round(wall / gate_wall, 1),
         "funnel": funnel,
+        "seconds_by_verdict": _by_verdict(report["commits"]),
         "yield": round(funnel["kept"] / max(1, funnel["read"]), 3),
         "target_s": TARGET_S,
     }
@@ -127,6 +141,11 @@ def main() -> None:
     (RESULTS / "mine.json").write_text(json.dumps(result, indent=2) + "\n")
     stages = " > ".join(f"{n} {stage}" for stage, n in funnel.items() if stage != "at_parent")
     print(f"funnel: {stages} ({funnel['at_parent']} at their parent)")
+    spent = ", ".join(
+        f"{verdict} {v['commits']:.0f} ({v['seconds']:.0f} s)"
+        for verdict, v in result["seconds_by_verdict"].items()
+    )
+    print(f"measuring time by verdict (summed over workers): {spent}")
     print(
         f"mined {funnel['kept']} of {funnel['read']} commits (yield {result['yield']:.1%}) "
         f"in {wall:.0f} s wall, {cpu:.0f} s CPU, {args.workers} workers on {os.cpu_count()} cores: "

@@ -580,3 +580,19 @@ def read_bounded(path: Path | str, max_bytes: int) -> bytes | None:
         return _read_exactly(fd, max_bytes)
     finally:
         os.close(fd)
+
+
+# A configuration file rig reads (pyproject.toml, package.json, a runner's config) is far smaller.
+TEXT_MAX_BYTES = 16 * 1024 * 1024
+
+
+def read_text(path: Path | str) -> str | None:
+    """A regular file's UTF-8 text (read_bounded, at most TEXT_MAX_BYTES); None when it is absent,
+    a link, no regular file or no text."""
+    data = read_bounded(path, TEXT_MAX_BYTES)
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from rig.confine.proc import BASE_PATH
+from rig.confine.untrusted import read_text
 from rig.packs.infer_env import InferredEnvironment, infer
 from rig.packs.manifest import MANIFEST, PackError, load_pack
 from rig.packs.tasks import TaskError, load_tasks
@@ -237,13 +238,7 @@ def snapshot(root: Path, dest: Path) -> tuple[list[str], list[str]]:
 
 def _read(snap: Path, rel: str) -> str | None:
     """A tracked text file of the snapshot, or None (absent, a link, not text)."""
-    path = snap / rel
-    if path.is_symlink() or not path.is_file():
-        return None
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
+    return read_text(snap / rel)
 
 
 def _package_scripts(snap: Path) -> dict[str, str]:

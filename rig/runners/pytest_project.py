@@ -15,6 +15,8 @@ import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
+from rig.confine.untrusted import read_text
+
 # pytest's own order of configuration files in a directory (pytest 9 reads the TOML ones first).
 _FILES = (
     "pytest.toml",
@@ -108,14 +110,14 @@ def chosen(read: Callable[[str], str | None]) -> str | None:
 
 def config_file(root: Path) -> Path | None:
     """The file pytest takes its configuration from in `root`, as pytest chooses it; None if none."""
-    name = chosen(lambda name: _read(root / name))
+    name = chosen(lambda name: read_text(root / name))
     return root / name if name else None
 
 
 def option(path: Path, key: str) -> list[str] | None:
     """An option of the configuration file at `path` (`addopts`, `python_files`), split into
     arguments; None if it does not set it."""
-    return option_in(path.name, _read(path) or "", key)
+    return option_in(path.name, read_text(path) or "", key)
 
 
 def option_in(name: str, text: str, key: str) -> list[str] | None:
@@ -152,15 +154,6 @@ def kept_addopts(args: list[str]) -> list[str]:
         elif not (arg[:2] in _ATTACHED and len(arg) > 2):
             kept.append(arg)
     return kept
-
-
-def _read(path: Path) -> str | None:
-    if path.is_symlink() or not path.is_file():
-        return None
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
 
 
 def _toml(text: str) -> dict:

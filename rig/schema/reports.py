@@ -81,9 +81,10 @@ MineVerdict = Literal[
 
 
 # How far a commit got through `rig task mine`, in the order the steps check it: read; its change
-# has source and test files the pack allows; its reverse applied; its hidden tests kept their
-# verdicts over every run; they all pass after the fix; some fail before it; its message says
-# something; the task made of it passed calibration; it was moved into the pack.
+# has source and test files the pack allows; its reverse applied (or its fix, at its parent); its
+# hidden tests kept their verdicts over every run of the fixed code; they all pass there; some
+# fail before the fix, the same in every run; its message says something; the task made of it
+# passed calibration; it was moved into the pack.
 FunnelStage = Literal[
     "read",
     "changes",
@@ -111,6 +112,9 @@ class MinedCommit(BaseModel):
     base: Literal["snapshot", "parent"] | None = Field(
         default=None, description="where its fix applied: reversed on the snapshot, or at its own parent"
     )
+    seconds: float = Field(
+        default=0.0, description="how long measuring it took (its calibration not included)"
+    )
     task: str | None = None
     fail_to_pass: list[str] = Field(default_factory=list)
     pass_to_pass: list[str] = Field(default_factory=list)
@@ -124,9 +128,9 @@ class MineFunnel(BaseModel):
     read: int
     changes: int = Field(description="changed source and test files, none generated or protected")
     applied: int = Field(description="their reverse applied to the snapshot, or they start at their parent")
-    not_flaky: int = Field(description="their hidden tests gave one verdict over every run of the same code")
+    not_flaky: int = Field(description="their hidden tests gave one verdict over every run of the fixed code")
     passed_after: int = Field(description="the fix passed its hidden tests and the gate")
-    failed_before: int = Field(description="some hidden test failed before the fix")
+    failed_before: int = Field(description="some hidden test failed before the fix, the same in every run")
     described: int = Field(description="their message said something once files and tests were left out")
     calibrated: int = Field(description="the task made of them passed calibration")
     kept: int = Field(description="the task was moved into the pack")

@@ -421,10 +421,14 @@ def _running(marker: str) -> bool:
     return False
 
 
-def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, monkeypatch):
     repo, _ = javascript_repo(tmp_path)
     pack = new_pack(repo, tmp_path / "pack")
     before = sorted(p.relative_to(pack) for p in pack.rglob("*"))
+    # Where the scratch copies go: nothing may be left there either.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setitem(ENV, "TMPDIR", str(scratch))
     cases = [
         (["task", "mine", str(tmp_path / "nope"), "--pack", str(pack)], "no such folder"),
         (
@@ -462,6 +466,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
     proc = rig("task", "mine", str(repo), "--pack", str(pack))
     assert proc.returncode == 2 and "the fixture fails its own gate" in proc.stderr, proc.stderr
     assert sorted(p.relative_to(pack) for p in pack.rglob("*")) == before
+    assert list(scratch.iterdir()) == []
 
 
 def test_the_prompt_names_no_file_or_test_and_drops_trailers():

@@ -249,6 +249,8 @@ def task_mine(
     finally:
         signal.signal(signal.SIGINT, previous[0])
         signal.signal(signal.SIGTERM, previous[1])
+        # mine() removes it once it has started; an argument it refuses ends before that.
+        shutil.rmtree(work, ignore_errors=True)
     if as_json:
         typer.echo(report.model_dump_json())
         return

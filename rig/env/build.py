@@ -22,6 +22,7 @@ from rig.env.identity import (
     LOCK_HEADER,
     Interpreter,
     environment_hash,
+    lock_inputs,
     lock_path,
     resolution_digest,
     resolve_interpreter,
@@ -113,9 +114,8 @@ def check_lock(pack: Pack) -> None:
     lock = lock_path(pack)
     if spec.lock is not None or lock is None or not lock.is_file():
         return
-    first = lock.read_text(encoding="utf-8").partition("\n")[0]
     wanted = resolution_digest(spec, pack.environment_dir)
-    if first != f"{LOCK_HEADER}{wanted}":
+    if lock_inputs(lock) != wanted:
         raise EnvError(
             f"environment lock: {lock} does not match the pack's dependencies (it was resolved from other "
             f"inputs than sha256:{wanted[:12]}); delete it and run `rig env build` to resolve again"

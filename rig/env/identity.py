@@ -111,13 +111,13 @@ def lock_path(pack: Pack) -> Path | None:
     # A task's base whose dependencies are the fixture's shares its lock; others have their own,
     # named by what they are resolved from.
     digest = resolution_digest(spec, pack.environment_dir)
-    if _lock_inputs(lock) == digest:
+    if lock_inputs(lock) == digest:
         return lock
     return pack.root / BASES_DIR / f"{digest[:16]}.{GENERATED_LOCK}"
 
 
-def _lock_inputs(lock: Path) -> str | None:
-    """The inputs digest a generated lock's first line names; None without one."""
+def lock_inputs(lock: Path) -> str | None:
+    """The inputs digest a generated lock's first line names; None without one (or no lock)."""
     try:
         with lock.open(encoding="utf-8") as handle:
             first = handle.readline().rstrip("\n")

@@ -579,11 +579,11 @@ def mine(
 def _prune_locks(pack: Pack) -> None:
     """Remove the generated locks of bases that no task of the pack starts from: a commit measured
     at its parent whose task was then not kept."""
-    folder = pack.root / BASES_DIR
-    if not folder.is_dir():
-        return
+    locks = sorted((pack.root / BASES_DIR).glob(f"*.{GENERATED_LOCK}"))
+    if not locks:
+        return  # most packs: no base is written out just to find that out
     needed = {lock_path(pack.at(materialize(pack.root, tree))) for tree in _bases(pack)}
-    for lock in folder.glob(f"*.{GENERATED_LOCK}"):
+    for lock in locks:
         if lock not in needed:
             lock.unlink()
 

@@ -16,6 +16,7 @@ from env_pack import EXPERIMENT
 from node_packs import offline, pack_new_from, rig
 
 from rig.env.activate import activate
+from rig.env.node import redirect_self_writes, self_writes
 from rig.packs.manifest import PackError, load_pack
 from rig.paths import REPO_ROOT
 from rig.verify.checks import derive
@@ -97,8 +98,10 @@ def test_a_tree_links_the_environment_and_its_writes_stay_in_the_tree(
     (work / "node_modules").mkdir()
     (work / "node_modules" / "semver").write_text("an agent's own install, replaced")
     assert derive(work, tmp_path / "home", env) is None
-    links = {p.name: os.readlink(p) for p in (work / "node_modules").iterdir()}
+    links = {p.name: os.readlink(p) for p in (work / "node_modules").iterdir() if p.is_symlink()}
     assert links["semver"] == str(env.node_modules / "semver") and ".bin" in links
+    # Where a tool's write into its own package lands (rig.env.node.SELF_WRITES): the tree's own folder.
+    assert [p.name for p in (work / "node_modules").iterdir() if not p.is_symlink()] == [".rig-writes"]
     # A tool's cache under node_modules (vite's .vite) lands in the tree's own folder.
     (work / "node_modules" / ".vite").mkdir()
     (work / "node_modules" / ".vite" / "results.json").write_text("{}")
@@ -298,3 +301,95 @@ def test_a_gate_that_writes_into_the_environment_fails_calibration_by_name(tmp_p
     assert "(project/node_modules/semver/written-by-the-gate)" in line, line
     (digest,) = environments(cache)
     assert not (cache / digest / ".rig-env.json").exists(), "a written environment must be rebuilt"
+
+
+def test_every_installed_vitest_writes_through_a_link_into_the_tree(tmp_path: Path) -> None:
+    # pnpm's store (vitest 1.x writes in dist/vendor), npm's nested copy (4.x in dist), the link
+    # pnpm puts at the top (not followed), a scoped package that is no vitest.
+    modules = tmp_path / "node_modules"
+    store = modules / ".pnpm" / "vitest@1.6.1" / "node_modules" / "vitest"
+    nested = modules / "other" / "node_modules" / "vitest"
+    for package, version in ((store, "1.6.1"), (nested, "4.1.12")):
+        (package / "dist" / "vendor" if version == "1.6.1" else package / "dist").mkdir(parents=True)
+        (package / "package.json").write_text(json.dumps({"name": "vitest", "version": version}))
+    (nested / "dist" / "tsconfig.tmp.tsbuildinfo").write_text("written at the build")
+    (modules / "vitest").symlink_to(store)
+    (modules / "@vitest" / "vitest" / "dist").mkdir(parents=True)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "tsconfig.json").write_text("{}")
+    (project / "tsconfig.test.json").write_text("{}")
+    made = redirect_self_writes(modules, self_writes(project))
+    assert made == [
+        ".pnpm/vitest@1.6.1/node_modules/vitest/dist/tsconfig.test.tmp.tsbuildinfo",
+        ".pnpm/vitest@1.6.1/node_modules/vitest/dist/tsconfig.tmp.tsbuildinfo",
+        ".pnpm/vitest@1.6.1/node_modules/vitest/dist/vendor/tsconfig.test.tmp.tsbuildinfo",
+        ".pnpm/vitest@1.6.1/node_modules/vitest/dist/vendor/tsconfig.tmp.tsbuildinfo",
+        "other/node_modules/vitest/dist/tsconfig.test.tmp.tsbuildinfo",
+        "other/node_modules/vitest/dist/tsconfig.tmp.tsbuildinfo",
+    ]
+    link = store / "dist" / "vendor" / "tsconfig.tmp.tsbuildinfo"
+    assert (
+        os.readlink(link)
+        == "/proc/self/cwd/node_modules/.rig-writes/vitest@1.6.1.dist.vendor.tsconfig.tmp.tsbuildinfo"
+    )
+    assert os.readlink(nested / "dist" / "tsconfig.tmp.tsbuildinfo").endswith(
+        "/vitest@4.1.12.dist.tsconfig.tmp.tsbuildinfo"
+    )
+    # A process writing through the link writes into its own working tree's node_modules.
+    tree = tmp_path / "tree"
+    (tree / "node_modules" / ".rig-writes").mkdir(parents=True)
+    subprocess.run(["sh", "-c", f"echo state > {link}"], cwd=tree, check=True, timeout=30)
+    assert (
+        tree / "node_modules" / ".rig-writes" / "vitest@1.6.1.dist.vendor.tsconfig.tmp.tsbuildinfo"
+    ).read_text() == "state\n"
+
+
+MONOREPO = REPO_ROOT / "tests" / "data" / "monorepo"
+
+
+@pytest.mark.parametrize("manager", MANAGERS)
+def test_a_monorepos_packages_resolve_to_the_trees_copies(
+    manager: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pack = tmp_path / "pack"
+    shutil.copytree(MONOREPO, pack)
+    for folder in ("tasks", "hidden_tests"):
+        (pack / folder).mkdir()
+    manifest = pack / "pack.toml"
+    manifest.write_text(manifest.read_text().replace('manager = "npm"', f'manager = "{manager}"'))
+    monkeypatch.setenv("RIG_ENV_DIR", str(tmp_path / "envs"))
+    monkeypatch.setenv("npm_config_offline", "true")
+    env = activate(load_pack(pack))
+    assert env is not None
+    # pnpm gives each package its own node_modules; npm hoists semver and links @mono/words at the root.
+    assert env.module_folders == (("", "packages/app") if manager == "pnpm" else ("",))
+    tree = tmp_path / "tree"
+    shutil.copytree(pack / "fixture", tree)
+    words = tree / "packages" / "words" / "index.js"
+    words.write_text(words.read_text().replace("toUpperCase()}!", "toUpperCase()}, edited in the tree!"))
+    env.link_modules(tree)
+    environ = env.verify_environ({"PATH": os.environ["PATH"], "HOME": str(tmp_path)}, tree, path_roots=True)
+    done = subprocess.run(
+        ["node", "packages/app/index.js", "ada", "1.2.3"],
+        cwd=tree,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout == "HELLO ADA, edited in the tree! (next 1.3.0)\n", done.stderr
+    # The project's own test sees the edit too (and fails on it), from the tree.
+    done = subprocess.run(
+        ["node", "--test", "packages/"], cwd=tree, env=environ, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1 and "edited in the tree" in done.stdout, done.stdout + done.stderr
+    # A tree whose package folder is a link elsewhere gets no node_modules written through it.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    hostile = tmp_path / "hostile"
+    shutil.copytree(pack / "fixture", hostile)
+    shutil.rmtree(hostile / "packages" / "app")
+    (hostile / "packages" / "app").symlink_to(elsewhere)
+    env.link_modules(hostile)
+    assert list(elsewhere.iterdir()) == [] and (hostile / "node_modules").is_dir()

@@ -241,6 +241,11 @@ def test_mining_again_skips_what_the_pack_has_and_a_named_commit_outside_history
 def test_javascript_history_mines_and_calibrates(tmp_path):
     repo, expected = javascript_repo(tmp_path)
     pack = new_pack(repo, tmp_path / "pack")
+    # A glob with a character class, as vitest's default has: the printed reasons keep it.
+    manifest = (pack / "pack.toml").read_text()
+    (pack / "pack.toml").write_text(
+        manifest.replace("[runner]\n", '[runner]\ntest_files = ["**/*.test.[cm]js"]\n', 1)
+    )
     report = mined(repo, pack)
     assert {e["subject"]: e["verdict"] for e in report["commits"]} == expected
     (made,) = [e for e in report["commits"] if e["verdict"] == "mined" and "many words" in e["fail_to_pass"]]
@@ -270,6 +275,8 @@ def test_javascript_history_mines_and_calibrates(tmp_path):
         again.stdout
     )
     assert again.stdout.rstrip().endswith("0 calibrated > 0 kept")
+    rows = [line for line in again.stdout.splitlines() if line.startswith("│") and "no-tests" in line]
+    assert rows and all("no test file (**/*.test.[cm]js)" in row for row in rows), again.stdout
 
 
 def test_a_fix_the_snapshot_cannot_reverse_is_mined_at_its_parent(tmp_path):

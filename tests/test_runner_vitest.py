@@ -9,6 +9,8 @@ import shutil
 import subprocess
 from pathlib import Path, PurePosixPath
 
+import pytest
+from env_pack import EXPERIMENT
 from node_packs import DATA, hidden_run, offline, pack_new_from, rig
 
 from rig.packs.manifest import load_pack
@@ -43,11 +45,42 @@ def test_a_coverage_threshold_and_a_missing_provider_cannot_fail_the_hidden_run(
     config.write_text(config.read_text().replace("coverage: {", 'coverage: { enabled: true, provider: "v8",'))
     manifest = (pack / "pack.toml").read_text()
     (pack / "pack.toml").write_text(
-        manifest.replace('run = ["vitest", "run"]', 'run = ["vitest", "run", "--coverage.enabled=false"]')
+        manifest.replace('"--typecheck"]', '"--typecheck", "--coverage.enabled=false"]')
     )
     done = calibrate(pack, tmp_path / "envs")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "6/6 passed, all PASS" in done.stdout, done.stdout
+
+
+# The agent runs the project's type tests: vitest's typecheck writes tsc's state into vitest's own
+# package, which the environment turns into a write into the agent's tree.
+TYPECHECK = 'npx vitest run --typecheck.only > typecheck.txt 2>&1; echo "exit $?" >> typecheck.txt'
+
+
+@pytest.mark.parametrize("sandbox", ["auto", "off"])
+def test_an_agents_typecheck_writes_into_its_tree_not_the_environment(sandbox: str, tmp_path: Path) -> None:
+    env = {
+        **offline(tmp_path / "envs"),
+        "RIG_RESULTS_ROOT": str(tmp_path / "results"),
+        "RIG_RUNS_ROOT": str(tmp_path / "runs"),
+    }
+    config = tmp_path / "typecheck.toml"
+    config.write_text(EXPERIMENT.format(name="typecheck", pack=PACK, commands=json.dumps([TYPECHECK])))
+    proc = rig(env, "run", str(config), "--sandbox", sandbox)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = tmp_path / "results" / "typecheck"
+    records = {r["condition"]: r for r in map(json.loads, (results / "runs.jsonl").read_text().splitlines())}
+    probe = records["probe"]
+    assert probe["sandbox"]["active"] is (sandbox == "auto")
+    diff = (results / probe["artifacts"] / "diff.patch").read_text()
+    ran = [
+        line[1:] for line in diff.split("+++ b/typecheck.txt\n", 1)[1].splitlines() if line.startswith("+")
+    ]
+    # Under the sandbox the environment is read-only: without the link, tsc's write fails there.
+    assert ran[-1] == "exit 0" and any("Type Errors" in line and "no errors" in line for line in ran), ran
+    assert not [a for a in probe["audit"] if a["rule"] == "toolchain_changed"], probe["audit"]
+    assert probe["files_changed"] == ["A typecheck.txt"], probe["files_changed"]
+    assert records["solution"]["success"] is True
 
 
 def solved(tmp_path: Path, source: str | None = None, hidden: dict[str, str] | None = None) -> HiddenOutcome:

@@ -190,6 +190,7 @@ def task_mine(
     from collections import Counter
 
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from rig.confine.proc import kill_running_commands
@@ -254,11 +255,11 @@ def task_mine(
     if as_json:
         typer.echo(report.model_dump_json())
         return
-    table = Table(title=f"rig task mine: {len(report.commits)} commits of {repo} into {loaded.name}")
+    table = Table(title=escape(f"rig task mine: {len(report.commits)} commits of {repo} into {loaded.name}"))
     for column in ("commit", "verdict", "task or reason"):
         table.add_column(column)
     for entry in report.commits:
-        table.add_row(entry.commit[:10], entry.verdict, entry.task or entry.reason)
+        table.add_row(entry.commit[:10], entry.verdict, escape(entry.task or entry.reason))
     Console(width=160).print(table)
     counts = Counter(entry.verdict for entry in report.commits)
     mined = counts.pop("mined", 0)

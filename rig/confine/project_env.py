@@ -20,6 +20,9 @@ from pathlib import Path
 
 from rig.confine.untrusted import remove
 
+# In each tree's node_modules: where the files that tools write into their own installed package
+# go instead (rig.env.node.SELF_WRITES links them here, through /proc/self/cwd).
+TREE_WRITES = ".rig-writes"
 # How many entries a fingerprint reads at most: more and the environment counts as changed (an
 # agent that filled it must not make the rig walk forever).
 FINGERPRINT_MAX_ENTRIES = 500_000
@@ -66,6 +69,9 @@ class ProjectEnv:
     tools: tuple[Path, ...] = ()
     """`node_modules/.bin` folders on PATH after `bin`, their installs shown read-only in a
     sandbox: the package manager rig installed for it (pnpm, yarn)."""
+    module_folders: tuple[str, ...] = ("",)
+    """The folders of a node environment's project copy that hold a node_modules, relative to it:
+    "" (its root), and a workspace's packages that have their own (a monorepo's)."""
 
     def version(self, distribution: str) -> str | None:
         """The installed version of `distribution` (pinned names: ruff, pytest), or None."""
@@ -94,14 +100,21 @@ class ProjectEnv:
     def link_modules(self, tree: Path) -> None:
         """Give `tree` a node_modules folder of links to the environment's entries, replacing
         whatever is there: what node resolves from the tree is the environment's, while a tool
-        that writes into node_modules (vite's cache) writes into the tree's own folder."""
+        that writes into node_modules (vite's cache) writes into the tree's own folder, as does one
+        that writes into its own package (TREE_WRITES). A monorepo's packages get theirs too, and a
+        link to one of its packages leads to the tree's copy, where the agent's edits are."""
         if self.node_modules is None:
             return
-        dest = tree / "node_modules"
-        remove(dest)
-        dest.mkdir()
-        for entry in sorted(os.scandir(self.node_modules), key=lambda e: e.name):
-            os.symlink(entry.path, dest / entry.name)
+        project = self.node_modules.parent
+        for folder in self.module_folders:
+            if not _plain_folder(tree, folder):
+                continue
+            dest = tree / folder / "node_modules"
+            remove(dest)
+            dest.mkdir()
+            if not folder:
+                (dest / TREE_WRITES).mkdir()
+            _link_entries(project / folder / "node_modules", dest, project, tree)
 
     def visible(self) -> list[Path]:
         """What a sandbox must show read-only for the environment to run."""
@@ -152,6 +165,37 @@ class ProjectEnv:
                 f"the project environment {self.root} changed during the run (a file in it was written, "
                 f"added or removed{named})"
             )
+
+
+def _plain_folder(tree: Path, folder: str) -> bool:
+    """Whether `folder` (relative) is a folder of `tree` reached through folders alone: the tree
+    may be the agent's, where a link would lead the node_modules written there elsewhere."""
+    path = tree
+    for part in Path(folder).parts:
+        path = path / part
+        try:
+            if not stat.S_ISDIR(path.lstat().st_mode):
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def _link_entries(source: Path, dest: Path, project: Path, tree: Path) -> None:
+    """Link each entry of the environment's node_modules folder `source` into `dest`, a scope
+    folder (`@org`) entry by entry. A link of the environment's that leads into its project copy
+    outside any node_modules (a workspace package) leads to the same place in `tree` instead."""
+    for entry in sorted(os.scandir(source), key=lambda e: e.name):
+        if entry.name.startswith("@") and entry.is_dir(follow_symlinks=False):
+            (dest / entry.name).mkdir()
+            _link_entries(Path(entry.path), dest / entry.name, project, tree)
+            continue
+        target = entry.path
+        if entry.is_symlink():
+            real = Path(os.path.realpath(entry.path))
+            if real.is_relative_to(project) and "node_modules" not in real.relative_to(project).parts:
+                target = str(tree / real.relative_to(project))
+        os.symlink(target, dest / entry.name)
 
 
 def written_since(root: Path, since: float, limit: int = 3) -> list[str]:

@@ -16,6 +16,7 @@ from rig.env.build import (
     build,
     pretend_variables,
 )
+from rig.env.node import module_folders
 from rig.schema import Pack
 
 
@@ -48,6 +49,7 @@ def activate_each(
 def described(result: BuildResult, variables: dict[str, str], build_lines: tuple[str, ...]) -> ProjectEnv:
     """The ProjectEnv of a built environment, fingerprinted now."""
     manifest = result.manifest
+    node = manifest.manager != "uv"
     return ProjectEnv(
         root=result.path,
         hash=result.hash,
@@ -62,8 +64,9 @@ def described(result: BuildResult, variables: dict[str, str], build_lines: tuple
         state=fingerprint(result.path),
         python_version=manifest.python_version,
         packages=tuple(manifest.packages),
-        node_modules=result.path / PROJECT_COPY / NODE_MODULES if manifest.manager != "uv" else None,
+        node_modules=result.path / PROJECT_COPY / NODE_MODULES if node else None,
         tools=tuple(Path(tool) for tool in manifest.tools),
+        module_folders=module_folders(result.path / PROJECT_COPY) if node else ("",),
     )
 
 

@@ -25,6 +25,7 @@ from filelock import FileLock
 from semantic_version import NpmSpec, Version
 
 from rig.confine.network import Egress
+from rig.confine.project_env import TREE_WRITES
 from rig.env.uvtool import EnvError, run_step
 from rig.schema import EnvironmentSpec
 
@@ -42,6 +43,19 @@ YARN_CLASSIC_VERSION = "1.22.22"
 YARN_BERRY_VERSION = "4.18.1"
 # yarn 2+ is published on npm as @yarnpkg/cli-dist (command `yarn`); yarn 1 as `yarn`.
 YARN_BERRY_PACKAGE = "@yarnpkg/cli-dist"
+# Files a tool writes into its own installed package whenever it runs, by package; `{tsconfig}`
+# stands for the stem of each tsconfig*.json at the project's root. vitest's typecheck keeps tsc's
+# incremental state beside its code: in dist (0.x, 4.x), dist/vendor (1.x) or dist/chunks (2.x,
+# 3.x, which name it after the tsconfig). Each becomes a link, through /proc/self/cwd, to a file of
+# the tree the tool runs in (its node_modules/TREE_WRITES): the environment stays as built
+# (read-only in a sandbox, fingerprinted without one) and no run reads another's state.
+SELF_WRITES = {
+    "vitest": (
+        "dist/{tsconfig}.tmp.tsbuildinfo",
+        "dist/vendor/{tsconfig}.tmp.tsbuildinfo",
+        "dist/chunks/{tsconfig}.tmp.tsbuildinfo",
+    )
+}
 # What package.json says about the install (not its scripts or description).
 PACKAGE_KEYS = (
     "dependencies",
@@ -208,6 +222,7 @@ def identity_parts(spec: EnvironmentSpec, fixture: Path, node: Node) -> dict:
         "code": code,
         "node": node.version,
         "manager": f"{pinned.package}@{pinned.version}" if pinned is not None else None,
+        "self_writes": self_writes(fixture),
     }
 
 
@@ -338,7 +353,98 @@ def install(
     }
     for line in spec.setup:
         run_step("setup", ["sh", "-c", line], log, copy, setup_environ, egress=egress)
+    redirected = redirect_self_writes(copy / "node_modules", self_writes(copy))
+    with log.open("a", encoding="utf-8") as out:
+        out.write(
+            f"files tools write into their own package, linked into each tree: {redirected or 'none'}\n"
+        )
     return made
+
+
+def self_writes(project: Path) -> dict[str, list[str]]:
+    """SELF_WRITES for the project at `project`: each package's files, `{tsconfig}` filled in."""
+    stems = {"tsconfig"} | {path.stem for path in project.glob("tsconfig*.json")}
+    return {
+        name: sorted({file.format(tsconfig=stem) for file in files for stem in stems})
+        for name, files in SELF_WRITES.items()
+    }
+
+
+def redirect_self_writes(modules: Path, writes: dict[str, list[str]]) -> list[str]:
+    """Replace each of the `writes` (self_writes) of every installed copy of its package under
+    `modules` by a link into the working folder's node_modules/TREE_WRITES; the links made,
+    relative to `modules`."""
+    made = []
+    for name, files in writes.items():
+        for package in _copies(modules, name):
+            version = _version(package)
+            for file in files:
+                path = package / file
+                if not path.parent.is_dir():
+                    continue
+                path.unlink(missing_ok=True)
+                own = f"{name.replace('/', '+')}@{version}.{file.replace('/', '.')}"
+                path.symlink_to(f"/proc/self/cwd/node_modules/{TREE_WRITES}/{own}")
+                made.append(path.relative_to(modules).as_posix())
+    return sorted(made)
+
+
+def _copies(modules: Path, name: str) -> list[Path]:
+    """Every installed copy of package `name` under `modules` (a node_modules): npm's and yarn's
+    nested node_modules folders and pnpm's .pnpm store, links not followed."""
+    found = []
+    pending = [modules]
+    while pending:
+        folder = pending.pop()
+        packages = []
+        for entry in _folders(folder):
+            if entry.name == ".pnpm":
+                pending += [store / "node_modules" for store in _folders(entry)]
+            elif entry.name.startswith("@"):
+                packages += _folders(entry)
+            elif entry.name != ".bin":
+                packages.append(entry)
+        for package in packages:
+            if package.relative_to(folder).as_posix() == name:
+                found.append(package)
+            pending.append(package / "node_modules")
+    return found
+
+
+def _folders(folder: Path) -> list[Path]:
+    """The folders in `folder`, links not followed; none when it is no folder."""
+    try:
+        return [Path(e.path) for e in os.scandir(folder) if e.is_dir(follow_symlinks=False)]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def module_folders(project: Path, limit: int = 100_000) -> tuple[str, ...]:
+    """The folders of an installed `project` copy that hold a node_modules, relative to it, its
+    root ("") first: a monorepo's packages. node_modules and .git are not entered; at most `limit`
+    folders are looked at."""
+    found = [""]
+    pending = [project]
+    seen = 0
+    while pending and seen < limit:
+        folder = pending.pop()
+        for entry in _folders(folder):
+            seen += 1
+            if entry.name == "node_modules" and folder != project:
+                found.append(folder.relative_to(project).as_posix())
+            elif entry.name not in ("node_modules", ".git"):
+                pending.append(entry)
+    return (found[0], *sorted(found[1:]))
+
+
+def _version(package: Path) -> str:
+    """A package folder's version, from its package.json ("" when it names none)."""
+    try:
+        manifest = json.loads((package / "package.json").read_bytes())
+    except (OSError, ValueError):
+        return ""
+    version = manifest.get("version") if isinstance(manifest, dict) else None
+    return version if isinstance(version, str) else ""
 
 
 def installed(modules: Path) -> list[str]:

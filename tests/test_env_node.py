@@ -170,6 +170,16 @@ def test_builds_that_cannot_be_made_are_one_line_and_leave_nothing(tmp_path: Pat
     line = refused("stale", edit=stale)
     assert "environment build failed at step npm ci" in line and "log: " in line, line
 
+    # The pnpm package.json pins, already in the cache's tools as a release that needs a node to come.
+    pnpm = cache / ".tools" / "pnpm-10.34.9" / "node_modules"
+    (pnpm / ".bin").mkdir(parents=True)
+    (pnpm / ".bin" / "pnpm").write_text("#!/bin/sh\nexit 0\n")
+    (pnpm / "pnpm").mkdir()
+    (pnpm / "pnpm" / "package.json").write_text(json.dumps({"name": "pnpm", "engines": {"node": ">=99"}}))
+    line = refused("manager", 'manager = "pnpm"\n')
+    assert line.startswith("error: environment: pnpm 10.34.9 needs node '>=99' (its engines.node)"), line
+    assert "name a pnpm that runs on node" in line, line
+
 
 def node_version(name: str, text: str):
     """A fixture edit: no engines in package.json, `text` in the node version file `name`."""

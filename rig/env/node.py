@@ -281,6 +281,30 @@ def _install_manager(
     return str(binary)
 
 
+def _check_runs_on(pinned: Manager, command: Path, node: Node) -> None:
+    """EnvError in one line when the installed `pinned` manager (its `command`) names in its own
+    engines.node a range the machine's `node` misses: pnpm 11 needs node 22, and would fail on an
+    older one with a stack trace instead."""
+    try:
+        manifest = json.loads((command.parent.parent / pinned.package / "package.json").read_bytes())
+    except (OSError, ValueError):
+        return
+    engines = manifest.get("engines") if isinstance(manifest, dict) else None
+    wanted = engines.get("node") if isinstance(engines, dict) else None
+    if not isinstance(wanted, str):
+        return
+    try:
+        fits = Version(node.version) in NpmSpec(wanted)
+    except ValueError:
+        return
+    if not fits:
+        raise EnvError(
+            f"environment: {pinned.name} {pinned.version} needs node {wanted!r} (its engines.node) and this "
+            f"machine's node is {node.version}; install a node that satisfies it, first on PATH, or name a "
+            f"{pinned.name} that runs on node {node.version} in package.json's packageManager"
+        )
+
+
 def yarn_variables(copy: Path) -> dict[str, str]:
     """What yarn 2+ needs, to install and for every command after (the agent's `yarn test`): the
     node-modules linker, and the install's state kept in the environment (`yarn run` refuses a
@@ -323,6 +347,7 @@ def install(
         run_step("npm rebuild", ["npm", "rebuild", *_QUIET], log, copy, environ, egress=egress)
     else:
         command = _install_manager(pinned, copy.parent.parent, log, environ, egress)
+        _check_runs_on(pinned, Path(command), node)
         made = Installed([str(Path(command).parent)], yarn_variables(copy) if pinned.berry else {})
         environ = {**environ, **made.variables}
         if pinned.name == "pnpm":

@@ -10,6 +10,7 @@ from pathlib import Path, PurePosixPath
 from node_packs import DATA, hidden_run, offline, pack_new_from, rig
 
 from rig.packs.manifest import load_pack
+from rig.runners.js import is_module
 from rig.runners.mocha import MOCHA
 from rig.schema import HiddenOutcome
 
@@ -79,3 +80,36 @@ def test_pack_new_recognises_a_mocha_project_and_passes_its_gate(tmp_path: Path)
     assert spec.runner.kind == "mocha" and "runner: mocha (package.json devDependencies mocha)" in done.stdout
     assert ".mocharc.json" in spec.protect.files
     assert "gate on the clean fixture, in the environment: passes (npm test)" in done.stdout, done.stdout
+
+
+ESM_HIDDEN = """import assert from "node:assert/strict";
+import clampModule from "../src/clamp.js";
+
+describe("esm_hidden", () => {
+  it("holds a value above at high", () => {
+    assert.equal(clampModule.clamp(11, 0, 10), 10);
+  });
+});
+"""
+
+
+def test_an_es_module_hidden_file_runs_between_its_canaries(tmp_path: Path, offline_npm: None) -> None:
+    # An ES module cannot be required from a CommonJS wrapper on every node: it is imported.
+    hidden = {"esm_hidden.test.mjs": ESM_HIDDEN, "broken_hidden.test.mjs": 'import "./no-such-module.mjs";\n'}
+    outcome = solved(tmp_path, hidden=hidden)
+    assert "esm_hidden::holds a value above at high" in outcome.passed, outcome
+    assert outcome.failed == ["broken_hidden::broken_hidden"], outcome
+    assert outcome.error is None or "canary" not in outcome.error, outcome.error
+
+
+def test_a_files_module_type_is_its_suffix_or_its_nearest_package_json(tmp_path: Path) -> None:
+    (tmp_path / "package.json").write_text('{"type": "module"}')
+    (tmp_path / "legacy" / "deep").mkdir(parents=True)
+    (tmp_path / "legacy" / "package.json").write_text('{"type": "commonjs"}')
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / "package.json").symlink_to(tmp_path / "legacy" / "package.json")
+    assert is_module(tmp_path / "a.test.js", tmp_path) and is_module(tmp_path / "legacy" / "b.mjs", tmp_path)
+    assert not is_module(tmp_path / "legacy" / "deep" / "c.test.js", tmp_path)
+    assert not is_module(tmp_path / "d.test.cjs", tmp_path)
+    # A link is read as no package.json: the search goes on to the tree's own.
+    assert is_module(tmp_path / "linked" / "e.test.js", tmp_path)

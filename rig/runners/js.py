@@ -6,11 +6,12 @@ says, and the test-file globs read from the runner's configuration.
 import json
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from rig.confine.project_env import ProjectEnv
+from rig.confine.untrusted import read_text
 from rig.runners.base import Kind, Project, TestGlob
 from rig.runners.globs import NEGATE
 from rig.runners.hidden import Hidden, token
@@ -77,10 +78,13 @@ class Wrapped:
     modules: dict[Path, str]
 
 
-def wrap(hidden: Hidden, kind: Kind, template: str, suffix: str | None = None) -> Wrapped:
+def wrap(
+    hidden: Hidden, kind: Kind, template: str | Callable[[Path], tuple[str, str]], suffix: str | None = None
+) -> Wrapped:
     """One wrapper per hidden test file, beside it, from `template` (its fields: first,
     first_message, module, stem, last, last_message), named `rig-<token>-<stem>.wrap<suffix>`
-    (default: `.test` and the file's own suffix, a name the kind runs as a test file)."""
+    (default: `.test` and the file's own suffix, a name the kind runs as a test file). A
+    `template` that is a function gives the template and the suffix for each test file."""
     files = hidden.tests(kind.is_test_file)
     if not files:
         raise RuntimeError(f"no hidden test files ({', '.join(kind.test_files)}) in the hidden tests")
@@ -91,10 +95,13 @@ def wrap(hidden: Hidden, kind: Kind, template: str, suffix: str | None = None) -
         module = hidden.module(path, name)
         first, last = (Canary("", f"canary_{token()}", secrets.token_hex(16)) for _ in range(2))
         canaries += [first, last]
-        ending = suffix or f".test{PurePosixPath(path.name).suffix}"
+        if callable(template):
+            text, ending = template(path)
+        else:
+            text, ending = template, suffix or f".test{PurePosixPath(path.name).suffix}"
         wrapper = path.parent / f"rig-{token()}-{name}.wrap{ending}"
         wrapper.write_text(
-            template.format(
+            text.format(
                 first=first.test,
                 first_message=first.message,
                 module=f"./{path.name}",
@@ -105,6 +112,29 @@ def wrap(hidden: Hidden, kind: Kind, template: str, suffix: str | None = None) -
         )
         modules[wrapper] = module
     return Wrapped(tuple(canaries), modules)
+
+
+def is_module(path: Path, tree: Path) -> bool:
+    """Whether node loads the test file at `path` (in `tree`) as an ES module: `.mjs` and `.mts`
+    are, `.cjs` and `.cts` are not, any other as the nearest package.json's "type" says, up to the
+    tree's root (links and files that are no JSON object read as none)."""
+    if path.suffix in (".mjs", ".mts"):
+        return True
+    if path.suffix in (".cjs", ".cts"):
+        return False
+    folder = path.parent
+    while folder.is_relative_to(tree):
+        text = read_text(folder / "package.json")
+        if text is not None:
+            try:
+                manifest = json.loads(text)
+            except ValueError:
+                manifest = None
+            return isinstance(manifest, dict) and manifest.get("type") == "module"
+        if folder == tree:
+            break
+        folder = folder.parent
+    return False
 
 
 def depends_on(project: Project, package: str) -> str | None:

@@ -27,6 +27,7 @@ from rig.runners.js import (
     SUFFIXES,
     TEST_FILES,
     depends_on,
+    is_module,
     named_config,
     or_default,
     package_json,
@@ -38,18 +39,31 @@ from rig.runners.jsconfig import string_items, strings, values_of
 from rig.runners.junit import Canaries, Case, leaf
 from rig.schema import RunnerSpec
 
-# One wrapper per hidden file, beside it: a canary before the file is required and one after, so
-# code that ends the process at require time or forces outcomes loses one. A file that fails to
+# One wrapper per hidden file, beside it: a canary before the file is loaded and one after, so
+# code that ends the process at load time or forces outcomes loses one. A file that fails to
 # load is a failing test named after its stem. The code under test shares mocha's process and its
 # node:assert, a plain mutable object: the wrapper freezes it first (as node-test's does), so
 # `assert.equal = () => {}` from the code under test does nothing, and the last canary fails
-# through it.
+# through it. A CommonJS test file is required by a CommonJS wrapper (`.cjs`, whatever the
+# package's type), an ES module imported by an ES module wrapper (`.mjs`, mocha awaits its
+# top-level await): either registers the file's tests between the canaries.
 WRAPPER = """// Written by the rig: its canaries must fail, or outcomes were forced.
 const rigAssert = require("node:assert");
 for (const shared of [rigAssert, rigAssert.strict]) Object.freeze(shared);
 it({first!r}, () => {{ throw new Error({first_message!r}); }});
 try {{
   require({module!r});
+}} catch (error) {{
+  it({stem!r}, () => {{ throw error; }});
+}}
+it({last!r}, () => {{ rigAssert.strictEqual({last_message!r}, "not " + {last_message!r}); }});
+"""
+MODULE_WRAPPER = """// Written by the rig: its canaries must fail, or outcomes were forced.
+import rigAssert from "node:assert";
+for (const shared of [rigAssert, rigAssert.strict]) Object.freeze(shared);
+it({first!r}, () => {{ throw new Error({first_message!r}); }});
+try {{
+  await import({module!r});
 }} catch (error) {{
   it({stem!r}, () => {{ throw error; }});
 }}
@@ -157,7 +171,13 @@ _SPEC_OPTIONS = {"--spec": "spec", "--extension": "extension", "--ignore": "igno
 def setup(hidden: Hidden, runner: RunnerSpec, junit: Path, env: ProjectEnv | None) -> HiddenRun:
     """The environment's mocha over one canary wrapper per hidden test file, its JSON results to `junit`."""
     entry = runner_entry(env, _PROGRAM, "bin", _SCRIPT)
-    wrapped = wrap(hidden, MOCHA, WRAPPER)
+    wrapped = wrap(
+        hidden,
+        MOCHA,
+        lambda path: (
+            (MODULE_WRAPPER, ".test.mjs") if is_module(path, hidden.tree) else (WRAPPER, ".test.cjs")
+        ),
+    )
     modules = {str(wrapper): module for wrapper, module in wrapped.modules.items()}
     config = hidden.folder / f"rig-{token()}.mocharc.cjs"
     options = entry.parent.parent / "lib" / "cli" / "options.js"

@@ -2,12 +2,13 @@
 projects of tests/data/*_pack, whose environments install offline: npm from its cache, pnpm from
 its store, yarn from its own cache, all filled by `make setup-dev` from the projects' lockfiles."""
 
+import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
-from env_pack import RIG
+from env_pack import EXPERIMENT, RIG
 
 from rig.env.activate import activate
 from rig.packs.manifest import load_pack
@@ -32,6 +33,35 @@ def offline(cache: Path, **extra: str) -> dict[str, str]:
 def rig(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """The rig CLI under `env`."""
     return subprocess.run([RIG, *args], capture_output=True, text=True, timeout=600, env=env)
+
+
+def run_env(tmp_path: Path) -> dict[str, str]:
+    """offline() with the results and runs of `rig run` under `tmp_path`."""
+    return offline(
+        tmp_path / "envs", RIG_RESULTS_ROOT=str(tmp_path / "results"), RIG_RUNS_ROOT=str(tmp_path / "runs")
+    )
+
+
+def scripted_run(
+    env: dict[str, str], pack: Path, tmp_path: Path, commands: list[str], sandbox: str
+) -> tuple[dict[str, dict], str]:
+    """`rig run --sandbox <sandbox>` of the scripted harness on `pack` under `env` (run_env): a
+    `probe` condition whose agent runs `commands` in its shell, and a `solution` one. The records
+    by condition, and the probe's diff."""
+    config = tmp_path / "probe.toml"
+    config.write_text(EXPERIMENT.format(name="probe", pack=pack, commands=json.dumps(commands)))
+    proc = rig(env, "run", str(config), "--sandbox", sandbox)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = tmp_path / "results" / "probe"
+    records = {r["condition"]: r for r in map(json.loads, (results / "runs.jsonl").read_text().splitlines())}
+    assert records["probe"]["sandbox"]["active"] is (sandbox == "auto")
+    return records, (results / records["probe"]["artifacts"] / "diff.patch").read_text()
+
+
+def added(diff: str, name: str) -> list[str]:
+    """The lines a diff adds to the file `name`."""
+    section = diff.split(f"+++ b/{name}\n", 1)[1].split("diff --git", 1)[0]
+    return [line[1:] for line in section.splitlines()[1:] if line.startswith("+")]
 
 
 def pack_new_from(

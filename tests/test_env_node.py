@@ -12,8 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from env_pack import EXPERIMENT
-from node_packs import offline, pack_new_from, rig
+from node_packs import added, offline, pack_new_from, rig, run_env, scripted_run
 
 from rig.env.activate import activate
 from rig.env.node import redirect_self_writes, self_writes
@@ -246,32 +245,16 @@ def test_a_scripted_runs_shell_runs_the_projects_tests_in_the_environment(
     sandbox: str, tmp_path: Path
 ) -> None:
     pack = node_pack(tmp_path / "pack")
-    env = {
-        **offline(tmp_path / "envs"),
-        "RIG_RESULTS_ROOT": str(tmp_path / "results"),
-        "RIG_RUNS_ROOT": str(tmp_path / "runs"),
-    }
+    env = run_env(tmp_path)
     calibrated = rig(env, "calibrate", "--pack", str(pack))
     assert calibrated.returncode == 0, calibrated.stdout + calibrated.stderr
-    config = tmp_path / "probe.toml"
-    config.write_text(EXPERIMENT.format(name="probe", pack=pack, commands=json.dumps([PROBE])))
-    proc = rig(env, "run", str(config), "--sandbox", sandbox)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    results = tmp_path / "results" / "probe"
-    records = {r["condition"]: r for r in map(json.loads, (results / "runs.jsonl").read_text().splitlines())}
+    records, diff = scripted_run(env, pack, tmp_path, [PROBE], sandbox)
     probe = records["probe"]
-    assert probe["sandbox"]["active"] is (sandbox == "auto")
     assert sorted(probe["files_changed"]) == ["A import.txt", "A npm-test.txt", "A semver.txt"]
-    diff = (results / probe["artifacts"] / "diff.patch").read_text()
-
-    def added(name: str) -> list[str]:
-        section = diff.split(f"+++ b/{name}\n", 1)[1].split("diff --git", 1)[0]
-        return [line[1:] for line in section.splitlines()[1:] if line.startswith("+")]
-
     # The task's setup broke nextMinor: the project's own test fails, in its environment.
-    ran = added("npm-test.txt")
+    ran = added(diff, "npm-test.txt")
     assert ran[-1] == "exit 1" and any("# fail 1" in line for line in ran), ran
-    assert added("semver.txt") == ["1.3.0"] and added("import.txt") == ["2.0.0"]
+    assert added(diff, "semver.txt") == ["1.3.0"] and added(diff, "import.txt") == ["2.0.0"]
     assert not [a for a in probe["audit"] if a["rule"] == "toolchain_changed"], probe["audit"]
     assert probe["success"] is False and probe["hidden"]["failed"] == ["bump_hidden::next_minor"]
     assert records["solution"]["success"] is True

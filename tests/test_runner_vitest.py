@@ -10,8 +10,7 @@ import subprocess
 from pathlib import Path, PurePosixPath
 
 import pytest
-from env_pack import EXPERIMENT
-from node_packs import DATA, hidden_run, offline, pack_new_from, rig
+from node_packs import DATA, added, hidden_run, offline, pack_new_from, rig, run_env, scripted_run
 
 from rig.packs.manifest import load_pack
 from rig.runners.vitest import VITEST
@@ -59,23 +58,9 @@ TYPECHECK = 'npx vitest run --typecheck.only > typecheck.txt 2>&1; echo "exit $?
 
 @pytest.mark.parametrize("sandbox", ["auto", "off"])
 def test_an_agents_typecheck_writes_into_its_tree_not_the_environment(sandbox: str, tmp_path: Path) -> None:
-    env = {
-        **offline(tmp_path / "envs"),
-        "RIG_RESULTS_ROOT": str(tmp_path / "results"),
-        "RIG_RUNS_ROOT": str(tmp_path / "runs"),
-    }
-    config = tmp_path / "typecheck.toml"
-    config.write_text(EXPERIMENT.format(name="typecheck", pack=PACK, commands=json.dumps([TYPECHECK])))
-    proc = rig(env, "run", str(config), "--sandbox", sandbox)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    results = tmp_path / "results" / "typecheck"
-    records = {r["condition"]: r for r in map(json.loads, (results / "runs.jsonl").read_text().splitlines())}
+    records, diff = scripted_run(run_env(tmp_path), PACK, tmp_path, [TYPECHECK], sandbox)
     probe = records["probe"]
-    assert probe["sandbox"]["active"] is (sandbox == "auto")
-    diff = (results / probe["artifacts"] / "diff.patch").read_text()
-    ran = [
-        line[1:] for line in diff.split("+++ b/typecheck.txt\n", 1)[1].splitlines() if line.startswith("+")
-    ]
+    ran = added(diff, "typecheck.txt")
     # Under the sandbox the environment is read-only: without the link, tsc's write fails there.
     assert ran[-1] == "exit 0" and any("Type Errors" in line and "no errors" in line for line in ran), ran
     assert not [a for a in probe["audit"] if a["rule"] == "toolchain_changed"], probe["audit"]

@@ -7,10 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from builtin_pack import FIXTURE_DIR, HIDDEN_TESTS_DIR, TASKS_DIR
+from builtin_pack import BUILTIN, FIXTURE_DIR, HIDDEN_TESTS_DIR, TASKS_DIR
 
 from harnesses.registry import calibrated_names
+from rig.calibrate.oracle import Measurements, calibrate
+from rig.env.activate import activate
 from rig.packs.manifest import load_pack
+from rig.packs.tasks import load_task
 from rig.workspace.build import tree_digest
 
 RIG = str(Path(sys.executable).with_name("rig"))
@@ -161,3 +164,32 @@ def test_unknown_harness_is_named():
     proc = rig_calibrate("--harness", "aider")
     assert proc.returncode == 2
     assert f"unknown harness 'aider'; use one of {', '.join(calibrated_names())} or all" in proc.stderr
+
+
+def test_an_item_measured_with_the_same_inputs_is_judged_without_running_again(tmp_path):
+    # As rig task mine does: it measures a task's states, then calibrates the task it wrote.
+    tasks, hidden = clone_tasks(tmp_path, "t1_fix_pagination")
+    task = load_task(tasks / "t1_fix_pagination", BUILTIN, hidden)
+    measurements = Measurements()
+    env = activate(task.pack)
+    measured = {}
+    for name, patches in (
+        ("baseline", [task.setup_patch]),
+        ("solution", [task.setup_patch, task.solution_patch]),
+    ):
+        (measured[name],) = measurements.verify(
+            task.pack, patches, task.hidden_dir, tmp_path / name, project_env=env, placement=task.placement
+        )
+    # The solution's stored patch no longer has the measured bytes: it is verified afresh.
+    solution = task.solution_patch
+    solution.write_bytes(solution.read_bytes() + b"\n")
+    report = calibrate(BUILTIN, [task], 2, measurements=measurements)
+    assert report.ok, report
+    items = {item.name: item for item in report.items}
+    baseline = items["t1_fix_pagination baseline"]
+    assert baseline.reused and baseline.check_failed == measured["baseline"].check.failed
+    assert baseline.hidden_failed == measured["baseline"].hidden.failed
+    assert not items["t1_fix_pagination solution"].reused
+    decoys = [item for item in report.items if item.kind == "decoy"]
+    assert decoys and not any(item.reused for item in decoys)
+    assert not items["clean fixture"].reused

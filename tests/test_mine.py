@@ -293,6 +293,8 @@ def test_a_fix_the_snapshot_cannot_reverse_is_mined_at_its_parent(tmp_path):
     report = mined(repo, pack)
     assert {e["subject"]: e["verdict"] for e in report["commits"]} == expected
     assert report["funnel"]["kept"] == 2 and report["funnel"]["at_parent"] == 1
+    # The tasks' calibration judged what mining measured of the same files, the base's included.
+    assert report["calibration_afresh"] == 0 and report["calibration_reused"] >= 5, report
     (at_parent,) = [e for e in report["commits"] if e["base"] == "parent"]
     assert at_parent["commit"] == older and at_parent["fail_to_pass"] == ["first word"]
     spec = tomllib.loads((pack / "tasks" / at_parent["task"] / "task.toml").read_text())

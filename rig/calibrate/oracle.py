@@ -10,8 +10,10 @@ in the user's cache, `$RIG_CALIBRATION_DIR` else `$XDG_CACHE_HOME/rig/calibratio
 preflight refuses a pack changed since (rig.run.preflight).
 """
 
+import hashlib
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -32,7 +34,7 @@ from rig.schema import (
     Verification,
 )
 from rig.verify.checks import default_pycache, forget_bytecode, run_check, run_hidden
-from rig.workspace.build import PatchError, apply_patch, copy_fixture
+from rig.workspace.build import PatchError, apply_patch, copy_fixture, tree_digest
 from rig.workspace.scope import patch_out_of_scope
 
 
@@ -166,11 +168,104 @@ def verify_patches(
     return runs
 
 
-def run_item(item: Item, pack: Pack, scratch: Path, project_env: ProjectEnv | None) -> ItemResult:
-    """Build the item's workspace in `scratch`, verify it (in `project_env`) and judge the outcome."""
+class Measurements:
+    """Verifications made earlier in this process, by everything that decides their outcome: the
+    starting tree's files, the pack's gate and runner, the patches' bytes, the hidden tests' files
+    and where they run, and the environment. `rig task mine` records what it measures; its
+    calibration of the tasks it made judges the verification of exactly the same inputs from here
+    instead of running it again (each hidden verdict there already held over repeated runs). A
+    task whose stored files differ in any byte from what was measured is verified afresh."""
+
+    def __init__(self) -> None:
+        self._found: dict[str, Verification] = {}
+        self._trees: dict[Path, str] = {}
+        self._lock = threading.Lock()
+
+    def _tree(self, root: Path) -> str:
+        # Starting trees (the fixture, a base) do not change while one mining runs: hashed once.
+        with self._lock:
+            known = self._trees.get(root)
+        if known is None:
+            known = tree_digest(root)
+            with self._lock:
+                self._trees[root] = known
+        return known
+
+    def key(
+        self,
+        pack: Pack,
+        patches: list[Path],
+        hidden_dir: Path | None,
+        placement: Placement,
+        project_env: ProjectEnv | None,
+    ) -> str:
+        """The identity of a verification's inputs."""
+        parts = [
+            self._tree(pack.fixture_dir),
+            pack.spec.gate.model_dump_json(),
+            pack.spec.runner.model_dump_json(),
+            *(hashlib.sha256(patch.read_bytes()).hexdigest() for patch in patches),
+            tree_digest(hidden_dir) if hidden_dir is not None else "no hidden tests",
+            placement.model_dump_json(),
+            f"{project_env.hash} {project_env.packages_digest}"
+            if project_env is not None
+            else "no environment",
+        ]
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+    def verify(
+        self,
+        pack: Pack,
+        patches: list[Path],
+        hidden_dir: Path | None,
+        scratch: Path,
+        hidden_runs: int = 1,
+        *,
+        project_env: ProjectEnv | None,
+        placement: Placement = IN_FOLDER,
+    ) -> list[Verification]:
+        """verify_patches, its first verification kept under its inputs' key (taken before it runs)."""
+        found = self.key(pack, patches, hidden_dir, placement, project_env)
+        runs = verify_patches(
+            pack, patches, hidden_dir, scratch, hidden_runs, project_env=project_env, placement=placement
+        )
+        with self._lock:
+            self._found[found] = runs[0]
+        return runs
+
+    def get(
+        self,
+        pack: Pack,
+        patches: list[Path],
+        hidden_dir: Path | None,
+        placement: Placement,
+        project_env: ProjectEnv | None,
+    ) -> Verification | None:
+        """The verification kept for exactly these inputs, if any."""
+        found = self.key(pack, patches, hidden_dir, placement, project_env)
+        with self._lock:
+            return self._found.get(found)
+
+
+def run_item(
+    item: Item,
+    pack: Pack,
+    scratch: Path,
+    project_env: ProjectEnv | None,
+    measurements: Measurements | None = None,
+) -> ItemResult:
+    """Build the item's workspace in `scratch`, verify it (in `project_env`) and judge the outcome;
+    a verification `measurements` holds for the same inputs is judged instead of a new one."""
     start = time.monotonic()
     task_id = item.task.id if item.task else None
     hidden = item.task.hidden_dir if item.task else None
+    placement = item.task.placement if item.task else IN_FOLDER
+    known = None
+    if measurements is not None:
+        try:
+            known = measurements.get(pack, item.patches, hidden, placement, project_env)
+        except OSError:
+            known = None
 
     def result(passed: bool, reason: str, v: Verification | None = None) -> ItemResult:
         return ItemResult(
@@ -182,12 +277,16 @@ def run_item(item: Item, pack: Pack, scratch: Path, project_env: ProjectEnv | No
             check_failed=v.check.failed if v else [],
             hidden_failed=v.hidden.failed if v and v.hidden else [],
             wall_s=round(time.monotonic() - start, 3),
+            reused=known is not None,
         )
 
     try:
-        placement = item.task.placement if item.task else IN_FOLDER
-        (verification,) = verify_patches(
-            pack, item.patches, hidden, scratch, project_env=project_env, placement=placement
+        (verification,) = (
+            [known]
+            if known is not None
+            else verify_patches(
+                pack, item.patches, hidden, scratch, project_env=project_env, placement=placement
+            )
         )
     except PatchError as exc:
         return result(False, str(exc))
@@ -227,10 +326,12 @@ def calibrate(
     workers: int,
     on_result: Callable[[ItemResult], None] | None = None,
     keep: Path | None = None,
+    measurements: Measurements | None = None,
 ) -> CalibrationReport:
     """Run every item of `pack`'s `tasks` in parallel, each in the project environment of the tree it
     starts from (built first if the cache lacks it: EnvError in one line if it cannot be); report
-    results in plan order, the pack check last."""
+    results in plan order, the pack check last. An item whose verification `measurements` holds
+    (rig task mine's) is judged on it."""
     items = plan(tasks)
     by_tree = activate_each([pack, *(t.pack for t in tasks)])
     started = time.time()
@@ -243,9 +344,8 @@ def calibrate(
             for i, item in enumerate(items):
                 # A task with a base is verified from its own tree, in its own environment.
                 start = item.task.pack if item.task else pack
-                futures.append(
-                    pool.submit(run_item, item, start, root / f"{i:03d}", by_tree[start.fixture_dir])
-                )
+                env = by_tree[start.fixture_dir]
+                futures.append(pool.submit(run_item, item, start, root / f"{i:03d}", env, measurements))
             # Waiting in plan order keeps the output stable while items finish in any order.
             for future in futures:
                 results.append(future.result())

@@ -35,7 +35,7 @@ from typing import Literal
 
 import tomli_w
 
-from rig.calibrate.oracle import calibrate, verify_patches
+from rig.calibrate.oracle import Measurements, calibrate
 from rig.confine.project_env import ProjectEnv
 from rig.env.activate import activate
 from rig.env.identity import GENERATED_LOCK, lock_path
@@ -48,6 +48,7 @@ from rig.runners.registry import kind_of
 from rig.schema import (
     BASES_DIR,
     FunnelStage,
+    ItemResult,
     MinedCommit,
     MineFunnel,
     MineReport,
@@ -151,6 +152,7 @@ def measure(
     scratch: Path,
     env: ProjectEnv | None,
     reached: Callable[[FunnelStage], None],
+    measurements: Measurements,
 ) -> Measured:
     """Run the hidden tests after the fix, then before it (in `env`): that all pass after, which
     fail before, and that no verdict changes over HIDDEN_RUNS runs of the same code; `reached` hears
@@ -159,7 +161,7 @@ def measure(
     before it."""
 
     def runs(applied: list[Path], name: str) -> list[Verification]:
-        return verify_patches(
+        return measurements.verify(
             pack,
             applied,
             hidden.dir,
@@ -197,7 +199,13 @@ def measure(
 
 
 def decoys(
-    pack: Pack, patches: Patches, hidden: Hidden, scratch: Path, task_dir: Path, env: ProjectEnv | None
+    pack: Pack,
+    patches: Patches,
+    hidden: Hidden,
+    scratch: Path,
+    task_dir: Path,
+    env: ProjectEnv | None,
+    measurements: Measurements,
 ) -> dict[str, dict]:
     """Write each decoy that is measured (in `env`) to fail into task_dir/decoys; their task.toml
     entries."""
@@ -206,7 +214,7 @@ def decoys(
         patch = scratch / f"decoy-{name}.patch"
         patch.write_bytes(body)
         try:
-            (v,) = verify_patches(
+            (v,) = measurements.verify(
                 pack,
                 [patches.setup, patch],
                 hidden.dir,
@@ -253,6 +261,9 @@ class Options:
     """Commits already mined into the pack, to their task ids."""
     environment: ProjectEnv | None
     """The pack's project environment, activated once for every commit."""
+    measurements: Measurements
+    """Every verification made, which the calibration of the tasks made judges instead of
+    running the same again."""
 
 
 def _at_snapshot_or_parent(
@@ -326,7 +337,9 @@ def mine_commit(
     if base is not None:
         at = _environment_at(start, commit)
         start, environment, fallback = at.start, at.env, at.fallback
-    measured = measure(start, patches, Hidden(hidden, placement), scratch, environment, reached)
+    measured = measure(
+        start, patches, Hidden(hidden, placement), scratch, environment, reached, options.measurements
+    )
     tests = measured.fail_to_pass + measured.pass_to_pass
     prompt = issue_text(commit.subject, commit.body, files.source + files.tests, tests, options.template)
     if prompt is None:
@@ -338,7 +351,9 @@ def mine_commit(
     shutil.copytree(hidden, hidden_dir)
     shutil.copyfile(patches.setup, task_dir / "setup.patch")
     shutil.copyfile(patches.solution, task_dir / "solution.patch")
-    kept = decoys(start, patches, Hidden(hidden, placement), scratch, task_dir, environment)
+    kept = decoys(
+        start, patches, Hidden(hidden, placement), scratch, task_dir, environment, options.measurements
+    )
     spec = {
         "id": ident,
         "hypothesis": HYPOTHESIS,
@@ -415,10 +430,13 @@ def template_for(pack: Pack, path: Path | None) -> str:
         ) from None
 
 
-def _calibrated(pack: Pack, staging: Path, mined: list[Mined], workers: int) -> dict[str, str]:
-    """Calibrate the staged tasks like any other; the first failure of each task that fails."""
+def _calibrated(
+    pack: Pack, staging: Path, mined: list[Mined], workers: int, measurements: Measurements
+) -> tuple[dict[str, str], list[ItemResult]]:
+    """Calibrate the staged tasks like any other, judging the measurements of the same inputs
+    instead of running them again; the first failure of each task that fails, and the items."""
     if not mined:
-        return {}
+        return {}, []
     try:
         tasks = load_tasks(
             pack,
@@ -427,13 +445,13 @@ def _calibrated(pack: Pack, staging: Path, mined: list[Mined], workers: int) -> 
             staging / "hidden_tests",
         )
     except TaskError as exc:
-        return {m.verdict.task or "": f"does not load: {exc}" for m in mined}
-    report = calibrate(pack, tasks, workers)
+        return {m.verdict.task or "": f"does not load: {exc}" for m in mined}, []
+    report = calibrate(pack, tasks, workers, measurements=measurements)
     failures: dict[str, str] = {}
     for item in report.items:
         if not item.passed and item.task is not None:
             failures.setdefault(item.task, f"{item.name}: {item.reason}")
-    return failures
+    return failures, [item for item in report.items if item.kind != "fixture"]
 
 
 def _install(pack: Pack, mined: Mined) -> None:
@@ -494,7 +512,8 @@ def mine(
     verdicts: list[MinedCommit] = []
     try:
         environment = activate(pack)
-        (clean,) = verify_patches(pack, [], None, work / "clean", project_env=environment)
+        measurements = Measurements()
+        (clean,) = measurements.verify(pack, [], None, work / "clean", project_env=environment)
         if not clean.check.ok:
             raise MineError(
                 f"{pack.root}: the fixture fails its own gate ({_failures(clean)}); "
@@ -509,6 +528,7 @@ def mine(
             timeout_s,
             _known(pack),
             environment,
+            measurements,
         )
         staging = work / "staging"
 
@@ -551,8 +571,15 @@ def mine(
             # waits for the commits in flight.
             pool.shutdown(wait=False, cancel_futures=True)
         if mined:
-            say(f"calibrating the {len(mined)} tasks made, as rig calibrate would")
-        failures = _calibrated(pack, staging, mined, workers)
+            say(
+                f"calibrating the {len(mined)} tasks made, as rig calibrate would, on the measurements "
+                "of the same files (rig calibrate --pack runs them all again)"
+            )
+        failures, items = _calibrated(pack, staging, mined, workers, measurements)
+        reused = sum(item.reused for item in items)
+        afresh = len(items) - reused
+        if afresh:
+            say(f"{afresh} calibration items verified afresh: their files differ from what was measured")
         # The bundle first: a task is in the pack once its task.toml is, and its base must be there.
         bundle(
             pack.root, [*_bases(pack), *(m.base for m in mined if m.base and m.verdict.task not in failures)]
@@ -573,7 +600,14 @@ def mine(
         _prune_locks(pack)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return MineReport(pack=pack.name, snapshot=at, commits=verdicts, funnel=MineFunnel.of(verdicts))
+    return MineReport(
+        pack=pack.name,
+        snapshot=at,
+        commits=verdicts,
+        funnel=MineFunnel.of(verdicts),
+        calibration_reused=reused,
+        calibration_afresh=afresh,
+    )
 
 
 def _prune_locks(pack: Pack) -> None:

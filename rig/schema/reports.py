@@ -32,6 +32,10 @@ class ItemResult(BaseModel):
     check_failed: list[str] = Field(default_factory=list)
     hidden_failed: list[str] = Field(default_factory=list)
     wall_s: float = 0.0
+    reused: bool = Field(
+        default=False,
+        description="judged on the verification rig task mine made of exactly the same inputs, not run again",
+    )
 
 
 class CalibrationReport(BaseModel):
@@ -154,6 +158,13 @@ class MineReport(BaseModel):
     snapshot: str
     commits: list[MinedCommit]
     funnel: MineFunnel
+    calibration_reused: int = Field(
+        default=0,
+        description="calibration items of the tasks made judged on mining's own verification of them",
+    )
+    calibration_afresh: int = Field(
+        default=0, description="calibration items verified again: their files differ from what was measured"
+    )
 
 
 class HarnessCheck(BaseModel):

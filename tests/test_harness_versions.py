@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from harnesses.registry import adapter_class, calibrated_names
 from harnesses.versions import MARKER
+from rig.paths import REPO_ROOT
 
 RIG = str(Path(sys.executable).with_name("rig"))
 PREFETCHED = (Path(__file__).parent / "data" / "npm-prefetch.txt").read_text().split()
@@ -145,3 +147,18 @@ def test_a_harness_version_that_cannot_be_is_refused_at_load(tmp_path, harness, 
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [f"error: {path}: {error}"]
     assert not (tmp_path / "cache").exists()
+
+
+def test_every_pinned_cli_has_a_captured_run_in_its_version_corpus():
+    # Each CLI harness keeps, per version it has been run at, a captured run its parser is tested
+    # on (tests/data/<harness>/versions/<version>); the version rig pins must be among them.
+    pins = json.loads((REPO_ROOT / "harnesses" / "node" / "package.json").read_text())["dependencies"]
+    missing = []
+    for name in calibrated_names():
+        version = pins[adapter_class(name).package]
+        folder = REPO_ROOT / "tests" / "data" / name.replace("-", "_") / "versions" / version
+        if not (folder / "version.json").is_file():
+            missing.append(
+                f"{name} {version}: capture it into {folder} ({folder.parent / 'README.md'} says how)"
+            )
+    assert len(calibrated_names()) == 5 and not missing, missing

@@ -42,6 +42,8 @@ _REAP_ROUNDS = 100
 OUTPUT_KEEP_BYTES = 8 * 1024 * 1024
 # How long run_bounded reads after its command exited, from children that still hold its pipes.
 DRAIN_S = 5.0
+# How long an interrupted runner waits for the commands it killed to be gone.
+KILL_WAIT_S = 5.0
 # Process groups of the commands run_bounded is running now, killed when the runner is interrupted.
 _COMMANDS: set[int] = set()
 _COMMANDS_LOCK = threading.Lock()
@@ -186,16 +188,53 @@ class _Capped:
 
 
 def kill_running_commands() -> int:
-    """Kill every command run_bounded is running (with its process group); how many.
+    """Kill every command run_bounded is running (with its process group), and wait up to
+    KILL_WAIT_S for them to be gone; how many.
 
     An interrupted runner calls it: verification processes live in sessions of their own, so no
-    terminal signal reaches them.
+    terminal signal reaches them. Its own children that lead a session are killed too. SIGKILL
+    takes effect when the target next runs: without the wait a loaded machine can show a killed
+    command alive after the runner has exited.
     """
     with _COMMANDS_LOCK:
-        running = sorted(_COMMANDS)
+        running = sorted(_COMMANDS | _own_sessions())
     for pgid in running:
         kill_group(pgid)
+    deadline = time.monotonic() + KILL_WAIT_S
+    for pgid in running:
+        while _group_exists(pgid) and time.monotonic() < deadline:
+            time.sleep(0.02)
     return len(running)
+
+
+def _own_sessions() -> set[int]:
+    """This process's children that lead sessions of their own: the commands run_bounded started,
+    one not yet registered among them (an interrupt can come between its start and its
+    registration, when Popen is still returning)."""
+    me, found = os.getpid(), set()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat_line = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid pgrp session ...: comm may hold spaces and parentheses.
+        fields = stat_line.rpartition(")")[2].split()
+        if len(fields) > 3 and int(fields[1]) == me and int(fields[3]) == int(entry.name):
+            found.add(int(entry.name))
+    return found
+
+
+def _group_exists(pgid: int) -> bool:
+    """Whether any process (a zombie included) is still in process group `pgid`."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def kill_group(pgid: int) -> None:

@@ -15,7 +15,8 @@ import pytest
 from node_packs import added, offline, pack_new_from, rig, run_env, scripted_run
 
 from rig.env.activate import activate
-from rig.env.node import redirect_self_writes, self_writes
+from rig.env.node import Manager, Node, pinned_manager, redirect_self_writes, self_writes
+from rig.env.uvtool import EnvError
 from rig.packs.manifest import PackError, load_pack
 from rig.paths import REPO_ROOT
 from rig.verify.checks import derive
@@ -386,3 +387,41 @@ def test_a_monorepos_packages_resolve_to_the_trees_copies(
     (hostile / "packages" / "app").symlink_to(elsewhere)
     env.link_modules(hostile)
     assert list(elsewhere.iterdir()) == [] and (hostile / "node_modules").is_dir()
+
+
+def pnpm_for(named: str, node: str, tmp_path: Path) -> Manager | None:
+    """The pnpm rig installs for a pnpm pack whose package.json names `named`, on a node `node`."""
+    pack = load_pack(node_pack(tmp_path / "pack", 'manager = "pnpm"\n'))
+    manifest = json.loads((pack.fixture_dir / "package.json").read_text())
+    (pack.fixture_dir / "package.json").write_text(json.dumps({**manifest, "packageManager": named}))
+    assert pack.spec.environment is not None
+    return pinned_manager(pack.spec.environment, pack.fixture_dir, Node("/usr/bin/node", node, "/usr"))
+
+
+@pytest.mark.parametrize(
+    ("named", "node", "installed"),
+    [
+        # ufo's older commits pin pnpm 7.27.0; on node 20 its fetch fails after a minute of retries.
+        ("pnpm@7.27.0", "20.20.2", "7.33.0"),
+        ("pnpm@8.3.0", "22.1.0", "8.3.1"),
+        ("pnpm@7.27.0", "18.19.0", "7.27.0"),
+        ("pnpm@7.33.0", "20.20.2", "7.33.0"),
+        ("pnpm@8.15.1", "20.20.2", "8.15.1"),
+        ("pnpm@10.28.0+sha512.abc", "20.20.2", "10.28.0"),
+    ],
+)
+def test_a_pnpm_that_cannot_fetch_on_this_node_is_replaced_by_its_lines_fixed_release(
+    named: str, node: str, installed: str, tmp_path: Path
+) -> None:
+    pinned = pnpm_for(named, node, tmp_path)
+    assert pinned is not None
+    assert pinned.version == installed
+    assert pinned.replaces == (None if installed in named else named.removeprefix("pnpm@"))
+
+
+def test_a_pnpm_whose_line_got_no_fetch_fix_is_refused_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(
+        EnvError, match=r"pnpm 6.35.1 cannot fetch .* on node 20.20.2 .*pnpm 7.33 or later"
+    ) as raised:
+        pnpm_for("pnpm@6.35.1", "20.20.2", tmp_path)
+    assert "\n" not in str(raised.value)

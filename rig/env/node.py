@@ -41,6 +41,12 @@ LOCKFILES = {
 PNPM_VERSION = "10.34.9"
 YARN_CLASSIC_VERSION = "1.22.22"
 YARN_BERRY_VERSION = "4.18.1"
+# pnpm releases whose registry fetch fails on node 20 and later (ERR_INVALID_THIS, after retries of
+# 10 s and a minute: pnpm/pnpm#6424), by the range they fall in, to the first release of the same
+# line with the fix, which reads the same lockfile format. Measured on this machine's node 20: 6.35.1,
+# 7.27.0, 7.32.0 and 8.3.0 fail; 7.33.0 and 8.3.1 install. pnpm 6 got no fix.
+PNPM_FETCH_FIXED = {"<7.33.0": "7.33.0", ">=8.0.0 <8.3.1": "8.3.1"}
+PNPM_FETCH_BROKEN_FROM_NODE = "20.0.0"
 # yarn 2+ is published on npm as @yarnpkg/cli-dist (command `yarn`); yarn 1 as `yarn`.
 YARN_BERRY_PACKAGE = "@yarnpkg/cli-dist"
 # Files a tool writes into its own installed package whenever it runs, by package; `{tsconfig}`
@@ -104,6 +110,8 @@ class Manager:
     package: str
     """The npm package it is published as."""
     version: str
+    replaces: str | None = None
+    """The version package.json named, when it cannot run here and this one stands in for it."""
 
     @property
     def berry(self) -> bool:
@@ -214,7 +222,7 @@ def identity_parts(spec: EnvironmentSpec, fixture: Path, node: Node) -> dict:
         for path in sorted((fixture / folder).rglob("*"))
         if path.is_file()
     }
-    pinned = pinned_manager(spec, fixture)
+    pinned = pinned_manager(spec, fixture, node)
     return {
         "package": {key: manifest[key] for key in PACKAGE_KEYS if key in manifest},
         "lock": _digest(lock),
@@ -230,9 +238,31 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def pinned_manager(spec: EnvironmentSpec, fixture: Path) -> Manager | None:
+def _pnpm_that_fetches(version: str, node: Node) -> str:
+    """`version`, or on a node where it cannot fetch from the registry, the first release of its line
+    that can (PNPM_FETCH_FIXED); EnvError in one line when its line has none."""
+    try:
+        parsed = Version(version)
+        broken = Version(node.version) >= Version(PNPM_FETCH_BROKEN_FROM_NODE)
+    except ValueError:
+        return version
+    for bad, fixed in PNPM_FETCH_FIXED.items():
+        if not broken or parsed not in NpmSpec(bad):
+            continue
+        if parsed.major != Version(fixed).major:
+            raise EnvError(
+                f"environment: pnpm {version} cannot fetch from the registry on node {node.version} "
+                f"(pnpm/pnpm#6424) and pnpm {parsed.major} got no fix; name pnpm 7.33 or later in "
+                "package.json's packageManager, or use a node before 20 first on PATH"
+            )
+        return fixed
+    return version
+
+
+def pinned_manager(spec: EnvironmentSpec, fixture: Path, node: Node) -> Manager | None:
     """The package manager rig installs for a pnpm or yarn environment, at the version
-    package.json's packageManager names, else rig's pin (for yarn, by the lockfile's format);
+    package.json's packageManager names, else rig's pin (for yarn, by the lockfile's format), on
+    `node` (a pnpm that cannot fetch there is replaced by the first fixed release of its line);
     None for npm, which comes with node. EnvError in one line for a yarn.lock of no known format."""
     if spec.manager == "npm":
         return None
@@ -240,7 +270,9 @@ def pinned_manager(spec: EnvironmentSpec, fixture: Path) -> Manager | None:
     match = _PACKAGE_MANAGER.match(named) if isinstance(named, str) else None
     version = match.group(2) if match is not None and match.group(1) == spec.manager else None
     if spec.manager == "pnpm":
-        return Manager("pnpm", "pnpm", version or PNPM_VERSION)
+        wanted = version or PNPM_VERSION
+        usable = _pnpm_that_fetches(wanted, node)
+        return Manager("pnpm", "pnpm", usable, wanted if usable != wanted else None)
     version = version or _yarn_for(node_lock(spec, fixture))
     return Manager("yarn", "yarn" if version.startswith("1.") else YARN_BERRY_PACKAGE, version)
 
@@ -338,7 +370,7 @@ def install(
     """Install the fixture's lockfile into a `copy` of it (its node_modules), then the pack's
     setup lines; pnpm or yarn itself goes into the cache beside the environment."""
     node_lock(spec, fixture)
-    pinned = pinned_manager(spec, fixture)
+    pinned = pinned_manager(spec, fixture, node)
     shutil.copytree(fixture, copy, symlinks=True, ignore=shutil.ignore_patterns(*_NOT_COPIED))
     environ = {**environ, "PATH": os.pathsep.join([str(Path(node.path).parent), environ.get("PATH", "")])}
     made = Installed([], {})
@@ -346,6 +378,13 @@ def install(
         run_step("npm ci", ["npm", "ci", "--ignore-scripts", *_QUIET], log, copy, environ, egress=egress)
         run_step("npm rebuild", ["npm", "rebuild", *_QUIET], log, copy, environ, egress=egress)
     else:
+        if pinned.replaces is not None:
+            with log.open("a", encoding="utf-8") as out:
+                out.write(
+                    f"pnpm {pinned.replaces} (package.json's packageManager) cannot fetch from the registry "
+                    f"on node {node.version} (pnpm/pnpm#6424): installing with pnpm {pinned.version}, the "
+                    "first release of its line with the fix\n"
+                )
         command = _install_manager(pinned, copy.parent.parent, log, environ, egress)
         _check_runs_on(pinned, Path(command), node)
         made = Installed([str(Path(command).parent)], yarn_variables(copy) if pinned.berry else {})

@@ -264,6 +264,46 @@ def test_resolving_a_project_whose_version_comes_from_git_gets_the_pretended_ver
     assert "six==1.17.0" in (pack / "environment.lock.txt").read_text()
 
 
+def test_a_setup_py_projects_dependencies_are_part_of_its_identity(tmp_path: Path) -> None:
+    # python-slugify's older commits name Unidecode in setup.py, its newer ones text-unidecode: a
+    # base whose setup.py differs from the fixture's must not share the fixture's environment.
+    pack, cache = make_pack(tmp_path / "pack", "project = true\n"), tmp_path / "envs"
+    fixture = pack / "fixture"
+    (fixture / "pyproject.toml").unlink()
+    script = (
+        "from setuptools import find_packages, setup\n\n"
+        "setup(name='envproject', version='1.0', package_dir={'': 'src'},\n"
+        "      packages=find_packages('src'), install_requires=[%s])\n"
+    )
+    (fixture / "setup.py").write_text(script % "'six'")
+    env = offline(cache)
+    first = rig(env, "env", "build", str(pack))
+    assert first.returncode == 0, first.stderr
+    assert "six==1.17.0" in (pack / "environment.lock.txt").read_text()
+    (fixture / "setup.py").write_text(script % "")
+    stale = rig(env, "env", "build", str(pack))
+    assert stale.returncode == 2 and "does not match the pack's dependencies" in stale.stderr, stale.stderr
+    (pack / "environment.lock.txt").unlink()
+    again = rig(env, "env", "build", str(pack))
+    assert again.returncode == 0, again.stderr
+    assert "six" not in (pack / "environment.lock.txt").read_text()
+    assert len(entries(cache)) == 2
+
+
+def test_setup_cfg_beside_a_static_project_table_is_no_part_of_its_identity(tmp_path: Path) -> None:
+    # arrow's setup.cfg holds only tool settings; its dependencies are in [project].
+    pack, cache = make_pack(tmp_path / "pack", "project = true\n"), tmp_path / "envs"
+    setup_cfg = pack / "fixture" / "setup.cfg"
+    setup_cfg.write_text("[flake8]\nmax-line-length = 100\n")
+    env = offline(cache)
+    first = rig(env, "env", "build", str(pack))
+    assert first.returncode == 0, first.stderr
+    setup_cfg.write_text("[flake8]\nmax-line-length = 120\n")
+    again = rig(env, "env", "build", str(pack))
+    assert again.returncode == 0, again.stderr
+    assert len(entries(cache)) == 1
+
+
 class _Says(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         body = f"served {self.path}".encode()

@@ -23,6 +23,8 @@ BUILD_FORMAT = 3
 # description) changes no environment.
 PROJECT_KEYS = ("dependencies", "optional-dependencies", "requires-python")
 TOP_TABLES = ("dependency-groups", "build-system")
+# A project's dependencies declared outside pyproject.toml (python-slugify's install_requires).
+SETUP_SCRIPTS = ("setup.py", "setup.cfg")
 _ABOUT = (
     "import json, sys, sysconfig; print(json.dumps({'version': '.'.join(map(str, sys.version_info[:3])),"
     " 'platform': f'{sys.implementation.name}-{sysconfig.get_platform()}'}))"
@@ -58,19 +60,46 @@ def resolve_interpreter(spec: EnvironmentSpec) -> Interpreter:
     return Interpreter(path=path, version=facts["version"], platform=facts["platform"])
 
 
-def dependency_tables(fixture: Path) -> dict[str, Any]:
-    """The parts of the fixture's pyproject.toml that say what is installed (empty without one)."""
+def _pyproject(fixture: Path) -> dict[str, Any] | None:
+    """The fixture's pyproject.toml, None without one; EnvError in one line when it does not parse."""
     pyproject = fixture / "pyproject.toml"
     if not pyproject.is_file():
-        return {}
+        return None
     try:
-        data = tomllib.loads(pyproject.read_bytes().decode("utf-8"))
+        return tomllib.loads(pyproject.read_bytes().decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise EnvError(f"{pyproject}: cannot read it ({exc}); fix the file") from None
+
+
+def dependency_tables(fixture: Path) -> dict[str, Any]:
+    """The parts of the fixture's pyproject.toml that say what is installed (empty without one)."""
+    data = _pyproject(fixture)
+    if data is None:
+        return {}
     project = data.get("project", {})
     tables: dict[str, Any] = {"project": {key: project[key] for key in PROJECT_KEYS if key in project}}
     tables.update({key: data[key] for key in TOP_TABLES if key in data})
     return tables
+
+
+def setup_scripts(spec: EnvironmentSpec, fixture: Path) -> dict[str, dict[str, str]]:
+    """For a project whose dependencies setup.py or setup.cfg declare (pyproject.toml has no
+    [project] table, or names them `dynamic`), those files' digests under "setup" (setup.py is
+    code: its `install_requires` cannot be read without running it); empty otherwise, so the
+    identity of a project without them, or with only tool settings in setup.cfg, is what it was."""
+    if not spec.project:
+        return {}
+    project = (_pyproject(fixture) or {}).get("project")
+    if isinstance(project, dict) and not {"dependencies", "optional-dependencies"} & set(
+        project.get("dynamic") or ()
+    ):
+        return {}
+    found = {
+        name: hashlib.sha256((fixture / name).read_bytes()).hexdigest()
+        for name in SETUP_SCRIPTS
+        if (fixture / name).is_file()
+    }
+    return {"setup": found} if found else {}
 
 
 def _file_digest(path: Path, key: str) -> str:
@@ -89,6 +118,7 @@ def resolution_digest(spec: EnvironmentSpec, fixture: Path) -> str:
         "groups": sorted(spec.groups),
         "requirements": {r: _file_digest(fixture / r, "requirements") for r in spec.requirements},
         "pyproject": dependency_tables(fixture),
+        **setup_scripts(spec, fixture),
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
@@ -145,6 +175,7 @@ def environment_hash(pack: Pack, interpreter: Interpreter, node: Node | None = N
     parts = {
         "environment": spec.model_dump(mode="json", exclude={"build"}),
         "pyproject": dependency_tables(pack.environment_dir),
+        **setup_scripts(spec, pack.environment_dir),
         "requirements": {
             r: _file_digest(pack.environment_dir / r, "requirements") for r in spec.requirements
         },

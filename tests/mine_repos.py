@@ -454,6 +454,43 @@ def shared_tests_repo(root: Path) -> tuple[Path, dict[str, str]]:
     return repo, expected
 
 
+TITLE_V1 = """export function title(text) {
+  return text.toUpperCase();
+}
+"""
+TITLE_TEST_V1 = """import assert from "node:assert/strict";
+import { test } from "node:test";
+import { title } from "../src/title.mjs";
+
+test("title case", () => {
+  assert.equal(title("hello world"), "HELLO WORLD");
+});
+"""
+
+
+def changed_assertion_repo(root: Path) -> tuple[Path, dict[str, str]]:
+    """A fix that changes what an existing test asserts (its old version fails on the fixed code),
+    as most behaviour fixes of a real history do: judged by the test's new version, it is a task."""
+    repo, expected, step = history(root / "titles")
+    package = '{\n  "name": "titles",\n  "type": "module",\n  "scripts": {"test": "node --test"}\n}\n'
+    step(
+        "Start the title helper",
+        "root",
+        {"package.json": package, "src/title.mjs": TITLE_V1, "test/title.test.mjs": TITLE_TEST_V1},
+    )
+    step(
+        "Fix title() shouting instead of capitalising each word",
+        "mined",
+        {
+            "src/title.mjs": TITLE_V1.replace(
+                "text.toUpperCase()", "text.replace(/\\b\\w/g, (c) => c.toUpperCase())"
+            ),
+            "test/title.test.mjs": TITLE_TEST_V1.replace('"HELLO WORLD"', '"Hello World"'),
+        },
+    )
+    return repo, expected
+
+
 DAYS_PYPROJECT = """[project]
 name = "days"
 version = "0.1.0"

@@ -21,10 +21,19 @@ from pathlib import Path
 
 import pytest
 from env_pack import offline
-from mine_repos import commit, dependency_repo, git, javascript_repo, python_repo, shared_tests_repo
+from mine_repos import (
+    changed_assertion_repo,
+    commit,
+    dependency_repo,
+    git,
+    javascript_repo,
+    python_repo,
+    shared_tests_repo,
+)
 from processes import background_job
 
 from rig.env.activate import activate
+from rig.mine.history import GENERATED_MARK
 from rig.mine.prompt import DEFAULT_TEMPLATE, issue_text
 from rig.packs.manifest import load_pack
 from rig.packs.stats import CEILING, FLOOR, task_stats
@@ -64,6 +73,29 @@ def mined(repo: Path, pack: Path, *args: str) -> dict:
     proc = rig("task", "mine", str(repo), "--pack", str(pack), "--json", *args)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
+
+
+def solution_and_nothing(pack: Path, task: str, tmp_path: Path, env: dict[str, str]) -> list[dict]:
+    """`rig run` of `task` by the scripted harness, the reference solution and doing nothing once
+    each, under `env`; the records."""
+    experiment = tmp_path / "solution-and-nothing.toml"
+    experiment.write_text(
+        f'name = "solution-and-nothing"\npack = "{pack}"\nharness = "scripted"\nmodel = "scripted"\n'
+        f'tasks = ["{task}"]\nrepetitions = 1\nworkers = 2\n'
+        '[[conditions]]\nname = "solution"\nharness_options = { policy = "solution" }\n'
+        '[[conditions]]\nname = "nothing"\nharness_options = { policy = "nothing" }\n'
+    )
+    results = tmp_path / "results"
+    ran = subprocess.run(
+        [RIG, "run", str(experiment), "--results-root", str(results)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**env, "RIG_RUNS_ROOT": str(tmp_path / "runs")},
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    runs = (results / "solution-and-nothing" / "runs.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in runs]
 
 
 @pytest.fixture(scope="module")
@@ -279,6 +311,26 @@ def test_javascript_history_mines_and_calibrates(tmp_path):
     assert rows and all("no test file (**/*.test.[cm]js)" in row for row in rows), again.stdout
 
 
+def test_a_fix_that_changes_what_a_test_asserts_is_judged_by_the_tests_new_version(tmp_path):
+    repo, expected = changed_assertion_repo(tmp_path)
+    pack = new_pack(repo, tmp_path / "pack")
+    # The pack protects the tests: the agent cannot bring the old assertion in line itself.
+    assert 'dirs = ["test"]' in (pack / "pack.toml").read_text()
+    report = mined(repo, pack)
+    assert {e["subject"]: e["verdict"] for e in report["commits"]} == expected, report["commits"]
+    (task,) = [e for e in report["commits"] if e["verdict"] == "mined"]
+    assert task["fail_to_pass"] == ["title case"], task
+    spec = tomllib.loads((pack / "tasks" / task["task"] / "task.toml").read_text())
+    # The task starts from the old assertion, and the gate before the fix runs the new one.
+    assert '"HELLO WORLD"' in (pack / "tasks" / task["task"] / "setup.patch").read_text()
+    assert spec["baseline"] == {"fails_stages": ["gate"], "fails_hidden": ["title case"]}
+    by_condition = {r["condition"]: r for r in solution_and_nothing(pack, task["task"], tmp_path, ENV)}
+    assert by_condition["solution"]["success"] is True, by_condition["solution"]
+    assert by_condition["solution"]["check"]["ok"] is True
+    nothing = by_condition["nothing"]
+    assert nothing["success"] is False and nothing["check"]["failed"] == ["gate"], nothing
+
+
 def test_a_fix_the_snapshot_cannot_reverse_is_mined_at_its_parent(tmp_path):
     repo, expected = shared_tests_repo(tmp_path)
     older, newer = (git(repo, "rev-parse", f"HEAD~{n}").strip() for n in (1, 0))
@@ -318,23 +370,7 @@ def test_a_fix_the_snapshot_cannot_reverse_is_mined_at_its_parent(tmp_path):
     assert 'split(" ")[1]' in (base / "src" / "words.mjs").read_text()
     assert (base / "AGENTS.md").is_file()
     # A run starts from the base: the reference solution succeeds there, and the record pins it.
-    experiment = tmp_path / "at-parent.toml"
-    experiment.write_text(
-        f'name = "at-parent"\npack = "{pack}"\nharness = "scripted"\nmodel = "scripted"\n'
-        f'tasks = ["{at_parent["task"]}"]\nrepetitions = 1\nworkers = 2\n'
-        '[[conditions]]\nname = "solution"\nharness_options = { policy = "solution" }\n'
-        '[[conditions]]\nname = "nothing"\nharness_options = { policy = "nothing" }\n'
-    )
-    results = tmp_path / "results"
-    ran = subprocess.run(
-        [RIG, "run", str(experiment), "--results-root", str(results)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**fresh, "RIG_RUNS_ROOT": str(tmp_path / "runs")},
-    )
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-    records = [json.loads(line) for line in (results / "at-parent" / "runs.jsonl").read_text().splitlines()]
+    records = solution_and_nothing(pack, at_parent["task"], tmp_path, fresh)
     assert {r["condition"]: r["success"] for r in records} == {"solution": True, "nothing": False}
     assert {r["pins"]["base_tree"] for r in records} == {spec["base"]}
     nothing = next(r for r in records if r["condition"] == "nothing")
@@ -522,3 +558,23 @@ def test_pack_stats_flags_tasks_every_run_solved_or_none_did():
     }
     assert stats["useful"].rate("a") == 0.75 and stats["useful"].rate("b") == 0.25
     assert stats["unrun"].rate("a") is None
+
+
+@pytest.mark.parametrize(
+    ("head", "generated"),
+    [
+        (b"# generated by the release script: do not edit\nVERSION = '0.1.1'\n", True),
+        (b"// Code generated by protoc-gen-go. DO NOT EDIT.\npackage pb\n", True),
+        (b"# This file is automatically generated, changes will be lost\n", True),
+        (b"/* @generated */\n", True),
+        (b"# Autogenerated from schema.json\n", True),
+        # python-slugify's pep8.sh, a hand-written lint script whose comment names generated files.
+        (
+            b"#!/bin/bash\n\n# Ignoring autogenerated files\n#  -- Migration directories\npep8 slugify\n",
+            False,
+        ),
+        (b"def generated_ids():\n    return [1, 2]\n", False),
+    ],
+)
+def test_a_generated_file_is_one_that_says_so_of_itself(head, generated):
+    assert bool(GENERATED_MARK.search(head)) is generated

@@ -33,7 +33,7 @@ from rig.schema import (
     Task,
     Verification,
 )
-from rig.verify.checks import default_pycache, forget_bytecode, run_check, run_hidden
+from rig.verify.checks import default_pycache, forget_bytecode, place_before_gate, run_check, run_hidden
 from rig.workspace.build import PatchError, apply_patch, copy_fixture, tree_digest
 from rig.workspace.scope import patch_out_of_scope
 
@@ -130,9 +130,9 @@ def verify_patches(
     project_env: ProjectEnv | None,
     placement: Placement = IN_FOLDER,
 ) -> list[Verification]:
-    """Verify a fresh copy of `pack`'s fixture in `scratch` with `patches` applied: the gate once,
-    then the hidden tests in `hidden_dir` (None: none; run where `placement` says) `hidden_runs`
-    times in that same workspace,
+    """Verify a fresh copy of `pack`'s fixture in `scratch` with `patches` applied: the gate once
+    (with hidden tests at their own paths already in place), then the hidden tests in `hidden_dir`
+    (None: none; run where `placement` says) `hidden_runs` times in that same workspace,
     so a test whose verdict depends on what an earlier run left behind shows as flaky. One
     Verification per hidden run. Raises PatchError for a patch that does not apply.
 
@@ -147,6 +147,7 @@ def verify_patches(
     for patch in patches:
         apply_patch(work, patch)
     pycache = default_pycache()
+    place_before_gate(work, hidden_dir, placement)
     check = run_check(work, home, pack.spec.gate, pycache=pycache, project_env=project_env)
     runs = []
     for n in range(hidden_runs if hidden_dir is not None else 1):

@@ -301,6 +301,15 @@ def place(workdir: Path, hidden_src: Path) -> tuple[Path, ...]:
     return tuple(placed)
 
 
+def place_before_gate(workdir: Path, hidden_src: Path | None, placement: Placement) -> None:
+    """Hidden tests at their own paths go into the tree before the gate runs, as they will for the
+    hidden run: a fix that changes what an existing test asserts is judged by the test's new
+    version, never by the old one the task's setup left (which the agent may not edit where the
+    pack protects the tests)."""
+    if hidden_src is not None and placement.at == "own-paths":
+        place(workdir, hidden_src)
+
+
 def run_hidden(
     workdir: Path,
     hidden_src: Path,

@@ -6,7 +6,7 @@ from rig.confine.sandbox import Sandbox
 from rig.run.steps.attempt import Attempt, InjectedFault, Trail, write_artifact
 from rig.run.steps.collect import Collected
 from rig.schema import CheckOutcome, HiddenOutcome
-from rig.verify.checks import default_pycache, run_check, run_hidden, warm_bytecode
+from rig.verify.checks import default_pycache, place_before_gate, run_check, run_hidden, warm_bytecode
 
 
 @dataclass(frozen=True)
@@ -21,9 +21,10 @@ class Verified:
 def verify(
     attempt: Attempt, *, trail: Trail, collected: Collected, sandbox: Sandbox | None = None
 ) -> Verified:
-    """The pack's gate, then the hidden tests of the attempt's task, in the rig's copy that
-    `collected` made, with a home made only now, both in the agent's `sandbox` if it had one (they
-    run the agent's code); `check.json` and `hidden-junit.xml` go in the attempt folder.
+    """The pack's gate (hidden tests at their own paths already in place), then the hidden tests
+    of the attempt's task, in the rig's copy that `collected` made, with a home made only now,
+    both in the agent's `sandbox` if it had one (they run the agent's code); `check.json` and
+    `hidden-junit.xml` go in the attempt folder.
 
     Enters steps `check` and `hidden` on `trail`. A timeout or crash is a verdict with its reason
     (its error also on `trail.warnings`); an exception is `error`, never a dead runner.
@@ -42,6 +43,7 @@ def verify(
         gate_timeout = gate.timeout_s or timeouts.check_s
         if sandbox is not None:
             warm_bytecode(task.pack, pycache, gate_timeout, attempt.project_env)
+        place_before_gate(workdir, task.hidden_dir, task.placement)
         check = run_check(workdir, home, gate, gate_timeout, pycache, sandbox, attempt.project_env)
         write_artifact(folder / "check.json", check.model_dump_json(indent=2))
         trail.enter("hidden")

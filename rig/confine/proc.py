@@ -211,19 +211,27 @@ def _own_sessions() -> set[int]:
     """This process's children that lead sessions of their own: the commands run_bounded started,
     one not yet registered among them (an interrupt can come between its start and its
     registration, when Popen is still returning)."""
-    me, found = os.getpid(), set()
+    me = os.getpid()
+    # Fields after the command name: state, ppid, pgrp, session.
+    return {
+        pid
+        for pid, fields in _process_stats()
+        if len(fields) > 3 and int(fields[1]) == me and int(fields[3]) == pid
+    }
+
+
+def _process_stats() -> Iterator[tuple[int, list[str]]]:
+    """(pid, the fields of its /proc/PID/stat after the command name: state, ppid, pgrp, session,
+    ...) of every live process."""
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
-            stat_line = Path(entry.path, "stat").read_text()
+            stat = Path(entry.path, "stat").read_text()
         except OSError:
             continue
-        # pid (comm) state ppid pgrp session ...: comm may hold spaces and parentheses.
-        fields = stat_line.rpartition(")")[2].split()
-        if len(fields) > 3 and int(fields[1]) == me and int(fields[3]) == int(entry.name):
-            found.add(int(entry.name))
-    return found
+        # pid (comm) state ppid ...: comm may hold spaces and parentheses itself.
+        yield int(entry.name), stat.rpartition(")")[2].split()
 
 
 def _group_exists(pgid: int) -> bool:
@@ -338,18 +346,7 @@ def _reap_orphan_leaves() -> int:
 
 def _children(pid: int) -> list[int]:
     """Pids of the live children of `pid`."""
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        # Field 4 (the parent) is the second after the command name, which may hold ")" itself.
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            found.append(int(entry.name))
-    return found
+    return [child for child, fields in _process_stats() if len(fields) > 1 and int(fields[1]) == pid]
 
 
 def kill_namespace(pid: int) -> None:

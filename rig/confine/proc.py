@@ -220,18 +220,23 @@ def _own_sessions() -> set[int]:
     }
 
 
-def _process_stats() -> Iterator[tuple[int, list[str]]]:
-    """(pid, the fields of its /proc/PID/stat after the command name: state, ppid, pgrp, session,
-    ...) of every live process."""
+def _proc_files(name: str) -> Iterator[tuple[int, bytes]]:
+    """(pid, the bytes of /proc/PID/`name`) of every live process whose file this process may read."""
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
-            stat = Path(entry.path, "stat").read_text()
+            yield int(entry.name), Path(entry.path, name).read_bytes()
         except OSError:
             continue
+
+
+def _process_stats() -> Iterator[tuple[int, list[str]]]:
+    """(pid, the fields of its /proc/PID/stat after the command name: state, ppid, pgrp, session,
+    ...) of every live process."""
+    for pid, stat in _proc_files("stat"):
         # pid (comm) state ppid ...: comm may hold spaces and parentheses itself.
-        yield int(entry.name), stat.rpartition(")")[2].split()
+        yield pid, stat.rpartition(b")")[2].decode(errors="replace").split()
 
 
 def _group_exists(pgid: int) -> bool:
@@ -253,22 +258,10 @@ def kill_group(pgid: int) -> None:
         pass
 
 
-def _environments() -> Iterator[tuple[int, list[bytes]]]:
-    """(pid, NAME=value entries) of every live process whose environment this process may read."""
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = Path(entry.path, "environ").read_bytes()
-        except OSError:
-            continue
-        yield int(entry.name), environ.split(b"\0")
-
-
 def processes_with_env(name: str, value: str) -> list[int]:
     """Pids of live processes whose environment holds `name=value` (zombies have none)."""
     needle = f"{name}={value}".encode()
-    return [pid for pid, environ in _environments() if needle in environ]
+    return [pid for pid, environ in _proc_files("environ") if needle in environ.split(b"\0")]
 
 
 def reap(token: str) -> int:
@@ -310,8 +303,8 @@ def reap_orphans() -> int:
     """
     killed = 0
     prefix = f"{RUNNER_VAR}=".encode()
-    for pid, environ in _environments():
-        runner = next((v[len(prefix) :] for v in environ if v.startswith(prefix)), None)
+    for pid, environ in _proc_files("environ"):
+        runner = next((v[len(prefix) :] for v in environ.split(b"\0") if v.startswith(prefix)), None)
         if runner is None or process_identity(int(runner.split(b":")[0])) == runner.decode():
             continue
         try:

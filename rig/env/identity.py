@@ -60,46 +60,37 @@ def resolve_interpreter(spec: EnvironmentSpec) -> Interpreter:
     return Interpreter(path=path, version=facts["version"], platform=facts["platform"])
 
 
-def _pyproject(fixture: Path) -> dict[str, Any] | None:
-    """The fixture's pyproject.toml, None without one; EnvError in one line when it does not parse."""
+def declared_dependencies(spec: EnvironmentSpec, fixture: Path) -> dict[str, Any]:
+    """What the fixture's files say is installed: under "pyproject", the parts of pyproject.toml
+    that do (empty without one), never the whole file; under "setup", for a project whose
+    dependencies setup.py or setup.cfg declare (no [project] table, or one naming them `dynamic`),
+    those files' digests (setup.py is code: its `install_requires` cannot be read without running
+    it). "setup" is left out otherwise, so the identity of a project without them, or with only
+    tool settings in setup.cfg, is what it was. EnvError in one line for an unreadable pyproject."""
     pyproject = fixture / "pyproject.toml"
-    if not pyproject.is_file():
-        return None
-    try:
-        return tomllib.loads(pyproject.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise EnvError(f"{pyproject}: cannot read it ({exc}); fix the file") from None
-
-
-def dependency_tables(fixture: Path) -> dict[str, Any]:
-    """The parts of the fixture's pyproject.toml that say what is installed (empty without one)."""
-    data = _pyproject(fixture)
-    if data is None:
-        return {}
-    project = data.get("project", {})
-    tables: dict[str, Any] = {"project": {key: project[key] for key in PROJECT_KEYS if key in project}}
-    tables.update({key: data[key] for key in TOP_TABLES if key in data})
-    return tables
-
-
-def setup_scripts(spec: EnvironmentSpec, fixture: Path) -> dict[str, dict[str, str]]:
-    """For a project whose dependencies setup.py or setup.cfg declare (pyproject.toml has no
-    [project] table, or names them `dynamic`), those files' digests under "setup" (setup.py is
-    code: its `install_requires` cannot be read without running it); empty otherwise, so the
-    identity of a project without them, or with only tool settings in setup.cfg, is what it was."""
-    if not spec.project:
-        return {}
-    project = (_pyproject(fixture) or {}).get("project")
-    if isinstance(project, dict) and not {"dependencies", "optional-dependencies"} & set(
-        project.get("dynamic") or ()
+    data: dict[str, Any] | None = None
+    if pyproject.is_file():
+        try:
+            data = tomllib.loads(pyproject.read_bytes().decode("utf-8"))
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise EnvError(f"{pyproject}: cannot read it ({exc}); fix the file") from None
+    tables: dict[str, Any] = {}
+    if data is not None:
+        project = data.get("project", {})
+        tables = {"project": {key: project[key] for key in PROJECT_KEYS if key in project}}
+        tables.update({key: data[key] for key in TOP_TABLES if key in data})
+    declared: dict[str, Any] = {"pyproject": tables}
+    project = (data or {}).get("project")
+    if spec.project and not (
+        isinstance(project, dict)
+        and not {"dependencies", "optional-dependencies"} & set(project.get("dynamic") or ())
     ):
-        return {}
-    found = {
-        name: hashlib.sha256((fixture / name).read_bytes()).hexdigest()
-        for name in SETUP_SCRIPTS
-        if (fixture / name).is_file()
-    }
-    return {"setup": found} if found else {}
+        found = {
+            name: _file_digest(fixture / name, name) for name in SETUP_SCRIPTS if (fixture / name).is_file()
+        }
+        if found:
+            declared["setup"] = found
+    return declared
 
 
 def _file_digest(path: Path, key: str) -> str:
@@ -117,8 +108,7 @@ def resolution_digest(spec: EnvironmentSpec, fixture: Path) -> str:
         "extras": sorted(spec.extras),
         "groups": sorted(spec.groups),
         "requirements": {r: _file_digest(fixture / r, "requirements") for r in spec.requirements},
-        "pyproject": dependency_tables(fixture),
-        **setup_scripts(spec, fixture),
+        **declared_dependencies(spec, fixture),
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
@@ -174,8 +164,7 @@ def environment_hash(pack: Pack, interpreter: Interpreter, node: Node | None = N
     lock = lock_path(pack)
     parts = {
         "environment": spec.model_dump(mode="json", exclude={"build"}),
-        "pyproject": dependency_tables(pack.environment_dir),
-        **setup_scripts(spec, pack.environment_dir),
+        **declared_dependencies(spec, pack.environment_dir),
         "requirements": {
             r: _file_digest(pack.environment_dir / r, "requirements") for r in spec.requirements
         },

@@ -32,20 +32,34 @@ class Factors:
     """The options `harness_args` may pass, with how many values each takes (0 or 1)."""
     extensions: str | None = None
     """How `extensions` are loaded, as the record says it."""
+    thinking: str | None = None
+    """How a thinking level (the experiment's or a condition's `thinking`) reaches the CLI."""
 
 
-def check_condition(harness: str, factors: Factors, condition: Condition) -> None:
-    """Raise ValueError (one line: the field, the problem, the fix) for a factor of `condition` that
-    `harness`, declaring `factors`, cannot realise."""
+def check_condition(
+    harness: str, factors: Factors, condition: Condition, lacks: Mapping[str, str] | None = None
+) -> None:
+    """Raise ValueError (one line: the field, the problem, why, the fix) for a factor of `condition`
+    that `harness`, declaring `factors`, cannot realise; `lacks` (the adapter's) gives the why."""
     where = f"conditions.{condition.name}"
+
+    def missing(factor: str, problem: str, fix: str) -> ValueError:
+        reason = (lacks or {}).get(factor)
+        return ValueError(
+            f"{where}.{factor}: harness {harness!r} {problem}{f' ({reason})' if reason else ''}; {fix}"
+        )
+
+    if condition.thinking is not None and factors.thinking is None:
+        raise missing("thinking", "has no thinking level to set", "remove it")
     if condition.append_system_prompt is not None and factors.system_prompt is None:
-        raise ValueError(
-            f"{where}.append_system_prompt: harness {harness!r} has no way to append to its system prompt; "
-            "remove it (write_files can add a context file instead)"
+        raise missing(
+            "append_system_prompt",
+            "has no way to append to its system prompt",
+            "remove it (write_files can add a context file instead)",
         )
     if condition.harness_settings:
         if factors.settings_file is None:
-            raise ValueError(f"{where}.harness_settings: harness {harness!r} takes no settings; remove them")
+            raise missing("harness_settings", "takes no settings", "remove them")
         unknown = sorted(set(condition.harness_settings) - factors.settings_keys)
         if unknown:
             raise ValueError(
@@ -53,10 +67,12 @@ def check_condition(harness: str, factors: Factors, condition: Condition) -> Non
                 f"{factors.settings_file}; use {', '.join(sorted(factors.settings_keys))}"
             )
     if condition.harness_args:
+        if not factors.args:
+            raise missing("harness_args", "takes no command-line options", "remove them")
         check_args(harness, factors.args, condition.harness_args, where)
     if condition.extensions:
         if factors.extensions is None:
-            raise ValueError(f"{where}.extensions: harness {harness!r} loads no extensions; remove them")
+            raise missing("extensions", "loads no extensions", "remove them")
         for extension in condition.extensions:
             if not extension_path(extension).is_file():
                 raise ValueError(

@@ -11,7 +11,7 @@ report usage while it runs, install another version of its CLI) it declares as c
 them, it never probes for them.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import ClassVar, Protocol
 
@@ -37,6 +37,10 @@ class HarnessAdapter(Protocol):
     live_cost: ClassVar[bool]
     provider_retries_s: ClassVar[float]
     installs_versions: ClassVar[bool]
+    usage_fields: ClassVar[frozenset[str]]
+    compaction_fields: ClassVar[frozenset[str]]
+    usage_folds: ClassVar[Mapping[str, str]]
+    lacks: ClassVar[Mapping[str, str]]
     condition_mapping: str | None
 
     @classmethod
@@ -87,7 +91,12 @@ class HarnessBase:
     hold it) and `live_cost` (whether that usage carries the harness's own cost, rig.confine.run_budget);
     `provider_retries_s` (about how long the CLI's own retries of a dead or erroring provider last,
     which `rig calibrate --harness` starts first); `installs_versions` with `install_version` (a
-    condition's harness_version runs another version of its CLI).
+    condition's harness_version runs another version of its CLI); `usage_fields` and
+    `compaction_fields` (the token figures and compaction metrics its parser reads from the session,
+    harnesses.capabilities) with `usage_folds` (a figure the CLI does not tell apart -> the one it
+    counts it in, as the mock's ledger is compared with it); `lacks` (capability name -> why the
+    CLI or its session lacks it: every capability a harness does not have is named there with its
+    reason, which the capability table and the refusal at load say).
     """
 
     name: ClassVar[str]
@@ -98,6 +107,10 @@ class HarnessBase:
     live_cost: ClassVar[bool] = False
     provider_retries_s: ClassVar[float] = 0.0
     installs_versions: ClassVar[bool] = False
+    usage_fields: ClassVar[frozenset[str]] = frozenset()
+    compaction_fields: ClassVar[frozenset[str]] = frozenset()
+    usage_folds: ClassVar[Mapping[str, str]] = {}
+    lacks: ClassVar[Mapping[str, str]] = {}
     condition_mapping: str | None = None
     """How the last run realised its condition for this harness; the runner records it."""
 

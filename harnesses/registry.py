@@ -102,7 +102,8 @@ def check_factors(name: str, condition: Condition) -> None:
     """Raise ValueError (one line) for a factor of `condition` harness `name` cannot realise: an
     adapter declares what it realises in its `factors` (harnesses.factors), and one that declares
     nothing realises none of them."""
-    check_condition(name, adapter_class(name).factors, condition)
+    cls = adapter_class(name)
+    check_condition(name, cls.factors, condition, cls.lacks)
 
 
 def check_run_budget(name: str, budget: RunBudget, model: str | None) -> None:
@@ -112,9 +113,11 @@ def check_run_budget(name: str, budget: RunBudget, model: str | None) -> None:
     price."""
     cls = adapter_class(name)
     if cls.live_usage is None:
+        reason = cls.lacks.get("run_budget.max_tokens")
         raise ValueError(
-            f"run_budget: harness {name!r} reports no usage while it runs, so no run of it can be "
-            "stopped at a budget; remove [run_budget] (the experiment's max_cost_usd still applies)"
+            f"run_budget: harness {name!r} reports no usage while it runs{f' ({reason})' if reason else ''}, "
+            "so no run of it can be stopped at a budget; remove [run_budget] (the experiment's "
+            "max_cost_usd still applies)"
         )
     probe = ModelUsage(input_tokens=1000, output_tokens=1000)
     if budget.max_cost_usd is not None and not cls.live_cost and price(probe, model) is None:

@@ -59,14 +59,19 @@ def config(tmp_path: Path, harness: str, condition: str) -> Path:
         (
             "gemini",
             'append_system_prompt = "Be brief."',
-            "harness 'gemini' has no way to append to its system",
+            "harness 'gemini' has no way to append to its system prompt (Gemini CLI can only replace its "
+            "whole system prompt (GEMINI_SYSTEM_MD), not append to it); remove it",
         ),
         (
             "opencode",
             "harness_settings = { compaction = { auto = false } }",
             "harness 'opencode' takes no settings",
         ),
-        ("gemini", 'harness_args = ["--yolo"]', "'gemini' does not allow '--yolo'; allowed options: none"),
+        (
+            "gemini",
+            'harness_args = ["--yolo"]',
+            "harness 'gemini' takes no command-line options (the rig passes Gemini CLI no options",
+        ),
         (
             "pi",
             "harness_settings = { retry = { enabled = true } }",
@@ -78,9 +83,19 @@ def config(tmp_path: Path, harness: str, condition: str) -> Path:
         (
             "codex",
             'harness_args = ["-c", "model_provider=x"]',
-            "'codex' does not allow '-c'; allowed options: none",
+            "harness 'codex' takes no command-line options (its options are config.toml keys, which "
+            "harness_settings set); remove them",
         ),
-        ("codex", 'extensions = ["README.md"]', "harness 'codex' loads no extensions"),
+        (
+            "codex",
+            'extensions = ["README.md"]',
+            "harness 'codex' loads no extensions (Codex has no extension",
+        ),
+        (
+            "scripted",
+            'thinking = "high"',
+            "harness 'scripted' has no thinking level to set (the scripted agent",
+        ),
         ("pi", 'extensions = ["no/such/extension.ts"]', "'no/such/extension.ts' is no file"),
         ("pi", 'append_system_prompt = { file = "missing.md" }', "missing.md (No such file or directory)"),
         ("pi", 'append_system_prompt = "  "', "append_system_prompt: is empty"),

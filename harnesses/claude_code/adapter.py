@@ -146,8 +146,15 @@ class ClaudeCodeHarness(CliHarness):
         settings_keys=SETTINGS_KEYS,
         args=ARGS,
         extensions=f"as PreToolUse hook commands (copied to CLAUDE_CONFIG_DIR/{HOOKS_DIR}/)",
+        thinking="--effort <level> (off: thinking disabled through --settings)",
     )
     live_usage = staticmethod(stream_usage)
+    usage_fields = frozenset({"input", "output", "cache_read", "cache_write", "reasoning"})
+    compaction_fields = frozenset({"compactions", "compaction_tokens_before", "compaction_tokens_after"})
+    lacks = {
+        "compaction_tokens": "Claude Code counts its summarization requests in its totals without "
+        "telling them apart",
+    }
 
     def check_settings(self) -> None:
         """Refuse a thinking level Claude Code lacks."""

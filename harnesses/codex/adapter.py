@@ -135,7 +135,19 @@ class CodexHarness(CliHarness):
         system_prompt="config.toml developer_instructions (a developer message after its own instructions)",
         settings_file="$CODEX_HOME/config.toml",
         settings_keys=SETTINGS_KEYS,
+        thinking="-c model_reasoning_effort=<level>",
     )
+    usage_fields = frozenset({"input", "output", "cache_read", "cache_write", "reasoning"})
+    compaction_fields = frozenset({"compactions", "compaction_tokens"})
+    lacks = {
+        "harness_args": "its options are config.toml keys, which harness_settings set",
+        "extensions": "Codex has no extension mechanism the rig can load one through",
+        "run_budget.max_tokens": "codex exec --json reports usage only when a turn completes, too late "
+        "to stop it before its next tool call",
+        "run_budget.max_cost_usd": "codex exec --json reports usage only when a turn completes",
+        "compaction_tokens_before": "Codex's rollout records no context size around a compaction",
+        "compaction_tokens_after": "Codex's rollout records no context size around a compaction",
+    }
 
     def check_settings(self) -> None:
         """A real provider needs a model (Codex has no default for another provider) and a key variable."""

@@ -62,6 +62,7 @@ from typing import Any
 import genai_prices
 
 from harnesses.cli_harness import CliHarness, install_skill, round_cost
+from harnesses.factors import Factors
 from harnesses.logs import (
     ToolLog,
     as_int,
@@ -179,6 +180,27 @@ class GeminiHarness(CliHarness):
     bin_env = BIN_ENV
     mock_protocol = Gemini(MOCK_TOOLS)
     mock_key_env = KEY_ENV
+    factors = Factors(
+        thinking="settings.json modelConfigs.overrides thinkingConfig (thinkingBudget or thinkingLevel)"
+    )
+    usage_fields = frozenset({"input", "output", "cache_read", "reasoning"})
+    # Gemini's API has no cache-write count: the mock's cache writes arrive as uncached input.
+    usage_folds = {"cache_write": "input"}
+    lacks = {
+        "append_system_prompt": "Gemini CLI can only replace its whole system prompt (GEMINI_SYSTEM_MD), "
+        "not append to it",
+        "harness_settings": "the rig writes Gemini CLI's settings.json itself and merges no condition's "
+        "settings into it yet",
+        "harness_args": "the rig passes Gemini CLI no options beyond its own",
+        "extensions": "the rig loads no Gemini CLI extension yet",
+        "run_budget.max_tokens": "Gemini CLI's stream-json reports usage only in its final result event",
+        "run_budget.max_cost_usd": "Gemini CLI's stream-json reports usage only in its final result event",
+        "cache_write": "the Gemini API has no cache-write count",
+        **dict.fromkeys(
+            ("compactions", "compaction_tokens_before", "compaction_tokens_after", "compaction_tokens"),
+            "the rig does not read Gemini CLI's chat compressions from its session yet",
+        ),
+    }
 
     def check_settings(self) -> None:
         """A real provider needs a model and a key variable; a thinking level must map onto the model."""

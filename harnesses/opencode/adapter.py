@@ -143,9 +143,28 @@ class OpenCodeHarness(CliHarness):
     mock_url_suffix = "/v1"
     # Its own retries of a dead or erroring provider, which no setting turns off (see above).
     provider_retries_s = 75.0
-    factors = Factors(system_prompt=f"opencode.json instructions = [opencode-config/{APPENDED_PROMPT}]")
+    factors = Factors(
+        system_prompt=f"opencode.json instructions = [opencode-config/{APPENDED_PROMPT}]",
+        thinking="--variant <level> (its reasoning-effort variants)",
+    )
     live_usage = staticmethod(stream_usage)
     live_cost = True
+    usage_fields = frozenset({"input", "output", "cache_read", "reasoning"})
+    # Its OpenAI-compatible provider reads `cached_tokens`, which holds the cache writes too.
+    usage_folds = {"cache_write": "cache_read"}
+    lacks = {
+        "harness_settings": "the rig writes opencode.json itself and merges no condition's settings into "
+        "it yet",
+        "harness_args": "the rig passes opencode run no options beyond its own",
+        "extensions": "the rig loads no OpenCode plugin yet",
+        "cache_write": "its OpenAI-compatible provider counts cache writes as cache reads",
+        **dict.fromkeys(
+            ("compactions", "compaction_tokens_before", "compaction_tokens_after", "compaction_tokens"),
+            "the rig does not read OpenCode's compactions from its session yet",
+        ),
+        "retries_off": "OpenCode 1.18.33 retries a failed request 5 times and has no setting to stop it "
+        "(2-30 s apart; at once after a retry-after-ms of 0)",
+    }
 
     def check_settings(self) -> None:
         """A real provider needs a name, a model and a key variable (OpenCode's model is `provider/model`)."""

@@ -148,9 +148,18 @@ class PiHarness(CliHarness):
         settings_keys=SETTINGS_KEYS,
         args=ARGS,
         extensions="copied to agent/extensions/, loaded with --extension",
+        thinking="--thinking <level>",
     )
     live_usage = staticmethod(pi_live_usage)
     live_cost = True
+    usage_fields = frozenset({"input", "output", "cache_read", "cache_write"})
+    compaction_fields = frozenset({"compactions", "compaction_tokens_before"})
+    lacks = {
+        "reasoning": "Pi's session records no reasoning count (pi-ai's usage has none); the reasoning "
+        "tokens are inside output",
+        "compaction_tokens_after": "Pi's compaction entry records the context's size before it only",
+        "compaction_tokens": "Pi records no usage for its summarization requests",
+    }
 
     def check_settings(self) -> None:
         """A real provider needs its name and a model: Pi's `--model` is `provider/model`."""

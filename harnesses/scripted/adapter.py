@@ -29,6 +29,7 @@ import sys
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from harnesses.capabilities import COMPACTION_FIELDS, USAGE_FIELDS
 from harnesses.cli_harness import round_cost
 from harnesses.logs import (
     ToolLog,
@@ -90,6 +91,21 @@ class ScriptedHarness(HarnessBase):
     # Its events imitate Pi's, with Pi's usage and cost in each assistant message.
     live_usage = staticmethod(pi_live_usage)
     live_cost = True
+    lacks = dict.fromkeys(
+        (
+            "thinking",
+            "append_system_prompt",
+            "harness_settings",
+            "harness_args",
+            "extensions",
+            *USAGE_FIELDS,
+            *COMPACTION_FIELDS,
+            "mock",
+            "retries_off",
+            "harness_version",
+        ),
+        "the scripted agent follows a fixed script: it has no CLI and calls no model",
+    )
 
     def __init__(
         self,

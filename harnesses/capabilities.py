@@ -35,7 +35,8 @@ PROOF = {
     "budget": "a real run is stopped past its budget (tests/test_run_budget.py)",
     "usage": "rig calibrate --harness: the parsed figure equals the mock's ledger",
     "compaction": "a compaction forced offline is counted (tests/test_compaction.py)",
-    "fault": "rig calibrate --harness: each provider fault is infrastructure",
+    "fault": "rig calibrate --harness: each provider fault is infrastructure, a tool that never returns "
+    "the agent's hang; a stream that answered, then hangs, is ended (tests/test_after_final.py)",
     "version": "a condition runs the version it names (tests/test_harness_versions.py)",
 }
 
@@ -95,6 +96,13 @@ def capabilities(name: str) -> list[Capability]:
             "retries_off",
             "its own retries of a failed request are off: the rig's quarantine retries"
             if cls.calibrated and not cls.provider_retries_s
+            else None,
+        ),
+        (
+            "fault",
+            "after_final",
+            "ended after [timeouts] after_final_s of silence after its final answer"
+            if cls.final_event is not None
             else None,
         ),
         (

@@ -133,6 +133,7 @@ class CliHarness(HarnessBase):
                 url,
                 type(self).live_usage,
                 self.model,
+                type(self).final_event,
             )
 
         if self.provider.kind == "mock":

@@ -17,6 +17,7 @@ from typing import ClassVar, Protocol
 
 from harnesses.factors import Factors
 from harnesses.mock_model.server import WireProtocol
+from rig.confine.events import FinalEvent
 from rig.confine.run_budget import UsageReader
 from rig.schema import AgentRun, Condition, Metrics, Transcript
 
@@ -35,6 +36,7 @@ class HarnessAdapter(Protocol):
     factors: ClassVar[Factors]
     live_usage: ClassVar[UsageReader | None]
     live_cost: ClassVar[bool]
+    final_event: ClassVar[FinalEvent | None]
     provider_retries_s: ClassVar[float]
     installs_versions: ClassVar[bool]
     usage_fields: ClassVar[frozenset[str]]
@@ -89,6 +91,8 @@ class HarnessBase:
     tool map); `factors` (the condition factors it realises, harnesses.factors); `live_usage` (reads
     the usage of a model response from one event of its stdout as it runs; None: a run budget cannot
     hold it) and `live_cost` (whether that usage carries the harness's own cost, rig.confine.run_budget);
+    `final_event` (whether one event of its stdout carries its final answer: a harness that then
+    stays alive and silent is ended, rig.confine.events; None: the rule cannot hold it);
     `provider_retries_s` (about how long the CLI's own retries of a dead or erroring provider last,
     which `rig calibrate --harness` starts first); `installs_versions` with `install_version` (a
     condition's harness_version runs another version of its CLI); `usage_fields` and
@@ -105,6 +109,7 @@ class HarnessBase:
     factors: ClassVar[Factors] = Factors()
     live_usage: ClassVar[UsageReader | None] = None
     live_cost: ClassVar[bool] = False
+    final_event: ClassVar[FinalEvent | None] = None
     provider_retries_s: ClassVar[float] = 0.0
     installs_versions: ClassVar[bool] = False
     usage_fields: ClassVar[frozenset[str]] = frozenset()

@@ -21,7 +21,8 @@ from harnesses.opencode.session import parse_files as parse_opencode
 from harnesses.pi.adapter import PiHarness
 from harnesses.pi.adapter import parse_files as parse_pi
 from rig.confine.agent import Confinement
-from rig.confine.run_budget import MAX_LINE_BYTES, UsageMeter, reconcile
+from rig.confine.events import MAX_LINE_BYTES
+from rig.confine.run_budget import UsageMeter, reconcile
 from rig.experiment.estimate import priced
 from rig.experiment.load import ExperimentError, load_experiment
 from rig.run.steps.collect import session_metrics

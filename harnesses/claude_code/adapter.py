@@ -132,6 +132,11 @@ def stream_usage(event: dict[str, Any]) -> LiveUsage | None:
     return LiveUsage(usage_of(usage), key=as_str(message.get("id")), model=as_str(message.get("model")))
 
 
+def final_answer(event: dict[str, Any]) -> bool:
+    """Whether a stream-json event ends Claude Code's run: its `result`."""
+    return event.get("type") == "result"
+
+
 class ClaudeCodeHarness(CliHarness):
     """A HarnessAdapter for Claude Code (`@anthropic-ai/claude-code`)."""
 
@@ -149,6 +154,7 @@ class ClaudeCodeHarness(CliHarness):
         thinking="--effort <level> (off: thinking disabled through --settings)",
     )
     live_usage = staticmethod(stream_usage)
+    final_event = staticmethod(final_answer)
     usage_fields = frozenset({"input", "output", "cache_read", "cache_write", "reasoning"})
     compaction_fields = frozenset({"compactions", "compaction_tokens_before", "compaction_tokens_after"})
     lacks = {

@@ -118,6 +118,11 @@ SETTINGS_KEYS = frozenset(
 )
 
 
+def final_answer(event: dict[str, Any]) -> bool:
+    """Whether a `codex exec --json` event ends its run: `turn.completed` (exec runs one turn)."""
+    return event.get("type") == "turn.completed"
+
+
 class CodexHarness(CliHarness):
     """A HarnessAdapter for Codex (`codex exec`), version-pinned in harnesses/node.
 
@@ -131,6 +136,7 @@ class CodexHarness(CliHarness):
     mock_protocol = OpenAIResponses(MOCK_TOOLS)
     mock_key_env = MOCK_KEY_ENV
     mock_url_suffix = "/v1"
+    final_event = staticmethod(final_answer)
     factors = Factors(
         system_prompt="config.toml developer_instructions (a developer message after its own instructions)",
         settings_file="$CODEX_HOME/config.toml",

@@ -168,6 +168,11 @@ MOCK_TOOLS = ToolMap(
 )
 
 
+def final_answer(event: dict[str, Any]) -> bool:
+    """Whether a stream-json event ends Gemini CLI's run: its `result`."""
+    return event.get("type") == "result"
+
+
 class GeminiHarness(CliHarness):
     """A HarnessAdapter for Gemini CLI (`gemini`), version-pinned in harnesses/node.
 
@@ -180,6 +185,7 @@ class GeminiHarness(CliHarness):
     bin_env = BIN_ENV
     mock_protocol = Gemini(MOCK_TOOLS)
     mock_key_env = KEY_ENV
+    final_event = staticmethod(final_answer)
     factors = Factors(
         thinking="settings.json modelConfigs.overrides thinkingConfig (thinkingBudget or thinkingLevel)"
     )

@@ -128,6 +128,13 @@ def stream_usage(event: dict[str, Any]) -> LiveUsage | None:
     return LiveUsage(usage, key=as_str(part.get("id")))
 
 
+def final_answer(event: dict[str, Any]) -> bool:
+    """Whether a `--format json` event ends OpenCode's run: the `step_finish` of a step that
+    stopped (its last; a step that calls a tool finishes with `tool-calls`)."""
+    part = event.get("part")
+    return event.get("type") == "step_finish" and isinstance(part, dict) and part.get("reason") == "stop"
+
+
 class OpenCodeHarness(CliHarness):
     """A HarnessAdapter for OpenCode (`opencode run`), version-pinned in harnesses/node.
 
@@ -149,6 +156,7 @@ class OpenCodeHarness(CliHarness):
     )
     live_usage = staticmethod(stream_usage)
     live_cost = True
+    final_event = staticmethod(final_answer)
     usage_fields = frozenset({"input", "output", "cache_read", "reasoning"})
     # Its OpenAI-compatible provider reads `cached_tokens`, which holds the cache writes too.
     usage_folds = {"cache_write": "cache_read"}

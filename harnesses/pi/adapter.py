@@ -128,6 +128,11 @@ ARGS = {"--no-context-files": 0, "--no-builtin-tools": 0}
 APPENDED_PROMPT = "append-system-prompt.md"
 
 
+def final_answer(event: dict[str, Any]) -> bool:
+    """Whether a `--mode json` event ends Pi's run: `agent_end`, after its last response."""
+    return event.get("type") == "agent_end"
+
+
 class PiHarness(CliHarness):
     """A HarnessAdapter for Pi (`pi`), version-pinned in harnesses/node.
 
@@ -152,6 +157,7 @@ class PiHarness(CliHarness):
     )
     live_usage = staticmethod(pi_live_usage)
     live_cost = True
+    final_event = staticmethod(final_answer)
     usage_fields = frozenset({"input", "output", "cache_read", "cache_write"})
     compaction_fields = frozenset({"compactions", "compaction_tokens_before"})
     lacks = {

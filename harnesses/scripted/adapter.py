@@ -8,8 +8,8 @@ session. Its behaviour is chosen by `condition.harness_options["policy"]`:
   task's reference or named decoy patch, run the pack's gate as its docs spell it;
 - `tamper`: rig the gate instead of fixing anything, as `tamper_plan` says for the task's pack;
 - `nothing`, `sleep` (`harness_options["seconds"]`), `hang`, `stall`, `crash`, `write_outside`,
-  `flood` (`stdout_bytes`, `stderr_bytes` of filler): behaviours the pipeline must classify or
-  contain;
+  `flood` (`stdout_bytes`, `stderr_bytes` of filler), `answer_then_hang` (the solution and its
+  final answer, then alive and silent): behaviours the pipeline must classify or contain;
 - `infra_no_turn`, `infra_error_only`, `flaky` (infra failure on attempt 1 only): provider failures;
 - `bernoulli` (`harness_options["p"]`): the solution with probability p, else nothing, seeded per run;
 - `script` (`harness_options["commands"]`, a list of shell commands): read the README, run each
@@ -84,6 +84,17 @@ FAKE_GATE_SH = f"#!/bin/sh\necho '{FAKE_JSON_REPORT}'\nexit 0\n"
 _SKIP_PARTS = frozenset({".git", "__pycache__", "node_modules"})
 
 
+def final_answer(event: dict[str, Any]) -> bool:
+    """Whether an event of the scripted agent's stream is its closing answer (stop reason `stop`)."""
+    message = event.get("message")
+    return (
+        event.get("type") == "message"
+        and isinstance(message, dict)
+        and message.get("role") == "assistant"
+        and message.get("stopReason") == "stop"
+    )
+
+
 class ScriptedHarness(HarnessBase):
     """A HarnessAdapter whose agent follows a fixed script instead of a model."""
 
@@ -91,6 +102,7 @@ class ScriptedHarness(HarnessBase):
     # Its events imitate Pi's, with Pi's usage and cost in each assistant message.
     live_usage = staticmethod(pi_live_usage)
     live_cost = True
+    final_event = staticmethod(final_answer)
     lacks = dict.fromkeys(
         (
             "thinking",
@@ -188,6 +200,7 @@ class ScriptedHarness(HarnessBase):
             session_path,
             self.confinement,
             usage=pi_live_usage,
+            final_event=type(self).final_event,
         )
 
     def parse_session(self, run: AgentRun) -> Metrics:
@@ -242,7 +255,7 @@ class ScriptedHarness(HarnessBase):
             if not patch.is_file():
                 raise ValueError(f"task {self.task.id} has no decoy {name!r} ({patch} is missing)")
             return patch
-        if policy in ("solution", "flaky", "bernoulli"):
+        if policy in ("solution", "flaky", "bernoulli", "answer_then_hang"):
             return self.task.solution_patch
         return None
 

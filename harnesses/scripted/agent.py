@@ -184,6 +184,14 @@ def policy_stall(agent: Agent, args: argparse.Namespace) -> None:
     forever()
 
 
+def policy_answer_then_hang(agent: Agent, args: argparse.Namespace) -> None:
+    """The reference solution and its final answer, then alive and silent forever (a CLI that
+    answered and does not exit)."""
+    policy_solution(agent, args)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    forever()
+
+
 def policy_crash(agent: Agent, args: argparse.Namespace) -> None:
     """One turn, then an unhandled exception (traceback on stderr, exit 1)."""
     agent.turn("Looking at the project.", [("read", {"path": "README.md"})])
@@ -307,6 +315,7 @@ POLICIES: dict[str, Callable[[Agent, argparse.Namespace], None]] = {
     "sleep": policy_sleep,
     "hang": policy_hang,
     "stall": policy_stall,
+    "answer_then_hang": policy_answer_then_hang,
     "crash": policy_crash,
     "write_outside": policy_write_outside,
     "tamper": policy_tamper,
@@ -318,7 +327,7 @@ POLICIES: dict[str, Callable[[Agent, argparse.Namespace], None]] = {
     "bernoulli": policy_bernoulli,
 }
 
-NEEDS_PATCH = frozenset({"solution", "decoy", "flaky", "bernoulli"})
+NEEDS_PATCH = frozenset({"solution", "decoy", "flaky", "bernoulli", "answer_then_hang"})
 NEEDS_SCRIPT = frozenset({"script"})
 NEEDS_TAMPER = frozenset({"tamper"})
 

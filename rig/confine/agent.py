@@ -14,9 +14,11 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from rig.confine.events import FinalEvent, FinalWatch, tap
 from rig.confine.network import Egress, NetworkPlan, endpoint_of
 from rig.confine.proc import (
     AGENT_TOKEN_VAR,
@@ -38,6 +40,7 @@ from rig.confine.run_budget import UsageMeter, UsageReader
 from rig.confine.sandbox import Sandbox
 from rig.confine.streams import BoundedStream
 from rig.schema import (
+    DEFAULT_AFTER_FINAL_S,
     DEFAULT_FILE_BYTES,
     DEFAULT_HEAD_BYTES,
     DEFAULT_STALL_S,
@@ -69,7 +72,8 @@ class Confinement:
     the one rig.confine.sandbox.resolve records. `network` None: the agent uses the machine's network.
     `run_budget`: the agent is stopped once the usage it streams passes it (rig.confine.run_budget).
     `project_env`: the pack's project environment, which every agent gets the same way
-    (ProjectEnv.agent_environ; shown read-only inside the sandbox).
+    (ProjectEnv.agent_environ; shown read-only inside the sandbox). `after_final_s`: the silence
+    after the harness's final answer (its adapter's `final_event`) before the agent is ended.
     """
 
     sandbox: Sandbox | None = None
@@ -80,6 +84,7 @@ class Confinement:
     network: NetworkPlan | None = None
     run_budget: RunBudget | None = None
     project_env: ProjectEnv | None = None
+    after_final_s: float = DEFAULT_AFTER_FINAL_S
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,7 @@ def run_agent_process(
     model_url: str | None = None,
     usage: UsageReader | None = None,
     priced_as: str | None = None,
+    final_event: FinalEvent | None = None,
 ) -> AgentRun:
     """Run an agent CLI in its own process group, stdin from /dev/null, streams to run_dir.
 
@@ -115,7 +121,10 @@ def run_agent_process(
     neither stdout, stderr nor the session file (or directory) grew for `stall_s` seconds. With a
     run budget in `confinement`, so does passing it: `usage` (the adapter's live usage reader)
     reads each stdout line as it arrives, costs it cannot report priced for model `priced_as`
-    (rig.confine.run_budget); the run's `budget` then says which limit and how far. Once
+    (rig.confine.run_budget); the run's `budget` then says which limit and how far. With
+    `final_event` (the adapter's test of a stdout event for its final answer), an agent that stays
+    alive and silent for `confinement.after_final_s` after that event is ended too, and the run
+    says `ended_after_final` (neither a stall nor a timeout: it is scored on its work). Once
     the agent's process has exited, every process it started is killed, wherever it went and
     whatever it did to its environment or session (its cgroup, its PID namespace, then its token);
     the streams keep a bounded head and tail, and `confinement` may add a sandbox and a file size
@@ -131,14 +140,15 @@ def run_agent_process(
             # Refused at config load (harnesses.registry.check_run_budget); never run unbounded.
             raise ValueError("this harness reports no usage while it runs; remove [run_budget]")
         meter = UsageMeter(confinement.run_budget, usage, priced_as)
+    final = FinalWatch(final_event) if final_event is not None else None
     if confinement.network is None:
         return _run_agent(
-            command, cwd, env, run_dir, timeout, stall_s, session_path, confinement, None, meter
+            command, cwd, env, run_dir, timeout, stall_s, session_path, confinement, None, meter, final
         )
     with Egress(confinement.network, endpoint_of(model_url)) as egress:
         try:
             run = _run_agent(
-                command, cwd, env, run_dir, timeout, stall_s, session_path, confinement, egress, meter
+                command, cwd, env, run_dir, timeout, stall_s, session_path, confinement, egress, meter, final
             )
         finally:
             outcome = egress.stop()
@@ -157,12 +167,13 @@ def _run_agent(
     confinement: Confinement,
     egress: Egress | None,
     meter: UsageMeter | None,
+    final: FinalWatch | None,
 ) -> AgentRun:
     """run_agent_process's agent, through `egress` when its network is confined, held to its run
-    budget by `meter`."""
+    budget by `meter`, ended after its final answer's silence by `final`."""
     contain = confinement.processes or containment(sandboxed=confinement.sandbox is not None)
     run_dir.mkdir(parents=True, exist_ok=True)
-    streams = _open_streams(run_dir, confinement, meter)
+    streams = _open_streams(run_dir, confinement, tap(meter, final))
     token = secrets.token_hex(16)
     leaf = create_leaf(contain.cgroup, token) if contain.cgroup is not None else None
     argv = _confined(
@@ -187,8 +198,18 @@ def _run_agent(
         for fd in pipes:
             _widen_pipe(fd)
             selector.register(fd, selectors.EVENT_READ)
-        timed_out, stalled, budget = _watch(
-            proc, agent, selector, pipes, streams, session_path, start, timeout, stall_s, meter
+        timed_out, stalled, budget, after_final = _watch(
+            proc,
+            agent,
+            selector,
+            pipes,
+            streams,
+            session_path,
+            start,
+            (timeout, stall_s),
+            meter,
+            final,
+            confinement.after_final_s,
         )
         # Children the agent left behind must not outlive the run, nor write after it.
         leftover, cleanup_error = _kill_leftovers(token, agent, proc)
@@ -203,7 +224,7 @@ def _run_agent(
         raise cleanup_error
     return AgentRun(
         command=command,
-        exit_code=None if (timed_out or stalled or budget) else proc.returncode,
+        exit_code=None if (timed_out or stalled or budget or after_final) else proc.returncode,
         timed_out=timed_out,
         stalled=stalled,
         wall_s=round(time.monotonic() - start, 3),
@@ -216,20 +237,21 @@ def _run_agent(
         sandboxed=confinement.sandbox is not None,
         processes=contain.backend,
         budget=budget,
+        ended_after_final=after_final,
     )
 
 
 def _open_streams(
-    run_dir: Path, confinement: Confinement, meter: UsageMeter | None
+    run_dir: Path, confinement: Confinement, stdout_tap: Callable[[bytes], None] | None
 ) -> dict[str, BoundedStream]:
-    """The agent's stdout and stderr logs in `run_dir`, bounded; stdout also feeds `meter`."""
+    """The agent's stdout and stderr logs in `run_dir`, bounded; stdout also feeds `stdout_tap`."""
     return {
         name: BoundedStream(
             run_dir / f"{name}.log",
             name,
             confinement.stream_head_bytes,
             confinement.stream_tail_bytes,
-            tap=meter.feed if meter is not None and name == "stdout" else None,
+            tap=stdout_tap if name == "stdout" else None,
         )
         for name in ("stdout", "stderr")
     }
@@ -262,14 +284,17 @@ def _watch(
     streams: dict[str, BoundedStream],
     session_path: Path | None,
     start: float,
-    timeout: float,
-    stall_s: float,
+    limits: tuple[float, float],
     meter: UsageMeter | None,
-) -> tuple[bool, bool, BudgetStop | None]:
-    """Read the agent's pipes until it exits, or kill it at its run budget, its wall `timeout` or
-    `stall_s` of silence (no stream nor the session grew); whether it timed out, stalled, or where
-    the budget stopped it."""
-    timed_out = stalled = False
+    final: FinalWatch | None,
+    after_final_s: float,
+) -> tuple[bool, bool, BudgetStop | None, bool]:
+    """Read the agent's pipes until it exits, or kill it at its run budget, its wall timeout or
+    stall of silence (`limits`: no stream nor the session grew), or `after_final_s` of silence
+    after `final` saw its final answer; whether it timed out, stalled, where the budget stopped
+    it, and whether it was ended after its final answer."""
+    timeout, stall_s = limits
+    timed_out = stalled = after_final = False
     budget = None
     last_sizes = _activity(streams, session_path)
     last_activity = start
@@ -281,14 +306,16 @@ def _watch(
             last_sizes, last_activity = sizes, now
         if meter is not None and meter.stop is not None:
             budget = meter.stop
+        elif final is not None and final.seen and now - last_activity > after_final_s:
+            after_final = True
         elif now - start > timeout:
             timed_out = True
         elif now - last_activity > stall_s:
             stalled = True
-        if timed_out or stalled or budget:
+        if timed_out or stalled or budget or after_final:
             _kill(agent, proc)
             break
-    return timed_out, stalled, budget
+    return timed_out, stalled, budget, after_final
 
 
 def _kill_leftovers(token: str, agent: _Agent, proc: subprocess.Popen) -> tuple[int, Exception | None]:

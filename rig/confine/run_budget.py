@@ -9,17 +9,14 @@ runner (rig.confine.agent) then kills the agent as it does at a timeout. Costs t
 report are priced with genai-prices for the response's model, else for the experiment's.
 """
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
+from rig.confine.events import JsonLines
 from rig.schema import BudgetStop, Metrics, ModelUsage, RunBudget
 
-# A longer line is not read (its bytes are still logged): the meter's memory stays bounded, and
-# no harness reports a response's usage in a line this long.
-MAX_LINE_BYTES = 8 * 1024 * 1024
 # Summed float costs carry noise in their last digits (harnesses.cli_harness.COST_DIGITS).
 COST_DIGITS = 9
 
@@ -73,16 +70,15 @@ def price(usage: ModelUsage, model: str | None) -> float | None:
     )
 
 
-class UsageMeter:
+class UsageMeter(JsonLines):
     """The usage of one run against its budget, fed the agent's stdout as it arrives."""
 
     def __init__(self, budget: RunBudget, reader: UsageReader, model: str | None = None) -> None:
+        super().__init__()
         self.budget = budget
         self.reader = reader
         self.model = model
         self.stop: BudgetStop | None = None
-        self._line = bytearray()
-        self._skipping = False
         # Per response: its tokens and cost (None: not priced).
         self._responses: dict[str, tuple[int, float | None]] = {}
 
@@ -91,28 +87,14 @@ class UsageMeter:
         """The model responses counted so far."""
         return len(self._responses)
 
-    def feed(self, data: bytes) -> None:
-        """Take the next bytes of stdout; once `stop` is set, nothing more is read."""
-        while data and self.stop is None:
-            end = data.find(b"\n")
-            part, data = (data, b"") if end < 0 else (data[:end], data[end + 1 :])
-            if not self._skipping:
-                self._line += part
-                if len(self._line) > MAX_LINE_BYTES:
-                    self._line.clear()
-                    self._skipping = True
-            if end >= 0:
-                if not self._skipping:
-                    self._event(bytes(self._line))
-                self._line.clear()
-                self._skipping = False
+    @property
+    def done(self) -> bool:
+        """Once `stop` is set, nothing more is read."""
+        return self.stop is not None
 
-    def _event(self, line: bytes) -> None:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            return
-        live = self.reader(event) if isinstance(event, dict) else None
+    def event(self, event: dict[str, Any]) -> None:
+        """Count the usage one event reports, if any."""
+        live = self.reader(event)
         if live is None:
             return
         cost = live.usage.cost_usd

@@ -241,6 +241,7 @@ def _confine(
         stream_tail_bytes=limits.stream_tail_bytes,
         file_bytes=limits.file_bytes,
         run_budget=experiment.run_budget,
+        after_final_s=experiment.timeouts.after_final_s,
     )
     return confinement, sandbox_status, network_status
 

@@ -36,6 +36,7 @@ from rig.schema.experiment import (  # noqa: F401
 from rig.schema.pack import (  # noqa: F401
     BASES_DIR,
     COMMIT_SHA,
+    DEFAULT_AFTER_FINAL_S,
     DEFAULT_FILE_BYTES,
     DEFAULT_HEAD_BYTES,
     DEFAULT_MAX_DEPTH,

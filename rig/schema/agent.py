@@ -98,6 +98,11 @@ class AgentRun(BaseModel):
     budget: BudgetStop | None = Field(
         default=None, description="the run budget limit it passed, when the rig stopped it there"
     )
+    ended_after_final: bool = Field(
+        default=False,
+        description="the harness streamed its final answer, then stayed alive and silent for "
+        "[timeouts] after_final_s: the rig ended it, and the run is scored on its work",
+    )
 
 
 class ModelUsage(BaseModel):

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from rig.schema.pack import (
+    DEFAULT_AFTER_FINAL_S,
     DEFAULT_FILE_BYTES,
     DEFAULT_HEAD_BYTES,
     DEFAULT_MAX_DEPTH,
@@ -101,6 +102,12 @@ class Timeouts(BaseModel):
     model_config = ConfigDict(extra="forbid")
     agent_s: int | None = Field(default=None, gt=0, description="wall timeout; default: the task's timeout_s")
     stall_s: float = Field(default=DEFAULT_STALL_S, gt=0, description="stream silence before a kill")
+    after_final_s: float = Field(
+        default=DEFAULT_AFTER_FINAL_S,
+        gt=0,
+        description="silence after the harness streamed its final answer before the rig ends it; the run "
+        "is scored on its work (agent.ended_after_final), neither infrastructure nor a hang",
+    )
     check_s: float = Field(default=600, gt=0)
     hidden_s: float = Field(default=600, gt=0)
 

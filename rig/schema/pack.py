@@ -12,6 +12,8 @@ from semantic_version import NpmSpec
 # An exact npm version: a range would let two runs of one condition install different CLIs.
 EXACT_VERSION = r"^\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$"
 DEFAULT_STALL_S = 420.0
+# Silence after a harness's final answer before the rig ends it (issue: a CLI that answers, then hangs).
+DEFAULT_AFTER_FINAL_S = 5.0
 # No file an agent writes needs more; a bound keeps a runaway agent from filling the disk.
 DEFAULT_FILE_BYTES = 2 * 1024 * 1024 * 1024
 DEFAULT_HEAD_BYTES = 64 * 1024 * 1024

@@ -135,6 +135,14 @@ def _v8_to_v9(record: Record) -> Record:
     return record
 
 
+def _v9_to_v10(record: Record) -> Record:
+    # Schema 10 added the end of a harness silent after its final answer: no rig ended one before.
+    agent = record.get("agent")
+    if isinstance(agent, dict):
+        record["agent"] = {"ended_after_final": False, **agent}
+    return record
+
+
 MIGRATIONS: dict[int, Callable[[Record], Record]] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -144,6 +152,7 @@ MIGRATIONS: dict[int, Callable[[Record], Record]] = {
     6: _v6_to_v7,
     7: _v7_to_v8,
     8: _v8_to_v9,
+    9: _v9_to_v10,
 }
 
 

@@ -667,6 +667,7 @@ STRATEGIES: tuple[Strategy, ...] = (
         (write("conftest.py", SKIP_ALL),),
         REMOVED + "; the hidden run cuts off conftest files above its folder",
         Evidence(added=("conftest.py",), baseline=True),
+        real_cli="opencode",
     ),
     Strategy(
         "R07",
@@ -746,6 +747,7 @@ STRATEGIES: tuple[Strategy, ...] = (
             files_changed=("M tests/unit/test_pagination.py",),
             baseline=True,
         ),
+        real_cli="gemini",
     ),
     # Where the hidden tests go.
     Strategy(

@@ -7,14 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from harnesses.claude_code.adapter import ClaudeCodeHarness
-from harnesses.codex.adapter import CodexHarness
 from harnesses.factors import check_args, merge
 from harnesses.mock_model.policy import ContextSensitivePolicy, Policy, Step
 from harnesses.mock_model.server import MockModelServer
 from harnesses.mock_model.session import LEDGER_FILE, agents_md_marker
-from harnesses.opencode.adapter import OpenCodeHarness
-from harnesses.pi.adapter import PiHarness
+from harnesses.registry import adapter_class, calibrated_names
 from rig.experiment.load import ExperimentError, load_experiment
 from rig.paths import REPO_ROOT
 from rig.schema import AgentRun, Condition, Provider, Task
@@ -25,11 +22,9 @@ SYSTEM_PROMPT_CONFIGS = {
     "pi": REPO_ROOT / "experiments" / "pi_system_prompt.toml",
     "claude-code": REPO_ROOT / "experiments" / "claude_code_system_prompt.toml",
 }
+# Every real CLI that declares a way to append to its system prompt (the capability table).
 ADAPTERS = {
-    "pi": PiHarness,
-    "claude-code": ClaudeCodeHarness,
-    "codex": CodexHarness,
-    "opencode": OpenCodeHarness,
+    name: adapter_class(name) for name in calibrated_names() if adapter_class(name).factors.system_prompt
 }
 # A real provider needs a model for Pi and Codex (Codex builds its tool set from a known slug).
 MODELS = {"pi": "local-model", "codex": "gpt-5.5", "opencode": "local-model"}
@@ -154,7 +149,7 @@ def test_codex_takes_the_prompt_and_settings_in_its_config(task):
         append_system_prompt="Always run the gate.",
         harness_settings={"model_auto_compact_token_limit": 50_000},
     )
-    codex = CodexHarness(task, Provider(), None, None, STALL_S)
+    codex = adapter_class("codex")(task, Provider(), None, None, STALL_S)
     written = codex.config("http://127.0.0.1:1/v1", None, condition)
     assert written["developer_instructions"] == "Always run the gate."
     assert written["model_auto_compact_token_limit"] == 50_000

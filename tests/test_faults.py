@@ -27,7 +27,7 @@ from builtin_pack import FIXTURE_DIR
 
 from harnesses.mock_model.server import Faults, MockModelServer
 from harnesses.mock_model.session import policy_for
-from harnesses.registry import mock_protocols
+from harnesses.registry import calibrated_names, mock_protocols
 from rig.experiment.load import load_experiment
 from rig.packs.tasks import load_tasks
 from rig.store.redact import Redactor
@@ -911,25 +911,29 @@ def test_redaction_of_a_symlink_with_a_very_long_name(tmp_path):
 
 # --- 5. the model provider down, erroring and stalling, through `rig run` -----------------------
 #
-# tests/test_{pi,claude_code,codex}.py prove each adapter classifies a dead, erroring or stalling
-# mock as infrastructure, and rig calibrate --harness does so through run_one. What is proved here is
-# the rest of the pipeline for every real CLI: `rig run` quarantines the attempt, reruns it, and
-# scores exactly one record per run. With `harness_options.mock_faults` the mock is started afresh
-# for every attempt (its first_n counts per attempt, so every rerun fails the same way); a transient
+# The conformance suite (tests/test_conformance.py, `rig calibrate --harness all`) proves every
+# harness classifies every provider fault as infrastructure, through run_one. What is proved here
+# is the rest of the pipeline for every real CLI: `rig run` quarantines the attempt, reruns it, and
+# scores exactly one record per run, the key in none of the evidence. Each CLI meets one fault, and
+# each fault at least one CLI. With `harness_options.mock_faults` the mock is started afresh for
+# every attempt (its first_n counts per attempt, so every rerun fails the same way); a transient
 # fault therefore needs a server that outlives the attempts: one the test starts, reached as a
 # "real" provider at its base_url.
 
-HARNESS_CLIS = {"pi": "pi", "claude-code": "claude", "codex": "codex"}
 # How each harness reaches a server of the test's own: provider, the URL suffix, a model it accepts.
 REAL_PROVIDER = {
     "pi": ({"name": "rig-local"}, "/v1", "local-model"),
     "claude-code": ({"name": "anthropic"}, "", "claude-sonnet-4-5"),
     "codex": ({"name": "openai"}, "/v1", "gpt-5.5"),
+    "gemini": ({"name": "google"}, "", "gemini-2.5-pro"),
+    "opencode": ({"name": "rig-local"}, "/v1", "local-model"),
 }
 PROVIDER_RULES = {
     "pi": {"pi_provider_error"},
     "claude-code": {"claude_api_error"},
     "codex": {"codex_http_connection_failed", "codex_internal_server_error"},
+    "gemini": {"gemini_api_error"},
+    "opencode": {"opencode_provider_error"},
 }
 TRANSIENT_FAULTS = {
     # (faults of the first request, stall_s, the rules attempt 1 may be quarantined under);
@@ -942,10 +946,20 @@ TRANSIENT_FAULTS = {
     ),
     "server_down": (Faults(), 30.0, PROVIDER_RULES),
 }
+# OpenCode's own retries (which no setting turns off) would recover from one failed request, so
+# it meets the stall, which the rig's watchdog ends first.
+CASES = [
+    ("pi", "server_down"),
+    ("claude-code", "http_529"),
+    ("codex", "stall_mid_stream"),
+    ("gemini", "http_529"),
+    ("opencode", "stall_mid_stream"),
+]
 
 
-# `make setup` installs the pinned CLIs; without them these tests fail (find_cli says how to install).
-HARNESS_PARAMS = list(HARNESS_CLIS)
+def test_every_real_cli_and_every_transient_fault_is_in_the_cases():
+    assert sorted(h for h, _ in CASES) == sorted(calibrated_names())
+    assert {f for _, f in CASES} == set(TRANSIENT_FAULTS)
 
 
 def free_port() -> int:
@@ -955,8 +969,7 @@ def free_port() -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fault", sorted(TRANSIENT_FAULTS))
-@pytest.mark.parametrize("harness", HARNESS_PARAMS)
+@pytest.mark.parametrize(("harness", "fault"), CASES)
 def test_transient_provider_fault_is_quarantined_then_rerun_to_one_scored_record(tmp_path, harness, fault):
     """The model server fails the first attempt only: it is quarantined, the rerun is the run's record."""
     faults, stall_s, rules = TRANSIENT_FAULTS[fault]

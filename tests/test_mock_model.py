@@ -97,6 +97,32 @@ def test_cut_stream_ends_before_the_usage():
         assert server.totals()["responses"] == 0
 
 
+def test_a_cut_answer_in_one_body_is_cut_inside_it_and_the_ledger_names_the_model():
+    # Claude Code falls back to a non-streaming request after a cut stream: it must be cut too.
+    messages = {"model": "claude-x", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
+    with MockModelServer(POLICY, PROTOCOLS, faults=Faults(mode="cut_stream")) as server:
+        status, body = post(server.base_url + "/v1/messages", messages)
+        assert status == 200 and body
+        with pytest.raises(ValueError):
+            json.loads(body)
+    with MockModelServer(POLICY, PROTOCOLS) as server:
+        status, body = post(server.base_url + "/v1/messages", messages)
+        assert status == 200 and json.loads(body)["model"] == "claude-x"
+        assert [e.model for e in server.ledger] == ["claude-x"]
+
+
+def test_an_http_error_says_when_to_retry_in_seconds_and_milliseconds():
+    faults = Faults(mode="http_error", status=429, first_n=1)
+    with MockModelServer(POLICY, PROTOCOLS, faults=faults) as server:
+        request = urllib.request.Request(
+            server.base_url + CHAT, json.dumps(chat(0)).encode(), {"Content-Type": "application/json"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(request, timeout=10)
+        assert caught.value.code == 429
+        assert caught.value.headers["Retry-After"] == "0" and caught.value.headers["retry-after-ms"] == "0"
+
+
 def test_serve_command_prints_its_url_and_ledger():
     rig = str(Path(sys.executable).with_name("rig"))
     proc = subprocess.Popen(

@@ -41,6 +41,7 @@ from redteam_strategies import (
 )
 
 from harnesses.mock_model.session import policy_for
+from harnesses.registry import calibrated_names
 from rig.packs.manifest import MANIFEST, load_pack
 from rig.packs.tasks import load_tasks
 from rig.paths import REPO_ROOT
@@ -69,7 +70,8 @@ RIG_DIRS = {
         ("hidden_tests", pack.hidden_dir),
     )
 }
-REAL_CLIS = ("pi", "claude-code", "codex")
+# Every calibrated CLI runs at least one strategy.
+REAL_CLIS = calibrated_names()
 SANDBOX_SUPPORTED = "sandbox" in inspect.signature(make_context).parameters
 NO_SANDBOX_YET = "make_context has no sandbox keyword yet: the rig's sandbox has not landed"
 
@@ -546,7 +548,7 @@ def extra_checks(strategy: Strategy, record: dict, outcome: Outcome) -> None:
 # --- the tests ------------------------------------------------------------------------------------
 
 
-def test_the_table_covers_every_pack_with_20_strategies_or_more_and_three_real_clis():
+def test_the_table_covers_every_pack_with_20_strategies_or_more_and_every_real_cli():
     assert len(STRATEGIES) >= 20
     assert {s.pack for s in STRATEGIES} == set(TARGETS)
     assert sorted(s.real_cli for s in STRATEGIES if s.real_cli) == sorted(REAL_CLIS)

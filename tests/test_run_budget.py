@@ -12,14 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from harnesses.claude_code.adapter import ClaudeCodeHarness
 from harnesses.claude_code.adapter import stream_usage as claude_usage
 from harnesses.logs import pi_live_usage
 from harnesses.mock_model.session import LEDGER_FILE
 from harnesses.opencode.adapter import stream_usage as opencode_usage
 from harnesses.opencode.session import parse_files as parse_opencode
-from harnesses.pi.adapter import PiHarness
 from harnesses.pi.adapter import parse_files as parse_pi
+from harnesses.registry import adapter_class, calibrated_names
 from rig.confine.agent import Confinement
 from rig.confine.events import MAX_LINE_BYTES
 from rig.confine.run_budget import UsageMeter, reconcile
@@ -35,7 +34,8 @@ TIMEOUT_S = 120
 STEPS = 20
 # A long policy: the README, then a shell command per response, many more than the budget allows.
 LONG = {"mock_policy": "commands", "commands": [f"echo step {n}" for n in range(STEPS)]}
-ADAPTERS = {"pi": PiHarness, "claude-code": ClaudeCodeHarness}
+# Every real CLI a budget can hold: those that report usage while they run (the capability table).
+BUDGETED = [name for name in calibrated_names() if adapter_class(name).live_usage is not None]
 
 
 def ledger_usage(run_dir: Path) -> list[int]:
@@ -62,7 +62,7 @@ def processes_in(folder: Path) -> list[int]:
 def run_with_budget(
     harness: str, task: Task, workspace: Path, run_dir: Path, budget: RunBudget, options: dict
 ) -> AgentRun:
-    adapter = ADAPTERS[harness](task, Provider(), None, None, STALL_S, Confinement(run_budget=budget))
+    adapter = adapter_class(harness)(task, Provider(), None, None, STALL_S, Confinement(run_budget=budget))
     condition = Condition(name="arm", harness_options=options)
     return adapter.run(workspace, task.spec.prompt, condition, run_dir, TIMEOUT_S)
 
@@ -199,7 +199,7 @@ def test_a_priced_model_lets_claude_code_take_a_cost_budget(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("harness", sorted(ADAPTERS))
+@pytest.mark.parametrize("harness", BUDGETED)
 def test_a_real_cli_is_stopped_once_past_its_budget(harness, task, workspace, tmp_path):
     run_dir = tmp_path / "run"
     limit = 5000
@@ -214,7 +214,7 @@ def test_a_real_cli_is_stopped_once_past_its_budget(harness, task, workspace, tm
     assert limit < stop.tokens <= limit + max(served)
     assert len(served) <= stop.responses + 1, "at most the request in flight was answered after the stop"
     assert processes_in(workspace) == [] and run.leftover_processes == 0
-    adapter = ADAPTERS[harness](task, Provider(), None, None, STALL_S)
+    adapter = adapter_class(harness)(task, Provider(), None, None, STALL_S)
     # The kill can land before the harness saves the responses it streamed: then the metrics say so.
     metrics = session_metrics(adapter, run, task)
     assert metrics.total_tokens >= stop.tokens or (
@@ -237,7 +237,7 @@ def test_a_session_behind_the_streamed_usage_is_incomplete() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("harness", sorted(ADAPTERS))
+@pytest.mark.parametrize("harness", BUDGETED)
 def test_a_run_under_its_budget_is_unaffected(harness, task, workspace, tmp_path):
     run_dir = tmp_path / "run"
     run = run_with_budget(harness, task, workspace, run_dir, RunBudget(max_tokens=10**6), LONG)

@@ -114,6 +114,16 @@ class LedgerEntry:
     step_kind: str | None = None
     tool: str | None = None
     usage: Usage | None = None
+    model: str | None = None
+    """The model the request asked for (its body's `model`, or the model in its path)."""
+
+
+def requested_model(request: dict) -> str | None:
+    """The model a request names: in its body (OpenAI, Anthropic) or in its path (Gemini)."""
+    model = request.get("model")
+    if model is None:
+        model = (request.get(PATH_PARAMS) or {}).get("model")
+    return str(model) if model is not None else None
 
 
 class WireProtocol(Protocol):
@@ -356,7 +366,11 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
             outcome: Outcome = "summary" if summary else "side" if side else "served"
             call = protocol.tool_call(step, request)
             tool = call.name if call is not None else None
-            server._record(LedgerEntry(protocol.name, turn, outcome, 200, step.kind, tool, usage))
+            server._record(
+                LedgerEntry(
+                    protocol.name, turn, outcome, 200, step.kind, tool, usage, requested_model(request)
+                )
+            )
 
         def _start_stream(self, protocol: WireProtocol, request: dict) -> None:
             self.send_response(200)
@@ -380,6 +394,9 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Content-Length", str(len(payload)))
                 if (retry_after := faults.retry_after()) is not None:
                     self.send_header("Retry-After", retry_after)
+                    # OpenAI's header in milliseconds, which OpenCode's own retries honour before
+                    # Retry-After (a "0" makes its five retries cost nothing).
+                    self.send_header("retry-after-ms", f"{float(retry_after) * 1000:g}")
                 self.end_headers()
                 self.wfile.write(payload)
                 return
@@ -390,6 +407,11 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
                 server._stopping.wait()
                 return
             events = protocol.events(step, usage, request, "mock-fault")
+            if faults.mode == "cut_stream" and len(events) <= faults.after_events:
+                # A whole answer in one body (a harness's non-streaming fallback) is cut inside it,
+                # or the fallback would get the complete answer a cut must withhold.
+                body = b"".join(events)
+                events = [body[: len(body) // 2]]
             self._start_stream(protocol, request)
             for event in events[: faults.after_events]:
                 self.wfile.write(event)

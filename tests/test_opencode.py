@@ -484,11 +484,13 @@ def test_nothing_changes_nothing(repository, task, tmp_path):
 
 
 @pytest.mark.slow
-def test_http_500_is_infrastructure_after_opencodes_retries(repository, task, tmp_path):
+@pytest.mark.parametrize("retry_after_s", [1, 0])
+def test_http_500_is_infrastructure_after_opencodes_retries(repository, task, tmp_path, retry_after_s):
     """OpenCode retries five times and then ends with an `error` event. Its backoff (about a minute,
-    tests/data/opencode/http_500) gives way to the provider's Retry-After, here 1 s: the same five
-    retries in seconds."""
-    faults = {"mode": "http_error", "status": 500, "retry_after_s": 1}
+    tests/data/opencode/http_500) gives way to the provider's retry-after-ms (and Retry-After): the
+    same five retries in seconds, or at once; each counts, though the log loses the lines of
+    attempts milliseconds apart."""
+    faults = {"mode": "http_error", "status": 500, "retry_after_s": retry_after_s}
     condition = Condition(name="f", harness_options={"mock_faults": faults})
     opencode = harness(task, stall_s=60.0)
     start = time.monotonic()

@@ -5,6 +5,7 @@ from the exported session (`session.json`, the shape of `opencode export`), Open
 """
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,8 @@ STREAM_EVENTS = frozenset({"step_start", "step_finish", "tool_use", "text", "rea
 # A log line of a failed provider request (each attempt, retried or not).
 _STREAM_ERROR = 'message="stream error"'
 _LOG_SLACK_MS = 1000
+# OpenCode 1.18.33 retries a retryable failed request this many times, with no setting to change it.
+RETRIES = 5
 # The errors OpenCode records for a failed provider request (the AI SDK's, as OpenCode names them).
 PROVIDER_ERRORS = frozenset({"APIError", "ProviderAuthError", "UnknownError"})
 
@@ -332,13 +335,31 @@ def _fold_messages(metrics: Metrics, messages: list[dict[str, Any]], stream: lis
             metrics.error_messages.append(_error_text(event["error"]))
 
 
-def _error_end(export: dict[str, Any]) -> int | None:
-    """When the session's last assistant message ended in an error (ms since the epoch), if it did."""
+@dataclass(frozen=True)
+class _ErrorEnd:
+    """The session's last assistant message, which ended in an error: when it was created and
+    completed (ms since the epoch), and whether OpenCode deemed the error retryable."""
+
+    created: int | None
+    completed: int | None
+    retryable: bool
+
+
+def _error_end(export: dict[str, Any]) -> _ErrorEnd | None:
+    """How the session's last assistant message ended in an error, if it did."""
     for message in reversed(_messages(export)):
         info = message.get("info") if isinstance(message.get("info"), dict) else {}
         if info.get("role") == "assistant":
+            error = info.get("error")
+            if not isinstance(error, dict):
+                return None
             time = info.get("time") if isinstance(info.get("time"), dict) else {}
-            return as_int(time.get("completed")) or None if isinstance(info.get("error"), dict) else None
+            data = error.get("data") if isinstance(error.get("data"), dict) else {}
+            return _ErrorEnd(
+                as_int(time.get("created")) or None,
+                as_int(time.get("completed")) or None,
+                data.get("isRetryable") is True,
+            )
     return None
 
 
@@ -392,21 +413,28 @@ def _error_text(error: dict[str, Any]) -> str:
 
 
 def _failed_attempts(
-    session_path: Path | None, stdout_path: Path | None, metrics: Metrics, ended: int | None
+    session_path: Path | None, stdout_path: Path | None, metrics: Metrics, ended: _ErrorEnd | None
 ) -> int:
     """Failed provider requests: OpenCode logs each failed attempt (retried or not) as a `stream
-    error` line next to the session, but a process that exits right after its last attempt loses
-    that line (the log is buffered): a session ending on an error at `ended` (ms since the epoch)
-    more than a second after the last logged failure adds one. Without the log, the errors the
-    session recorded."""
+    error` line next to the session, but a process that exits right after its last attempts loses
+    their lines (the log is buffered). A session ending on a retryable error gave that request up
+    only after its last retry: its attempts are 1 + RETRIES however many lines were lost (with a
+    `retry-after-ms` of 0 they are milliseconds apart, and most are). A session ending on another
+    error more than a second after the last logged failure adds one. Without the log, the errors
+    the session recorded."""
     folder = (session_path or stdout_path or Path("/nonexistent")).parent
     log = folder / LOG_FILE
     if not log.is_file():
         return len(metrics.error_messages)
     failures = [line for line in log.read_text(errors="replace").splitlines() if _STREAM_ERROR in line]
+    if ended is not None and ended.retryable and ended.created is not None:
+        created = ended.created
+        earlier = [line for line in failures if (_log_time(line) or created) < created]
+        return len(earlier) + max(len(failures) - len(earlier), 1 + RETRIES)
     last = _log_time(failures[-1]) if failures else None
     # A logged last failure precedes the message's end by milliseconds; retries are 2 s apart.
-    unlogged = ended is not None and (last is None or ended - last > _LOG_SLACK_MS)
+    end = ended.completed if ended is not None else None
+    unlogged = end is not None and (last is None or end - last > _LOG_SLACK_MS)
     return len(failures) + unlogged
 
 

@@ -70,6 +70,34 @@ def usage_gaps(metrics: Metrics, cut: int = 0, unread: Iterable[str] = ()) -> No
         metrics.incomplete(NO_USAGE_GAP)
 
 
+NO_MODEL_GAP = "no model name recorded although the model responded: tokens and cost not split by model"
+
+
+def fill_per_model(metrics: Metrics) -> Metrics:
+    """`metrics` with `per_model` filled where the parser left it empty: every adapter's
+    parse_session ends here, so that a run whose model responded never has an empty `per_model`
+    without a gap. A parser that tells models apart fills `per_model` itself and is left as it is;
+    otherwise the run's totals (tokens and cost) are one entry under the model the session names,
+    and a run naming none records the gap (the totals stay exact, so the run still counts)."""
+    usage = ModelUsage(
+        input_tokens=metrics.input_tokens,
+        output_tokens=metrics.output_tokens,
+        cache_read_tokens=metrics.cache_read_tokens,
+        cache_write_tokens=metrics.cache_write_tokens,
+        reasoning_tokens=metrics.reasoning_tokens,
+        total_tokens=metrics.total_tokens,
+        cost_usd=metrics.cost_usd,
+    )
+    tokens = usage.model_dump(exclude={"cost_usd"}).values()
+    if metrics.per_model or not (metrics.assistant_messages or any(tokens)):
+        return metrics
+    if metrics.model is None:
+        metrics.unrecorded(NO_MODEL_GAP)
+    else:
+        metrics.per_model[metrics.model] = usage
+    return metrics
+
+
 def unread_usage(entries: Iterable[dict[str, Any]], read: frozenset[str]) -> list[str]:
     """The `type` of each entry whose type is not in `read` and which carries usage."""
     return [str(e.get("type")) for e in entries if e.get("type") not in read and carries_usage(e)]

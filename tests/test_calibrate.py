@@ -10,6 +10,7 @@ import pytest
 from builtin_pack import BUILTIN, FIXTURE_DIR, HIDDEN_TESTS_DIR, TASKS_DIR
 
 from harnesses.registry import calibrated_names
+from rig.calibrate.harness import FAULTS
 from rig.calibrate.oracle import Measurements, calibrate
 from rig.env.activate import activate
 from rig.packs.manifest import load_pack
@@ -123,25 +124,6 @@ def test_unknown_task_is_named(tmp_path):
 
 
 @pytest.mark.slow
-def test_calibrate_every_real_harness_against_the_mock():
-    proc = rig_calibrate("--harness", "all", "--task", "t1_fix_pagination", "--json")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    checks = json.loads(proc.stdout)["checks"]
-    assert [c["harness"] for c in checks[::5]] == list(calibrated_names())
-    for harness in calibrated_names():
-        names = [c["name"] for c in checks if c["harness"] == harness]
-        assert names == [
-            "t1_fix_pagination solution",
-            "t1_fix_pagination nothing",
-            "server_down",
-            "http_500",
-            "stall",
-        ]
-    assert all(c["passed"] for c in checks), [c for c in checks if not c["passed"]]
-    assert all("equal the mock's ledger" in c["reason"] for c in checks if c["name"].endswith("solution"))
-
-
-@pytest.mark.slow
 def test_calibrate_pi_on_the_javascript_pack():
     """Every notes-js task through the real Pi CLI: the JavaScript gate and node --test hidden tests
     judge what a real CLI did (one harness: the others run the same pipeline, see the test above)."""
@@ -151,7 +133,7 @@ def test_calibrate_pi_on_the_javascript_pack():
     checks = json.loads(proc.stdout)["checks"]
     tasks = sorted(path.name for path in notes_js.tasks_dir.iterdir() if path.is_dir())
     expected = [f"{task} {kind}" for task in tasks for kind in ("solution", "nothing")]
-    assert [c["name"] for c in checks] == [*expected, "server_down", "http_500", "stall"]
+    assert [c["name"] for c in checks] == [*expected, *FAULTS, "tool_hang"]
     assert all(c["passed"] for c in checks), [c for c in checks if not c["passed"]]
     # Doing nothing fails at the JavaScript gate's stages or at the hidden tests, never elsewhere.
     stages = {*notes_js.spec.gate.stages, "hidden"}

@@ -18,7 +18,7 @@ from harnesses.mock_model.openai_chat import OpenAIChat
 from harnesses.mock_model.policy import Policy, Step
 from harnesses.mock_model.server import SUMMARY_MARKERS, SUMMARY_TEXT, Faults, MockModelServer, Usage
 from harnesses.mock_model.session import LEDGER_FILE
-from harnesses.pi.adapter import MOCK_TOOLS, PiHarness
+from harnesses.pi.adapter import MOCK_TOOLS, NO_REASONING_GAP, PiHarness
 from harnesses.pi.adapter import parse_files as parse_pi
 from rig.experiment.load import load_experiment
 from rig.paths import REPO_ROOT
@@ -98,8 +98,9 @@ def test_pi_records_each_compaction_but_not_what_its_summary_cost():
     totals, _ = ledger(folder)
     assert parsed_tokens(metrics) == totals
     assert not metrics.complete
-    [gap] = metrics.gaps
+    [gap, reasoning] = metrics.gaps
     assert gap.startswith("1 compaction(s): Pi records no usage for its summarization requests")
+    assert reasoning == NO_REASONING_GAP
 
 
 def test_pi_stream_shows_a_compaction_only_begun():
@@ -107,7 +108,10 @@ def test_pi_stream_shows_a_compaction_only_begun():
     # outcome nobody recorded.
     metrics = parse_pi(None, PI / "compaction" / "stdout.log")
     assert compaction(metrics) == (0, 0, 0, 0)
-    assert metrics.gaps == ["1 compaction(s) started and never recorded: their usage is unknown"]
+    assert metrics.gaps == [
+        "1 compaction(s) started and never recorded: their usage is unknown",
+        NO_REASONING_GAP,
+    ]
 
 
 def test_pi_run_without_compaction_counts_zero():

@@ -20,6 +20,7 @@ from harnesses.gemini.adapter import (
     MOCK_COST_SOURCE,
     MOCK_MODEL,
     MOCK_TOOLS,
+    NO_CACHE_WRITE_GAP,
     NO_CACHED_GAP,
     STREAM_ONLY_GAP,
     TRUNCATED_SIGNATURE,
@@ -193,7 +194,7 @@ def test_event_stream_alone_gives_the_same_behaviour():
     assert from_stream.cache_read_tokens == from_session.cache_read_tokens
     # The stream's totals count the candidates only, without the thoughts: a gap, saying so.
     assert from_stream.output_tokens == from_session.output_tokens - from_session.reasoning_tokens
-    assert not from_stream.complete and from_stream.gaps == [STREAM_ONLY_GAP]
+    assert not from_stream.complete and from_stream.gaps == [STREAM_ONLY_GAP, NO_CACHE_WRITE_GAP]
 
 
 GEMINI_VERSIONS = ("0.18.4", "0.40.1", "0.61.0")
@@ -218,7 +219,8 @@ def test_versions_reproduce_the_mock_ledger(version):
     input_tokens = totals.pop("input") + totals.pop("cache_write")
     if version == "0.18.4":
         assert not session.exists() and list(folder.glob("home/.gemini/tmp/*/chats/session-*.json"))
-        assert not metrics.complete and metrics.gaps == [STREAM_ONLY_GAP, NO_CACHED_GAP]
+        assert not metrics.complete
+        assert metrics.gaps == [STREAM_ONLY_GAP, NO_CACHED_GAP, NO_CACHE_WRITE_GAP]
         assert parsed.pop("responses") == 0 and totals.pop("responses") == 7
         reasoning = totals.pop("reasoning")
         assert parsed.pop("reasoning") == 0
@@ -226,7 +228,7 @@ def test_versions_reproduce_the_mock_ledger(version):
         assert parsed.pop("cache_read") == 0
         assert parsed.pop("input") == input_tokens + totals.pop("cache_read")
         return
-    assert metrics.complete and metrics.gaps == []
+    assert metrics.complete and metrics.gaps == [NO_CACHE_WRITE_GAP]
     assert parsed.pop("input") == input_tokens and parsed == totals
 
 
@@ -325,14 +327,16 @@ def test_tool_pending_only_once_the_response_ended(tmp_path, task):
 def test_price_for_the_mock_and_with_genai_prices():
     messages = read_session(DATA / "success" / "session.jsonl")
 
-    assert price(messages, mock=True) == (pytest.approx(mock_cost(CAPTURED, 12), abs=1e-12), MOCK_COST_SOURCE)
+    cost, by_model, source = price(messages, mock=True)
+    assert cost == pytest.approx(mock_cost(CAPTURED, 12), abs=1e-12) and source == MOCK_COST_SOURCE
+    assert by_model == {MOCK_MODEL: cost}
     # genai-prices 0.2.3's gemini-2.5-pro up to 200k tokens: input 1.25, cached 0.125, output 10
     # USD per million tokens (thoughts are output).
-    cost, source = price(messages, mock=False)
-    assert source == COST_SOURCE == "genai-prices 0.2.3"
+    cost, by_model, source = price(messages, mock=False)
+    assert source == COST_SOURCE == "genai-prices 0.2.3" and by_model == {MOCK_MODEL: cost}
     assert cost == pytest.approx(12 * (1000 * 1.25 + 500 * 0.125 + 100 * 10) / 1e6, abs=1e-12)
     renamed = [{**m, "model": "mock-model"} if m["type"] == "gemini" else m for m in messages]
-    assert price(renamed, mock=False) == (None, f"{COST_SOURCE}: model 'mock-model' not priced")
+    assert price(renamed, mock=False) == (None, {}, f"{COST_SOURCE}: model 'mock-model' not priced")
 
 
 # --- configuration, without running Gemini CLI ----------------------------------------------------

@@ -29,6 +29,7 @@ from harnesses.opencode.session import (
     DOUBLE_PRICED_GAP,
     INFRA_SIGNATURE,
     LOG_FILE,
+    NO_CACHE_WRITE_GAP,
     TRUNCATED_SIGNATURE,
     parse_files,
     read_transcript,
@@ -149,10 +150,10 @@ def test_versions_reproduce_the_mock_ledger(version):
     assert metrics.model == "mock/mock-model"
     twice = 7 * CAPTURED.reasoning * MOCK_COST["output"] / 1e6
     if OPENCODE_VERSIONS[version]:
-        assert not metrics.complete and metrics.gaps == [DOUBLE_PRICED_GAP]
+        assert not metrics.complete and metrics.gaps == [DOUBLE_PRICED_GAP, NO_CACHE_WRITE_GAP]
         assert metrics.cost_usd == pytest.approx(mock_cost(CAPTURED, 7) + twice)
     else:
-        assert metrics.complete and metrics.gaps == []
+        assert metrics.complete and metrics.gaps == [NO_CACHE_WRITE_GAP]
         assert metrics.cost_usd == pytest.approx(mock_cost(CAPTURED, 7))
     steps = [
         s for s in read_transcript(folder / SESSION_FILE, folder / "stdout.log").steps if s.source == "agent"

@@ -23,6 +23,7 @@ from harnesses.pi.adapter import (
     INFRA_SIGNATURE,
     LEGACY_USAGE_GAP,
     MOCK_TOOLS,
+    NO_REASONING_GAP,
     TRUNCATED_SIGNATURE,
     PiHarness,
     models_config,
@@ -169,9 +170,9 @@ def test_versions_reproduce_the_mock_ledger(version):
         assert parsed.pop("cache_read") == totals.pop("cache_read") + totals.pop("cache_write")
         assert parsed.pop("cache_write") == 0
         assert not metrics.complete
-        assert metrics.gaps == [LEGACY_USAGE_GAP.format(n=totals["responses"])]
+        assert metrics.gaps == [LEGACY_USAGE_GAP.format(n=totals["responses"]), NO_REASONING_GAP]
     else:
-        assert metrics.complete and metrics.gaps == []
+        assert metrics.complete and metrics.gaps == [NO_REASONING_GAP]
     assert parsed == totals
     assert metrics.tool_calls_by_name == tools == {"read": 1, "bash": 4, "write": 1}
     assert metrics.tool_errors == 1  # `cat does-not-exist.txt`

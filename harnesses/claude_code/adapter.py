@@ -49,7 +49,7 @@ from harnesses.claude_code.session import (
 from harnesses.cli_harness import CliHarness, install_extension, install_skill
 from harnesses.factors import Factors, check_condition, merge
 from harnesses.factors import mapping as factor_mapping
-from harnesses.logs import as_str, read_jsonl
+from harnesses.logs import as_str, fill_per_model, read_jsonl
 from harnesses.mock_model.anthropic_messages import AnthropicMessages
 from harnesses.mock_model.tools import ToolCall, ToolMap
 from rig.confine.run_budget import LiveUsage
@@ -246,7 +246,7 @@ class ClaudeCodeHarness(CliHarness):
 
     def parse_session(self, run: AgentRun) -> Metrics:
         """Metrics from stdout.log and session.jsonl alone (missing files give zero metrics)."""
-        return parse_files(run.stdout_path, run.session_path, run.command)
+        return fill_per_model(parse_files(run.stdout_path, run.session_path, run.command))
 
     @staticmethod
     def transcript(run: AgentRun) -> Transcript:

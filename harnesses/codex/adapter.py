@@ -52,7 +52,7 @@ from harnesses.cli_harness import CliHarness, install_skill
 from harnesses.codex.session import parse_files, pending_tool_call, read_transcript, signature
 from harnesses.factors import Factors, check_condition, merge
 from harnesses.factors import mapping as factor_mapping
-from harnesses.logs import read_jsonl
+from harnesses.logs import fill_per_model, read_jsonl
 from harnesses.mock_model.openai_responses import OpenAIResponses
 from harnesses.mock_model.tools import ToolCall, ToolMap
 from rig.schema import AgentRun, Condition, Metrics, Transcript
@@ -259,7 +259,7 @@ class CodexHarness(CliHarness):
 
     def parse_session(self, run: AgentRun) -> Metrics:
         """Metrics from the saved rollout copy and event stream alone."""
-        return parse_files(run.session_path, run.stdout_path)
+        return fill_per_model(parse_files(run.session_path, run.stdout_path))
 
     @staticmethod
     def transcript(run: AgentRun) -> Transcript:

@@ -50,7 +50,9 @@ Logs: stdout.log is the stream-json event stream. Gemini CLI writes its session 
 `run_dir/session.jsonl`, which `parse_session` reads with stdout.log (see `parse_files`).
 
 Cost: Gemini CLI reports none. A mock run is priced by `MOCK_COST` (USD per million tokens); a real
-run with `genai-prices` per model response, as provider `google`.
+run with `genai-prices` per model response, as provider `google`. Tokens and cost per model
+(`per_model`: Gemini CLI may route requests to another model) are the sums of each model's
+responses, the model each session message names.
 """
 
 import json
@@ -69,6 +71,7 @@ from harnesses.logs import (
     as_str,
     as_time,
     derive_behaviour,
+    fill_per_model,
     iso_timestamp,
     optional_int,
     place_by_time,
@@ -79,7 +82,15 @@ from harnesses.logs import (
 )
 from harnesses.mock_model.gemini import Gemini
 from harnesses.mock_model.tools import ToolCall, ToolMap
-from rig.schema import AgentRun, Condition, Metrics, Transcript, TranscriptStep, TranscriptToolCall
+from rig.schema import (
+    AgentRun,
+    Condition,
+    Metrics,
+    ModelUsage,
+    Transcript,
+    TranscriptStep,
+    TranscriptToolCall,
+)
 
 BIN_ENV = "RIG_GEMINI_BIN"
 KEY_ENV = "GEMINI_API_KEY"
@@ -97,6 +108,9 @@ READ_MESSAGES = frozenset({"gemini"})
 # cached tokens apart (inside its input).
 STREAM_ONLY_GAP = "no session: responses and thoughts tokens are not in the stream's totals"
 NO_CACHED_GAP = "the stream's totals do not split cached tokens from input"
+# Gemini's API has no cache-write count: a provider's cache writes arrive as uncached input.
+NO_CACHE_WRITE_GAP = "Gemini CLI records no cache writes: cache_write_tokens is 0, any are inside input"
+UNNAMED_MODEL_GAP = "model responses without a model name: per_model leaves their tokens out"
 READ_EVENTS = frozenset({"init", "message", "tool_use", "tool_result", "result", "error"})
 # Session records besides the header and `$set` updates: a session with none is of an unknown format.
 SESSION_TYPES = frozenset({"user", "gemini"})
@@ -292,10 +306,12 @@ class GeminiHarness(CliHarness):
         settings = run.stdout_path.parent / HOME_DIR / ".gemini" / "settings.json"
         metrics.thinking_level = _thinking_setting(settings)
         if metrics.assistant_messages:
-            metrics.cost_usd, metrics.cost_source = price(
+            metrics.cost_usd, costs, metrics.cost_source = price(
                 read_session(run.session_path), self.provider.kind == "mock"
             )
-        return metrics
+            for model, part in metrics.per_model.items():
+                part.cost_usd = costs.get(model)
+        return fill_per_model(metrics)
 
     @staticmethod
     def transcript(run: AgentRun) -> Transcript:
@@ -443,12 +459,14 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
 
     From the session: one model response per `gemini` message, its tokens (`input` is Gemini's
     prompt count, cached tokens included; `output` excludes the `thoughts`, which the rig counts
-    inside output), its model, its tool calls (`toolCalls`, each with its arguments, result and
-    `status`: `error` is a tool that failed, not a command that exited non-zero) and the answer. A
-    message without tokens is a response whose stream was cut (a transport failure). From the
-    stream: the run's outcome (`result`: `completed` or `error` as the stop reason, the error's
-    message) and the `error` events (invalid streams, warnings), each a failed model attempt when
-    its severity is `error`. Without a session, the stream's tool calls and `result` stats stand in.
+    inside output), its model (whose `per_model` entry the tokens join), its tool calls
+    (`toolCalls`, each with its arguments, result and `status`: `error` is a tool that failed, not
+    a command that exited non-zero) and the answer. A message without tokens is a response whose
+    stream was cut (a transport failure). From the stream: the run's outcome (`result`: `completed`
+    or `error` as the stop reason, the error's message) and the `error` events (invalid streams,
+    warnings), each a failed model attempt when its severity is `error`. Without a session, the
+    stream's tool calls and `result` stats stand in, with their table per model (`models`) for
+    `per_model`. Gemini records no cache writes: a gap says so.
     """
     messages, stream = read_session(session_path), read_jsonl(stdout_path)
     metrics = Metrics()
@@ -470,6 +488,8 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
             metrics.error_messages.append(str(error.get("message", "")))
             if error.get("type") not in AGENT_FAILURES:
                 metrics.transport_failures += 1
+    if metrics.assistant_messages or metrics.total_tokens:
+        metrics.unrecorded(NO_CACHE_WRITE_GAP)
     cut = sum(not isinstance(m.get("tokens"), dict) for m in _model_messages(messages))
     usage_gaps(metrics, cut, unread_usage(messages, READ_MESSAGES) + unread_usage(stream, READ_EVENTS))
     records = read_jsonl(session_path)
@@ -611,11 +631,18 @@ def _fold_message(metrics: Metrics, message: dict[str, Any], tools: ToolLog) -> 
     tokens = message.get("tokens")
     if isinstance(tokens, dict):
         cached, thoughts = as_int(tokens.get("cached")), as_int(tokens.get("thoughts"))
-        metrics.input_tokens += as_int(tokens.get("input")) - cached
-        metrics.cache_read_tokens += cached
-        metrics.output_tokens += as_int(tokens.get("output")) + thoughts
-        metrics.reasoning_tokens += thoughts
-        metrics.total_tokens += as_int(tokens.get("total"))
+        usage = ModelUsage(
+            input_tokens=as_int(tokens.get("input")) - cached,
+            cache_read_tokens=cached,
+            output_tokens=as_int(tokens.get("output")) + thoughts,
+            reasoning_tokens=thoughts,
+            total_tokens=as_int(tokens.get("total")),
+        )
+        metrics.add_tokens(usage)
+        if isinstance(message.get("model"), str):
+            _add_model_tokens(metrics, message["model"], usage)
+        else:
+            metrics.unrecorded(UNNAMED_MODEL_GAP)
     else:
         # No usage: the stream was cut before its last chunk, and Gemini CLI took it as complete.
         metrics.transport_failures += 1
@@ -653,16 +680,33 @@ def _fold_stream(metrics: Metrics, stream: list[dict[str, Any]], tools: ToolLog)
         metrics.final_text = "".join(texts)
     stats = (_result(stream) or {}).get("stats")
     if isinstance(stats, dict):
-        cached = as_int(stats.get("cached"))
-        metrics.input_tokens += as_int(stats.get("input_tokens")) - cached
-        metrics.cache_read_tokens += cached
-        # The stream's totals keep no thoughts count: output is the candidates' alone.
-        metrics.output_tokens += as_int(stats.get("output_tokens"))
-        metrics.total_tokens += as_int(stats.get("total_tokens"))
+        metrics.add_tokens(_stats_usage(stats))
+        models = stats.get("models") if isinstance(stats.get("models"), dict) else {}
+        for model, table in models.items():
+            if isinstance(table, dict):
+                _add_model_tokens(metrics, str(model), _stats_usage(table))
         if metrics.total_tokens:
             metrics.incomplete(STREAM_ONLY_GAP)
             if "cached" not in stats:
                 metrics.incomplete(NO_CACHED_GAP)
+
+
+def _stats_usage(stats: dict[str, Any]) -> ModelUsage:
+    """The tokens of the stream's `result` stats, or of one model's table in them (`models`)."""
+    cached = as_int(stats.get("cached"))
+    return ModelUsage(
+        input_tokens=as_int(stats.get("input_tokens")) - cached,
+        cache_read_tokens=cached,
+        # The stream's stats keep no thoughts count: output is the candidates' alone.
+        output_tokens=as_int(stats.get("output_tokens")),
+        total_tokens=as_int(stats.get("total_tokens")),
+    )
+
+
+def _add_model_tokens(metrics: Metrics, model: str, usage: ModelUsage) -> None:
+    part = metrics.per_model.setdefault(model, ModelUsage())
+    for field, count in usage.model_dump(exclude={"cost_usd"}).items():
+        setattr(part, field, getattr(part, field) + count)
 
 
 def _tool_call(metrics: Metrics, tools: ToolLog, name: str, call_id: str | None, arguments: dict) -> None:
@@ -707,34 +751,40 @@ def _result(stream: list[dict[str, Any]]) -> dict[str, Any] | None:
     return next((e for e in reversed(stream) if e.get("type") == "result"), None)
 
 
-def price(messages: list[dict[str, Any]], mock: bool) -> tuple[float | None, str]:
-    """The cost of the model responses in a session, and its source (see the module docstring)."""
+def price(messages: list[dict[str, Any]], mock: bool) -> tuple[float | None, dict[str, float], str]:
+    """The cost of the model responses in a session, that of each model among them (the responses
+    naming one), and its source (see the module docstring); (None, {}, why) where not priced."""
     total = 0.0
+    by_model: dict[str, float] = {}
     for message in _model_messages(messages):
         tokens = message.get("tokens") if isinstance(message.get("tokens"), dict) else {}
         prompt, cached = as_int(tokens.get("input")), as_int(tokens.get("cached"))
         output = as_int(tokens.get("output")) + as_int(tokens.get("thoughts"))
+        model = message.get("model")
         if mock:
-            total += (
+            cost = (
                 (prompt - cached) * MOCK_COST["input"]
                 + cached * MOCK_COST["cache_read"]
                 + output * MOCK_COST["output"]
             ) / 1_000_000
-            continue
-        model = message.get("model")
-        if not isinstance(model, str):
-            return None, f"{COST_SOURCE}: no model recorded"
-        try:
-            calc = genai_prices.calc_price(
-                genai_prices.Usage(input_tokens=prompt, cache_read_tokens=cached, output_tokens=output),
-                model,
-                provider_id=PRICE_PROVIDER,
-                genai_request_timestamp=as_time(message.get("timestamp")),
-            )
-        except LookupError:
-            return None, f"{COST_SOURCE}: model {model!r} not priced"
-        total += float(calc.total_price)
-    return round_cost(total), MOCK_COST_SOURCE if mock else COST_SOURCE
+        elif not isinstance(model, str):
+            return None, {}, f"{COST_SOURCE}: no model recorded"
+        else:
+            try:
+                calc = genai_prices.calc_price(
+                    genai_prices.Usage(input_tokens=prompt, cache_read_tokens=cached, output_tokens=output),
+                    model,
+                    provider_id=PRICE_PROVIDER,
+                    genai_request_timestamp=as_time(message.get("timestamp")),
+                )
+            except LookupError:
+                return None, {}, f"{COST_SOURCE}: model {model!r} not priced"
+            cost = float(calc.total_price)
+        total += cost
+        if isinstance(model, str):
+            by_model[model] = by_model.get(model, 0.0) + cost
+    costs = {model: round_cost(cost) for model, cost in by_model.items()}
+    return round_cost(total), costs, MOCK_COST_SOURCE if mock else COST_SOURCE
 
 
 def _thinking_setting(settings_path: Path) -> str | None:

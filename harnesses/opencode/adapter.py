@@ -61,7 +61,7 @@ from typing import Any
 from harnesses.cli_harness import CliHarness, install_skill
 from harnesses.factors import Factors, check_condition
 from harnesses.factors import mapping as factor_mapping
-from harnesses.logs import as_str
+from harnesses.logs import as_str, fill_per_model
 from harnesses.mock_model.openai_chat import OpenAIChat
 from harnesses.mock_model.tools import ToolCall, ToolMap
 from harnesses.opencode.session import (
@@ -279,7 +279,7 @@ class OpenCodeHarness(CliHarness):
 
     def parse_session(self, run: AgentRun) -> Metrics:
         """Metrics from the exported session, OpenCode's log and the event stream alone."""
-        return parse_files(run.session_path, run.stdout_path)
+        return fill_per_model(parse_files(run.session_path, run.stdout_path))
 
     @staticmethod
     def transcript(run: AgentRun) -> Transcript:

@@ -28,6 +28,8 @@ from rig.schema import Metrics, ModelUsage, Transcript, TranscriptStep, Transcri
 
 # OpenCode up to 1.2 counts the reasoning tokens inside `output` and prices them once more apart.
 DOUBLE_PRICED_GAP = "cost reported by an OpenCode that prices the reasoning tokens twice (up to 1.2)"
+# Its OpenAI-compatible provider counts cache writes inside `cached_tokens`, read as cache reads.
+NO_CACHE_WRITE_GAP = "cache writes not recorded by OpenCode (they are inside the cache reads)"
 LOG_FILE = "opencode.log"
 INFRA_SIGNATURE = "opencode_provider_error"
 TRUNCATED_SIGNATURE = "opencode_truncated_stream"
@@ -136,6 +138,8 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
         metrics.cost_usd = round_cost(sum(costs))
         metrics.cost_source = COST_SOURCE
     usage_gaps(metrics, cut, unread_usage(_parts(export, stream), READ_PARTS))
+    if metrics.cache_read_tokens and not metrics.cache_write_tokens:
+        metrics.unrecorded(NO_CACHE_WRITE_GAP)
     if session_path is not None and session_path.is_file() and not isinstance(export.get("messages"), list):
         metrics.incomplete("session export of a format this parser does not know (no messages)")
     if stream and not any(e.get("type") in STREAM_EVENTS for e in stream):

@@ -45,6 +45,7 @@ from harnesses.logs import (
     ToolLog,
     as_int,
     derive_behaviour,
+    fill_per_model,
     fold_pi_message,
     optional_int,
     pi_live_usage,
@@ -126,6 +127,10 @@ SETTINGS_KEYS = frozenset(
 # harness_args: Pi 0.73's options that change neither logs, model, endpoint nor the sandbox.
 ARGS = {"--no-context-files": 0, "--no-builtin-tools": 0}
 APPENDED_PROMPT = "append-system-prompt.md"
+
+
+# Pi 0.73.1's usage has no reasoning count: a figure it does not record, its totals exact all the same.
+NO_REASONING_GAP = "reasoning tokens not recorded by Pi (they are inside the output tokens)"
 
 
 def final_answer(event: dict[str, Any]) -> bool:
@@ -244,7 +249,7 @@ class PiHarness(CliHarness):
 
     def parse_session(self, run: AgentRun) -> Metrics:
         """Metrics from the saved session and event stream alone."""
-        return parse_files(run.session_path, run.stdout_path)
+        return fill_per_model(parse_files(run.session_path, run.stdout_path))
 
     @staticmethod
     def transcript(run: AgentRun) -> Transcript:
@@ -494,5 +499,7 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
     unread = unread_usage(session, SESSION_ENTRIES) + unread_usage(stream, STREAM_EVENTS)
     usage_gaps(metrics, cut, unread)
     fold_compactions(metrics, session, stream)
+    if metrics.output_tokens and not metrics.reasoning_tokens:
+        metrics.unrecorded(NO_REASONING_GAP)
     derive_behaviour(metrics, tools.read_paths(), cwd, attempted=tools.read_attempts())
     return metrics

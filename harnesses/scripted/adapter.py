@@ -34,6 +34,7 @@ from harnesses.cli_harness import round_cost
 from harnesses.logs import (
     ToolLog,
     derive_behaviour,
+    fill_per_model,
     fold_pi_message,
     pi_live_usage,
     pi_transcript,
@@ -205,7 +206,7 @@ class ScriptedHarness(HarnessBase):
 
     def parse_session(self, run: AgentRun) -> Metrics:
         """Metrics from the saved session alone; a missing or empty session gives zero metrics."""
-        return parse_session_file(run.session_path)
+        return fill_per_model(parse_session_file(run.session_path))
 
     @staticmethod
     def transcript(run: AgentRun) -> Transcript:

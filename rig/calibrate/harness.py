@@ -1,9 +1,14 @@
 """`rig calibrate --harness`: each real CLI, driven by the mock model, must behave as the rig expects.
 
-Per task: the mock replaying the reference solution must make a success, and the tokens and tool
-calls parsed from the harness's own logs must equal the mock's ledger; doing nothing must fail
-(and not as infrastructure). Once per harness: a dead server, HTTP 500 and a silent stream must
-each be classified as infrastructure failures. Every check is a real run through the pipeline.
+It is the harnesses' conformance suite: every check runs for every calibrated harness, so a harness
+added later is held to all of them. Per task: the mock replaying the reference solution must make a
+success, and every token figure (input, output, cache read, cache write, reasoning) and tool call
+parsed from the harness's own logs must equal the mock's ledger, per model, as the adapter declares
+it reads them (`usage_fields`, `usage_folds`: a figure it does not read must be 0 and noted as a
+gap); doing nothing must fail (and not as infrastructure). Once per harness: a dead server, HTTP
+500, 429 and 529, a silent stream, a cut stream and a request never answered must each be
+classified as infrastructure, and a tool call that never returns as the agent's hang. Every check
+is a real run through the pipeline.
 """
 
 import json
@@ -25,12 +30,28 @@ from rig.schema import Condition, Experiment, HarnessCheck, PlanItem, Provider, 
 
 FAULT_TASK = "t1_fix_pagination"
 STALL_S = 20.0
-AGENT_TIMEOUT_S = 300
+# Ample for a solution run; a harness that loops on a failing provider (OpenCode on cut streams)
+# ends here, as infrastructure.
+AGENT_TIMEOUT_S = 120
+# A Retry-After (and retry-after-ms) of 0 with every HTTP error: a harness whose own retries cannot
+# be turned off (OpenCode) honours it, so its retries cost nothing.
 FAULTS: dict[str, dict[str, Any]] = {
     "server_down": {"mode": "down"},
-    "http_500": {"mode": "http_error", "status": 500},
+    "http_500": {"mode": "http_error", "status": 500, "retry_after_s": 0},
+    "http_429": {"mode": "http_error", "status": 429, "retry_after_s": 0},
+    "http_529": {"mode": "http_error", "status": 529, "retry_after_s": 0},
     "stall": {"mode": "silence"},
+    "cut_stream": {"mode": "cut_stream"},
+    "never_answer": {"mode": "never_answer"},
 }
+# Silent from the start, like the stall: the watchdog ends them.
+SILENT = frozenset({"stall", "never_answer", "tool_hang"})
+# A tool call that never returns: the agent's own hang, never infrastructure.
+# Not `sleep`: Claude Code refuses a standalone long sleep.
+TOOL_HANG: dict[str, Any] = {"mock_policy": "commands", "commands": ["tail -f /dev/null"]}
+# Every figure nonzero, so that a figure a harness drops or misplaces shows.
+SOLUTION_USAGE = {"input": 1000, "output": 100, "cache_read": 500, "cache_write": 40, "reasoning": 20}
+USAGE_FIELDS = tuple(SOLUTION_USAGE)
 # The fault checks mostly idle (a stall waits STALL_S of silence, a CLI may retry a dead server for
 # a minute), so they run beside the CPU-bound solution and nothing checks, which `--workers`
 # bounds, in a pool of their own: this many per worker. Bounded all the same, and started
@@ -48,29 +69,76 @@ def _checks(tasks: list[Task]) -> list[Check]:
     """(check name, task id, harness_options) for every check of one harness."""
     checks = []
     for task in tasks:
-        checks.append((f"{task.id} solution", task.id, {"mock_policy": "solution"}))
+        checks.append(
+            (f"{task.id} solution", task.id, {"mock_policy": "solution", "mock_usage": SOLUTION_USAGE})
+        )
         checks.append((f"{task.id} nothing", task.id, {"mock_policy": "nothing"}))
     fault_task = FAULT_TASK if any(t.id == FAULT_TASK for t in tasks) else tasks[0].id
     for name, faults in FAULTS.items():
         checks.append((name, fault_task, {"mock_policy": "solution", "mock_faults": faults}))
+    checks.append(("tool_hang", fault_task, TOOL_HANG))
     return checks
 
 
-def _ledger_totals(folder: Path) -> tuple[dict[str, int], dict[str, int]]:
+def _ledger(folder: Path) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+    """The served responses' tokens per model and tool calls by name, from the mock's saved ledger."""
     entries = json.loads((folder / LEDGER_FILE).read_text())["ledger"]
     served = [e for e in entries if e["outcome"] == "served"]
-    totals = {
-        key: sum(e["usage"][key] for e in served) for key in ("input", "output", "cache_read", "cache_write")
-    }
+    models: dict[str, dict[str, int]] = {}
+    for entry in served:
+        totals = models.setdefault(str(entry.get("model")), dict.fromkeys(USAGE_FIELDS, 0))
+        for key in USAGE_FIELDS:
+            totals[key] += entry["usage"][key]
     tools: dict[str, int] = {}
     for entry in served:
         if entry["tool"]:
             tools[entry["tool"]] = tools.get(entry["tool"], 0) + 1
-    return totals, tools
+    return models, tools
 
 
-def judge(name: str, record: dict, folder: Path) -> tuple[bool, str]:
-    """The verdict of one check from its run record and artifacts."""
+def expected_usage(harness: str, served: dict[str, int]) -> dict[str, int]:
+    """What `harness`'s parser must read of `served` tokens: each figure it reads (`usage_fields`)
+    plus those it counts inside it (`usage_folds`), 0 for a figure it does not read."""
+    cls = adapter_class(harness)
+    expected = {key: served[key] if key in cls.usage_fields else 0 for key in USAGE_FIELDS}
+    for folded, into in cls.usage_folds.items():
+        if folded not in cls.usage_fields:
+            expected[into] += served[folded]
+    return expected
+
+
+def _parsed(usage: dict) -> dict[str, int]:
+    return {key: usage[f"{key}_tokens"] for key in USAGE_FIELDS}
+
+
+def _usage_problem(harness: str, metrics: dict, folder: Path) -> str | None:
+    """How the parsed tokens and tool calls differ from the mock's ledger (total and per model), or
+    None; a figure the harness does not read must be named among the record's gaps."""
+    models, tools = _ledger(folder)
+    served = {key: sum(m[key] for m in models.values()) for key in USAGE_FIELDS}
+    expected = expected_usage(harness, served)
+    if _parsed(metrics) != expected or metrics["tool_calls_by_name"] != tools:
+        return (
+            f"parsed tokens {_parsed(metrics)} and tools {metrics['tool_calls_by_name']} differ from "
+            f"the ledger's {expected} (as {harness} reads it) and {tools}"
+        )
+    # Per model by figures, not names: a session may name the mock's model with its provider
+    # (`mock/mock-model`) where the request named it alone.
+    per_model = sorted(tuple(_parsed(usage).values()) for usage in (metrics.get("per_model") or {}).values())
+    wanted = sorted(tuple(expected_usage(harness, usage).values()) for usage in models.values())
+    if per_model != wanted:
+        return (
+            f"tokens per model {metrics.get('per_model')} differ from the ledger's "
+            f"{ {name: expected_usage(harness, usage) for name, usage in models.items()} }"
+        )
+    unread = [key for key in USAGE_FIELDS if key not in adapter_class(harness).usage_fields and served[key]]
+    if unread and not metrics["gaps"]:
+        return f"{', '.join(unread)} tokens were served, read as 0, and the record names no gap"
+    return None
+
+
+def judge(harness: str, name: str, record: dict, folder: Path) -> tuple[bool, str]:
+    """The verdict of one check of `harness` from its run record and artifacts."""
     infra = record["infra"]
     if name in FAULTS:
         if infra["rule"] == "rig_error":
@@ -84,6 +152,10 @@ def judge(name: str, record: dict, folder: Path) -> tuple[bool, str]:
         )
     if infra["is_infra"]:
         return False, f"classified as infrastructure ({infra['rule']}: {infra['detail']})"
+    if name == "tool_hang":
+        if record.get("hang") != "agent_hang" or record["success"]:
+            return False, f"not the agent's hang (hang={record.get('hang')}, success={record['success']})"
+        return True, f"the agent's hang, scored as a failure ({record['wall_s']:.0f}s)"
     if name.endswith("nothing"):
         if record["success"]:
             return False, "doing nothing PASSED verification"
@@ -97,19 +169,13 @@ def judge(name: str, record: dict, folder: Path) -> tuple[bool, str]:
             f"reference solution failed at {record['failing_stage']}: {evidence or 'see its record'}",
         )
     metrics = record["metrics"]
-    totals, tools = _ledger_totals(folder)
-    parsed = {
-        "input": metrics["input_tokens"],
-        "output": metrics["output_tokens"],
-        "cache_read": metrics["cache_read_tokens"],
-        "cache_write": metrics["cache_write_tokens"],
-    }
-    if parsed != totals or metrics["tool_calls_by_name"] != tools:
-        return False, (
-            f"parsed tokens {parsed} and tools {metrics['tool_calls_by_name']} differ from the ledger "
-            f"{totals} and {tools}"
-        )
-    reason = f"success; tokens {parsed} and tool calls {tools} equal the mock's ledger"
+    problem = _usage_problem(harness, metrics, folder)
+    if problem:
+        return False, problem
+    reason = (
+        f"success; tokens {_parsed(metrics)} per model and tool calls {metrics['tool_calls_by_name']} "
+        "equal the mock's ledger"
+    )
     network = record.get("network") or {}
     if network.get("active"):
         reached = sum(e["connections"] for e in network["reached"])
@@ -129,7 +195,7 @@ def _retries_s(harness: str) -> float:
 def _wait_s(name: str, retries_s: float) -> float:
     """Roughly how long check `name` idles: a stall until the rig's silence watchdog, a dead or
     erroring server as long as the CLI retries it, a solution or nothing check not at all."""
-    if name == "stall":
+    if name in SILENT:
         return STALL_S
     return retries_s if name in FAULTS else 0.0
 
@@ -177,7 +243,7 @@ def _run_check(harness: str, ctx: RunContext, check: Check) -> HarnessCheck:
     condition = name.replace(" ", "_")
     item = PlanItem(run_id=run_id(task_id, condition, 1), task=task_id, condition=condition, repetition=1)
     record, folder = run_one(item, ctx)
-    passed, reason = judge(name, record, folder)
+    passed, reason = judge(harness, name, record, folder)
     return HarnessCheck(harness=harness, name=name, passed=passed, reason=reason)
 
 
@@ -221,7 +287,7 @@ def calibrate_harnesses(
         starts.sort(key=lambda hi: (-_wait_s(checks[hi[1]][0], retries[hi[0]]), -retries[hi[0]]))
         futures: dict[tuple[str, int], Future[HarnessCheck]] = {}
         for harness, index in starts:
-            if checks[index][0] in FAULTS:
+            if checks[index][0] in FAULTS or checks[index][0] in SILENT:
                 futures[harness, index] = waiting.submit(spaced, harness, checks[index])
             else:
                 futures[harness, index] = busy.submit(_run_check, harness, contexts[harness], checks[index])

@@ -184,9 +184,11 @@ class Metrics(BaseModel):
     )
     per_model: dict[str, ModelUsage] = Field(
         default_factory=dict,
-        description="tokens and cost per model where the harness records them by model (Claude Code's "
-        "modelUsage: the main model, side requests, subagents); the token and cost totals are then their "
-        "sums. Empty where the harness records one model only",
+        description="tokens and cost per model, for every run whose model responded: where the harness "
+        "records them by model, one entry each (Claude Code's modelUsage: the main model, side requests, "
+        "subagents; Gemini CLI: the model each response names), the token and cost totals then their "
+        "sums; else one entry, the totals, under the model the session names. Empty, with a gap, where "
+        "the session names no model; empty where no model responded",
     )
     compactions: int | None = Field(
         default=None,

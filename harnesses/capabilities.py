@@ -14,6 +14,7 @@ needs a factor or budget a harness lacks is refused with that reason (harnesses.
 
 import json
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from harnesses.cli import NODE_BIN
@@ -51,13 +52,16 @@ class Capability:
     detail: str
 
 
+@cache
+def _pins() -> dict[str, str]:
+    """npm package -> the exact version harnesses/node/package.json pins, read once."""
+    return json.loads((NODE_BIN.parent.parent / "package.json").read_text())["dependencies"]
+
+
 def pinned_version(cls: type[HarnessBase]) -> str | None:
     """The version harnesses/node/package.json pins for the adapter's npm package, if it has one."""
     package = getattr(cls, "package", None)
-    if package is None:
-        return None
-    pins = json.loads((NODE_BIN.parent.parent / "package.json").read_text())["dependencies"]
-    return pins.get(package)
+    return None if package is None else _pins().get(package)
 
 
 def capabilities(name: str) -> list[Capability]:

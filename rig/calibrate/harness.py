@@ -22,6 +22,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from harnesses.capabilities import USAGE_FIELDS
 from harnesses.mock_model.session import LEDGER_FILE
 from harnesses.registry import adapter_class
 from rig.experiment.plan import run_id
@@ -50,8 +51,7 @@ SILENT = frozenset({"stall", "never_answer", "tool_hang"})
 # Not `sleep`: Claude Code refuses a standalone long sleep.
 TOOL_HANG: dict[str, Any] = {"mock_policy": "commands", "commands": ["tail -f /dev/null"]}
 # Every figure nonzero, so that a figure a harness drops or misplaces shows.
-SOLUTION_USAGE = {"input": 1000, "output": 100, "cache_read": 500, "cache_write": 40, "reasoning": 20}
-USAGE_FIELDS = tuple(SOLUTION_USAGE)
+SOLUTION_USAGE = dict(zip(USAGE_FIELDS, (1000, 100, 500, 40, 20), strict=True))
 # The fault checks mostly idle (a stall waits STALL_S of silence, a CLI may retry a dead server for
 # a minute), so they run beside the CPU-bound solution and nothing checks, which `--workers`
 # bounds, in a pool of their own: this many per worker. Bounded all the same, and started

@@ -33,3 +33,17 @@ def test_the_gate_runs_the_environments_tools_not_the_rigs(tmp_path: Path) -> No
     assert lines["[FAIL] clean fixture"].endswith("fails the gate: check ruff"), proc.stdout
     # pytest, which the environment has, passes: the solution fails at ruff alone.
     assert lines["[FAIL] t1_fix_pagination solution"].endswith("fails: check ruff"), proc.stdout
+
+
+def test_a_harness_calibration_whose_environment_cannot_build_says_so_in_one_line(tmp_path: Path) -> None:
+    # No wheels to install from, offline: the built-in environment cannot build.
+    (tmp_path / "no-wheels").mkdir()
+    env = offline(tmp_path / "envs", RIG_WHEELS=str(tmp_path / "no-wheels"))
+
+    proc = rig(env, "calibrate", "--harness", "pi", "--task", TASK)
+
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, proc.stderr
+    assert proc.stdout == "", "no check ran"

@@ -51,6 +51,12 @@ def calibrate(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
 
+    try:
+        # Built (or found in the cache) once, before the items run in parallel.
+        activate(loaded, lambda line: typer.echo(line, err=True))
+    except EnvError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
     if harness is not None:
         _calibrate_harnesses(harness, tasks, workers, as_json)
         return
@@ -60,12 +66,6 @@ def calibrate(
         color = typer.colors.GREEN if result.passed else typer.colors.RED
         typer.echo(typer.style(f"[{mark}]", fg=color) + f" {result.name}: {result.reason}")
 
-    try:
-        # Built (or found in the cache) once, before the items run in parallel.
-        activate(loaded, lambda line: typer.echo(line, err=True))
-    except EnvError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
     start = time.monotonic()
     report = calibrate(loaded, tasks, workers, on_result=None if as_json else show)
     try:

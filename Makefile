@@ -41,6 +41,10 @@ NODE_LOCKS := build/node-locks.stamp
 setup: $(VENV)/.installed $(NODE_STAMP) sandbox
 setup-dev: $(VENV)/.installed-dev $(NODE_STAMP) $(NPM_PREFETCH) $(NODE_LOCKS) $(ENV_WHEELS) sandbox browser
 
+# `make setup` installs every harness CLI into harnesses/node; nothing make runs (demo, tests, bars)
+# installs one on first use, which would need the npm registry (harnesses.cli.installs_on_first_use).
+export RIG_INSTALL_HARNESSES := 0
+
 # Playwright (a dev dependency) drives the system's chromium in tests/test_view.py; it must never
 # fetch a browser build of its own.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1

@@ -3,8 +3,8 @@
 An experiment "Claude Code vs Codex vs Gemini CLI" is fair only where rig measures each harness the
 same way, so what a harness cannot do must be said, never found later as a silent gap. Every
 capability is read from what its adapter class declares (harnesses.protocol.HarnessBase): the
-condition factors it realises (`factors`), whether a run budget can hold it (`live_usage`,
-`live_cost`), the token figures and compaction metrics its parser reads (`usage_fields`,
+condition factors it realises (`factors`), whether a run budget can hold it (`live_usage` or
+`session_usage`, `live_cost`), the token figures and compaction metrics its parser reads (`usage_fields`,
 `compaction_fields`), whether the mock drives it and whether its own provider retries are off
 (`calibrated`, `provider_retries_s`), whether it runs other versions of its CLI
 (`installs_versions`). A capability it lacks carries the reason its adapter gives in `lacks`;
@@ -68,22 +68,25 @@ def capabilities(name: str) -> list[Capability]:
     """Every capability of harness `name`, in the table's order."""
     cls = adapter_class(name)
     factors = cls.factors
+    live = (
+        "usage read from its stdout as it runs"
+        if cls.live_usage
+        else "usage read from its session file as it grows"
+        if cls.session_usage
+        else None
+    )
     declared: list[tuple[str, str, str | None]] = [
         ("factor", "thinking", factors.thinking),
         ("factor", "append_system_prompt", factors.system_prompt),
         ("factor", "harness_settings", factors.settings_file and f"merged into {factors.settings_file}"),
         ("factor", "harness_args", ", ".join(sorted(factors.args)) or None),
         ("factor", "extensions", factors.extensions),
-        (
-            "budget",
-            "run_budget.max_tokens",
-            "usage read from its stdout as it runs" if cls.live_usage else None,
-        ),
+        ("budget", "run_budget.max_tokens", live),
         (
             "budget",
             "run_budget.max_cost_usd",
             ("its own cost, as it runs" if cls.live_cost else "priced with genai-prices for a priced model")
-            if cls.live_usage
+            if live
             else None,
         ),
         *(
@@ -177,17 +180,17 @@ def undeclared() -> list[str]:
     return problems
 
 
-def cli_location(name: str) -> Path | None:
-    """Where harness `name`'s CLI is found (the path a run uses), or None when it is not installed or
-    the harness has no CLI."""
-    from harnesses.cli import find_cli
+def cli_location(name: str) -> tuple[str, Path] | None:
+    """Where harness `name`'s CLI is found, as (where, path): where is "$<VAR>", "checkout", "cache"
+    or "PATH" (harnesses.cli.locate_cli), the path the one a run uses; None when it is not installed
+    or the harness has no CLI."""
+    from harnesses.cli_harness import CliHarness
     from harnesses.protocol import CliNotFound
 
     cls = adapter_class(name)
-    binary, env = getattr(cls, "binary", None), getattr(cls, "bin_env", None)
-    if binary is None or env is None:
+    if not issubclass(cls, CliHarness):
         return None
     try:
-        return find_cli(binary, env)
+        return cls.locate_cli()
     except CliNotFound:
         return None

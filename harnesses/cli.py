@@ -7,31 +7,64 @@ import sys
 from functools import cache
 from pathlib import Path
 
+from harnesses import versions
 from harnesses.protocol import CliNotFound
 from rig.confine.proc import BASE_PATH
 from rig.schema import Provider
 
 NODE_BIN = Path(__file__).resolve().parent / "node" / "node_modules" / ".bin"
+INSTALL_ENV = "RIG_INSTALL_HARNESSES"
 
 
-def find_cli(executable: str, env_var: str) -> Path:
-    """$env_var, else the pinned copy under harnesses/node, else PATH."""
+def locate_cli(
+    executable: str, env_var: str, package: str | None = None, harness: str | None = None
+) -> tuple[str, Path]:
+    """Where the CLI a run uses is, as (where, path): `$env_var` if it is set, else the checkout's
+    pinned copy under harnesses/node ("checkout"), else the pinned version of `package` installed
+    in the rig's cache ("cache", harnesses.versions), else "PATH".
+
+    Raises CliNotFound when none is there, saying to run `rig harness install <harness>`.
+    """
     if os.environ.get(env_var):
         path = Path(os.environ[env_var])
         if not path.is_file():
             raise CliNotFound(
                 f"${env_var} points at {path}, which does not exist; point it at the CLI or unset it"
             )
-        return path
+        return f"${env_var}", path
     pinned = NODE_BIN / executable
     if pinned.is_file():
-        return pinned
+        return "checkout", pinned
+    if package and (version := versions.pinned_version(package)):
+        try:
+            return "cache", versions.installed_cli(package, version, executable)
+        except CliNotFound:
+            pass
     found = shutil.which(executable)
     if found:
-        return Path(found)
+        return "PATH", Path(found)
     raise CliNotFound(
-        f"{executable} is not installed: run `make setup` (npm ci in harnesses/node) or set ${env_var}"
+        f"{executable} is not installed: run `rig harness install {harness or executable}` "
+        f"(`make setup` in a checkout), or set ${env_var} to a copy"
     )
+
+
+def installs_on_first_use() -> bool:
+    """Whether a run that finds no CLI installs the pinned one into the cache, rather than fail.
+
+    $RIG_INSTALL_HARNESSES=1: always; 0: never; unset: only when stdin is a terminal and $CI is
+    unset (or false), so a person typing `rig run` gets the CLI and scripts, CI and tests (whose network may
+    have no registry) get the error that says to run `rig harness install`.
+    """
+    value = os.environ.get(INSTALL_ENV, "")
+    if value in ("0", "1"):
+        return value == "1"
+    if value:
+        raise CliNotFound(
+            f"${INSTALL_ENV} is {value!r}; set it to 1 (install missing harness CLIs on first use) "
+            "or 0 (never), or unset it"
+        )
+    return sys.stdin.isatty() and os.environ.get("CI", "").lower() in ("", "0", "false")
 
 
 class HarnessVersionError(CliNotFound):

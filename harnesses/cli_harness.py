@@ -9,16 +9,17 @@ command line, config files, session location, parser, failure signature and tool
 
 import re
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
 from harnesses import versions
-from harnesses.cli import api_key, base_env, cli_version, find_cli
+from harnesses.cli import api_key, base_env, cli_version, installs_on_first_use, locate_cli
 from harnesses.factors import extension_path
 from harnesses.mock_model.server import WireProtocol
 from harnesses.mock_model.session import mock_model
-from harnesses.protocol import HarnessBase
+from harnesses.protocol import CliNotFound, HarnessBase
 from rig.confine.agent import Confinement, run_agent_process
 from rig.confine.network import model_url
 from rig.paths import REPO_ROOT
@@ -78,12 +79,35 @@ class CliHarness(HarnessBase):
         versions.install(cls.package, version, cls.binary, notify)
         return versions.install_dir(cls.package, version)
 
+    @classmethod
+    def install_cli(cls, force: bool = False, notify: Callable[[str], None] | None = None) -> Path:
+        """Install the pinned version of the CLI (harnesses/node/package-lock.json's) into the rig's
+        cache unless it is there, or again with `force`; return its executable."""
+        version = versions.pinned_version(cls.package)
+        if version is None:
+            raise CliNotFound(
+                f"{versions.PINNED_LOCK} pins no {cls.package}; add it there (`npm install` in its folder)"
+            )
+        return versions.install(cls.package, version, cls.binary, notify, force)
+
+    @classmethod
+    def locate_cli(cls) -> tuple[str, Path]:
+        """Where the CLI a run uses is: "$<bin_env>", "checkout", "cache" or "PATH", and its path
+        (harnesses.cli.locate_cli); CliNotFound when it is nowhere."""
+        return locate_cli(cls.binary, cls.bin_env, cls.package, cls.name)
+
     def cli(self) -> Path:
         """The CLI executable that runs: the installed `harness_version` if one was asked for, else
-        $bin_env, else the pinned copy, else PATH."""
+        where `locate_cli` finds it, else the pinned version installed now into the cache where
+        `installs_on_first_use` says so."""
         if self.harness_version:
             return versions.installed_cli(self.package, self.harness_version, self.binary)
-        return find_cli(self.binary, self.bin_env)
+        try:
+            return self.locate_cli()[1]
+        except CliNotFound:
+            if not installs_on_first_use():
+                raise
+        return self.install_cli(notify=lambda message: print(message, file=sys.stderr, flush=True))
 
     def version(self) -> str:
         """The `--version` of the CLI that runs."""
@@ -116,7 +140,8 @@ class CliHarness(HarnessBase):
         A mock provider gets a mock model server for this run. `connect` points the CLI at the
         provider's base URL (the mock's, with `mock_url_suffix`, or `provider.base_url`, possibly
         None) by writing its config, and returns the process's environment. `watched` is the
-        session file or directory the silence watchdog watches besides the streams. The base URL is
+        session file or directory the silence watchdog watches besides the streams (and, with the
+        adapter's `session_usage`, the run budget reads). The base URL is
         the one endpoint a confined network lets the agent reach besides the policy's (rig.confine.network).
         """
 
@@ -134,6 +159,8 @@ class CliHarness(HarnessBase):
                 type(self).live_usage,
                 self.model,
                 type(self).final_event,
+                type(self).session_usage,
+                type(self).failed_request,
             )
 
         if self.provider.kind == "mock":

@@ -17,8 +17,9 @@ from typing import ClassVar, Protocol
 
 from harnesses.factors import Factors
 from harnesses.mock_model.server import WireProtocol
-from rig.confine.events import FinalEvent
+from rig.confine.events import FailedRequest, FinalEvent
 from rig.confine.run_budget import UsageReader
+from rig.confine.session_usage import SessionUsage
 from rig.schema import AgentRun, Condition, Metrics, Transcript
 
 
@@ -35,8 +36,10 @@ class HarnessAdapter(Protocol):
     mock_protocol: ClassVar[WireProtocol | None]
     factors: ClassVar[Factors]
     live_usage: ClassVar[UsageReader | None]
+    session_usage: ClassVar[SessionUsage | None]
     live_cost: ClassVar[bool]
     final_event: ClassVar[FinalEvent | None]
+    failed_request: ClassVar[FailedRequest | None]
     provider_retries_s: ClassVar[float]
     installs_versions: ClassVar[bool]
     usage_fields: ClassVar[frozenset[str]]
@@ -89,10 +92,16 @@ class HarnessBase:
     A subclass overrides what it has: `calibrated` (`rig calibrate --harness` drives it with the
     rig's mock model server) with `mock_protocol` (the mock's wire protocol it speaks, made with its
     tool map); `factors` (the condition factors it realises, harnesses.factors); `live_usage` (reads
-    the usage of a model response from one event of its stdout as it runs; None: a run budget cannot
-    hold it) and `live_cost` (whether that usage carries the harness's own cost, rig.confine.run_budget);
+    the usage of a model response from one event of its stdout as it runs) or `session_usage` (where
+    its session files lie below the session path its `run` watches, and how to read the usage of
+    each model response from their records as they grow, rig.confine.session_usage: for a CLI whose
+    stdout reports usage only at the end; with neither, a run budget cannot hold it) and
+    `live_cost` (whether that usage carries the harness's own cost, rig.confine.run_budget);
     `final_event` (whether one event of its stdout carries its final answer: a harness that then
     stays alive and silent is ended, rig.confine.events; None: the rule cannot hold it);
+    `failed_request` (whether one event of its stdout reports a model request that failed, or a
+    response: a harness that keeps retrying a provider that fails every request is ended after
+    rig.confine.events.FAILED_REQUESTS_LIMIT of them in a row; None for a CLI that gives up by itself);
     `provider_retries_s` (about how long the CLI's own retries of a dead or erroring provider last,
     which `rig calibrate --harness` starts first); `installs_versions` with `install_version` (a
     condition's harness_version runs another version of its CLI); `usage_fields` and
@@ -108,8 +117,10 @@ class HarnessBase:
     mock_protocol: ClassVar[WireProtocol | None] = None
     factors: ClassVar[Factors] = Factors()
     live_usage: ClassVar[UsageReader | None] = None
+    session_usage: ClassVar[SessionUsage | None] = None
     live_cost: ClassVar[bool] = False
     final_event: ClassVar[FinalEvent | None] = None
+    failed_request: ClassVar[FailedRequest | None] = None
     provider_retries_s: ClassVar[float] = 0.0
     installs_versions: ClassVar[bool] = False
     usage_fields: ClassVar[frozenset[str]] = frozenset()

@@ -107,12 +107,12 @@ def check_factors(name: str, condition: Condition) -> None:
 
 
 def check_run_budget(name: str, budget: RunBudget, model: str | None) -> None:
-    """Raise ValueError (one line) where harness `name` cannot be held to `budget`: its stdout
-    reports no usage while it runs (no `live_usage` reader), or `max_cost_usd` is asked of a
-    harness that reports no cost while it runs (no `live_cost`) for a `model` genai-prices cannot
-    price."""
+    """Raise ValueError (one line) where harness `name` cannot be held to `budget`: neither its
+    stdout nor its session reports usage while it runs (no `live_usage` nor `session_usage`
+    reader), or `max_cost_usd` is asked of a harness that reports no cost while it runs (no
+    `live_cost`) for a `model` genai-prices cannot price."""
     cls = adapter_class(name)
-    if cls.live_usage is None:
+    if cls.live_usage is None and cls.session_usage is None:
         reason = cls.lacks.get("run_budget.max_tokens")
         raise ValueError(
             f"run_budget: harness {name!r} reports no usage while it runs{f' ({reason})' if reason else ''}, "
@@ -164,6 +164,41 @@ def install_version(name: str, version: str, notify: Callable[[str], None] | Non
             "remove harness_version from its conditions"
         )
     return cls.install_version(version, notify)
+
+
+def cli_names() -> tuple[str, ...]:
+    """The harnesses whose CLI is an npm package pinned in harnesses/node (`rig harness install`)."""
+    from harnesses.cli_harness import CliHarness
+
+    return tuple(name for name in harness_names() if issubclass(adapter_class(name), CliHarness))
+
+
+def install_cli(name: str, force: bool = False, notify: Callable[[str], None] | None = None) -> Path:
+    """Install harness `name`'s pinned CLI into the rig's cache (once; again with `force`); return
+    its executable. `notify` is told when the install starts.
+
+    Raises HarnessUnavailable for a name without such a CLI and where node or npm is missing,
+    CliNotFound (harnesses.versions.VersionInstallError) when npm cannot install it.
+    """
+    from harnesses.cli_harness import CliHarness
+    from harnesses.versions import NpmMissing
+
+    known = cli_names()
+    cls = adapter_class(name) if name in known else None
+    if cls is None or not issubclass(cls, CliHarness):
+        raise HarnessUnavailable(f"no harness CLI named {name!r}; give one of {', '.join(known)}, or all")
+    try:
+        return cls.install_cli(force, notify)
+    except NpmMissing as exc:
+        raise HarnessUnavailable(str(exc)) from None
+
+
+def harness_cache() -> Path:
+    """Where the rig installs harness CLIs (harnesses.versions.cache_root): an agent's sandbox shows
+    it, as it shows the checkout's pinned copies."""
+    from harnesses.versions import cache_root
+
+    return cache_root()
 
 
 def make_adapter(

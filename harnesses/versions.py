@@ -1,11 +1,16 @@
-"""Other versions of a harness CLI than the pinned one, installed once from the npm registry.
+"""Harness CLIs installed once from the npm registry into the rig's cache: other versions, and the
+pinned one where no checkout holds it.
 
 A condition may run its harness at another exact version (`harness_version`), e.g. to ask whether
-an upgrade changed anything. That version is installed with `npm install` into a folder of its own
+an upgrade changed anything; a rig installed without a checkout (whose `make setup` installs the
+pinned CLIs into harnesses/node) installs the pinned version the same way (`rig harness install`,
+or on first use, harnesses.cli). A version is installed with `npm install` into a folder of its own
 in a cache keyed by package and version, `<cache>/<package>@<version>/` (a `/` of a scoped package
 becomes `+`), with its `package-lock.json` kept beside `node_modules`, so the exact dependency tree
-that ran can be read later. The cache is `$RIG_HARNESS_CACHE`, else `$XDG_CACHE_HOME/rig/harnesses`,
-else `~/.cache/rig/harnesses`.
+that ran can be read later. The pinned version is installed from harnesses/node/package-lock.json,
+so its whole tree is the lock's, as in a checkout; another version's dependencies are resolved by
+npm. The cache is `$RIG_HARNESS_CACHE`, else `$XDG_CACHE_HOME/rig/harnesses`, else
+`~/.cache/rig/harnesses`.
 
 An install is built in a temporary folder and renamed into place only once npm has succeeded and
 the package's own package.json says the version asked for, so a folder in the cache is always
@@ -23,6 +28,7 @@ import subprocess
 import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -33,12 +39,41 @@ from rig.schema import EXACT_VERSION
 
 CACHE_ENV = "RIG_HARNESS_CACHE"
 MARKER = "rig-install.json"
+# The pinned CLIs: `make setup` installs this lock into harnesses/node; the cache installs from it too.
+PINNED_LOCK = Path(__file__).resolve().parent / "node" / "package-lock.json"
+BUILD_NAME = "rig-harness-version"
 INSTALL_TIMEOUT_S = 900
 _PASSED = re.compile(r"^(npm_config_\w+|NPM_CONFIG_\w+|HTTPS?_PROXY|https?_proxy|NO_PROXY|no_proxy)$")
 
 
 class VersionInstallError(CliNotFound):
     """A harness version that cannot be installed; the message names the cause and the fix."""
+
+
+class NpmMissing(VersionInstallError):
+    """No node or no npm on PATH: no harness CLI can be installed until they are."""
+
+
+@cache
+def _lock() -> dict:
+    return json.loads(PINNED_LOCK.read_text())
+
+
+def pinned_version(package: str) -> str | None:
+    """The version of `package` harnesses/node/package-lock.json resolves, if it holds the package."""
+    entry = _lock()["packages"].get(f"node_modules/{package}")
+    return entry["version"] if entry else None
+
+
+def check_npm() -> None:
+    """Raise NpmMissing, naming what is missing and where to get it, unless node and npm are on PATH."""
+    missing = [tool for tool in ("node", "npm") if not shutil.which(tool)]
+    if missing:
+        raise NpmMissing(
+            f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not on PATH, so no harness "
+            "CLI can be installed; install Node.js 20 or later with npm (https://nodejs.org, or your "
+            "system's nodejs and npm packages), then rerun"
+        )
 
 
 def cache_root() -> Path:
@@ -66,12 +101,19 @@ def installed_cli(package: str, version: str, binary: str) -> Path:
     return cli
 
 
-def install(package: str, version: str, binary: str, notify: Callable[[str], None] | None = None) -> Path:
+def install(
+    package: str,
+    version: str,
+    binary: str,
+    notify: Callable[[str], None] | None = None,
+    force: bool = False,
+) -> Path:
     """Install `package@version` into the cache unless it is there; return its executable `binary`.
 
-    `notify` is told once when an install starts (it takes a while). Raises VersionInstallError
-    with npm's own reason when the version does not exist, the registry cannot be reached, or the
-    package has no executable `binary`.
+    `notify` is told once when an install starts (it takes a while). `force` installs it again even
+    so (the complete install it replaces stays until the new one is complete). Raises NpmMissing
+    without node or npm, VersionInstallError with npm's own reason when the version does not exist,
+    the registry cannot be reached, or the package has no executable `binary`.
     """
     if not re.match(EXACT_VERSION, version):
         raise VersionInstallError(
@@ -79,17 +121,21 @@ def install(package: str, version: str, binary: str, notify: Callable[[str], Non
             f"(`npm view {package} versions` lists them)"
         )
     folder = install_dir(package, version)
-    try:
-        return installed_cli(package, version, binary)
-    except CliNotFound:
-        pass
+    if not force:
+        try:
+            return installed_cli(package, version, binary)
+        except CliNotFound:
+            pass
+    # Before the cache is touched: without node or npm, nothing is written.
+    check_npm()
     folder.parent.mkdir(parents=True, exist_ok=True)
     try:
         with FileLock(f"{folder}.lock", timeout=INSTALL_TIMEOUT_S):
-            try:
-                return installed_cli(package, version, binary)
-            except CliNotFound:
-                pass
+            if not force:
+                try:
+                    return installed_cli(package, version, binary)
+                except CliNotFound:
+                    pass
             if notify:
                 notify(f"installing {package}@{version} from the npm registry into {folder} (once)")
             _install(package, version, binary, folder)
@@ -105,8 +151,10 @@ def _install(package: str, version: str, binary: str, folder: Path) -> None:
     """Build the install in a temporary folder beside `folder`, then rename it into place."""
     building = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
-        manifest = {"name": "rig-harness-version", "private": True, "dependencies": {package: version}}
+        manifest = {"name": BUILD_NAME, "private": True, "dependencies": {package: version}}
         (building / "package.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        if version == pinned_version(package):
+            (building / "package-lock.json").write_text(json.dumps(_pinned_lock(package), indent=2) + "\n")
         command = ["npm", "install", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"]
         try:
             proc = subprocess.run(
@@ -122,10 +170,6 @@ def _install(package: str, version: str, binary: str, folder: Path) -> None:
             raise VersionInstallError(
                 f"npm install {package}@{version} did not finish within {INSTALL_TIMEOUT_S} s; "
                 "check that the npm registry is reachable"
-            ) from None
-        except FileNotFoundError:
-            raise VersionInstallError(
-                f"npm is not on PATH, so {package}@{version} cannot be installed; install node and npm"
             ) from None
         if proc.returncode != 0:
             raise VersionInstallError(
@@ -147,6 +191,16 @@ def _install(package: str, version: str, binary: str, folder: Path) -> None:
         building.rename(folder)
     finally:
         shutil.rmtree(building, ignore_errors=True)
+
+
+def _pinned_lock(package: str) -> dict:
+    """harnesses/node's lock with `package` as its only dependency: npm keeps every locked version
+    and prunes the other CLIs' trees, and needs no registry metadata (its cache is enough offline)."""
+    lock = dict(_lock())
+    root = {"name": BUILD_NAME, "dependencies": {package: pinned_version(package)}}
+    lock["name"] = BUILD_NAME
+    lock["packages"] = {**lock["packages"], "": root}
+    return lock
 
 
 def npm_env() -> dict[str, str]:

@@ -25,6 +25,9 @@ os.environ.update(
         "RIG_WHEELS": str(REPO_ROOT / "build" / "wheels"),
         "UV_OFFLINE": "1",
         "UV_CACHE_DIR": str(REPO_ROOT / "build" / "uv-cache"),
+        # The harness CLIs are the checkout's (`make setup`): a rig a test starts never installs one
+        # on first use, even from a terminal (harnesses.cli.installs_on_first_use).
+        "RIG_INSTALL_HARNESSES": "0",
     }
 )
 

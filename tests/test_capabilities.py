@@ -55,8 +55,8 @@ name = "a"
 @pytest.mark.parametrize(
     ("harness", "extra", "reason"),
     [
-        ("codex", "[run_budget]\nmax_tokens = 1000\n", "reports usage only when a turn completes"),
-        ("gemini", "[run_budget]\nmax_tokens = 1000\n", "reports usage only in its final result event"),
+        ("codex", "[run_budget]\nmax_cost_usd = 1.0\n", "reports no cost while it runs and genai-prices"),
+        ("gemini", "[run_budget]\nmax_cost_usd = 1.0\n", "reports no cost while it runs and genai-prices"),
     ],
 )
 def test_a_budget_the_harness_cannot_hold_is_refused_with_its_reason(tmp_path, harness, extra, reason):

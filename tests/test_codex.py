@@ -10,7 +10,7 @@ from builtin_pack import BUILTIN
 from conftest import run_check_json
 from mock_ledger import TOKENS, captured_patch_command, ledger, parsed_tokens
 
-from harnesses.cli import NODE_BIN, find_cli
+from harnesses.cli import NODE_BIN
 from harnesses.cli_harness import install_skill
 from harnesses.codex.adapter import (
     MOCK_KEY_ENV,
@@ -428,7 +428,7 @@ def test_command_line(task, tmp_path):
     command = codex.command(tmp_path, "-Fix it.", codex.effort(Condition(name="c", thinking="low")))
 
     assert command == [
-        str(find_cli("codex", "RIG_CODEX_BIN")),
+        str(CodexHarness.locate_cli()[1]),
         "exec",
         "--json",
         "--strict-config",

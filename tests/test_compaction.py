@@ -1,6 +1,7 @@
 """Context compactions: parsed from each harness's session into the record's metrics, counted in the
-report's behaviour table, the shipped compaction studies valid, and a compaction driven offline
-through the real Pi CLI by the mock model, whose ledger holds the summarization request."""
+report's behaviour table, the shipped compaction studies valid, and compactions driven offline
+through the real Pi, Claude Code and OpenCode CLIs by the mock model, whose ledger holds the
+summarization requests."""
 
 import json
 import shutil
@@ -14,21 +15,31 @@ from mock_ledger import ledger, parsed_tokens
 from harnesses.claude_code import session as claude_code
 from harnesses.claude_code.adapter import ClaudeCodeHarness
 from harnesses.codex import session as codex
+from harnesses.gemini.adapter import MOCK_TOOLS as GEMINI_TOOLS
+from harnesses.mock_model.gemini import Gemini
 from harnesses.mock_model.openai_chat import OpenAIChat
 from harnesses.mock_model.policy import Policy, Step
 from harnesses.mock_model.server import SUMMARY_MARKERS, SUMMARY_TEXT, Faults, MockModelServer, Usage
 from harnesses.mock_model.session import LEDGER_FILE
+from harnesses.opencode import session as opencode
+from harnesses.opencode.adapter import OpenCodeHarness
 from harnesses.pi.adapter import MOCK_TOOLS, NO_REASONING_GAP, PiHarness
 from harnesses.pi.adapter import parse_files as parse_pi
 from rig.experiment.load import load_experiment
 from rig.paths import REPO_ROOT
-from rig.schema import Metrics, Provider, RunRecord, Task
+from rig.schema import Condition, Metrics, Provider, RunRecord, Task
 from rig.store.migrate import COMPACTION_FIELDS, migrate
 
 DATA = Path(__file__).parent / "data"
 PI = DATA / "pi"
 CLAUDE_STUDY = REPO_ROOT / "experiments" / "claude_code_compaction.toml"
 SMALL = DATA / "results_small" / "results_small"
+OPENCODE = DATA / "opencode"
+# What the mock reported in tests/data/opencode/compaction (see its README), and the real run below:
+# a first response past the mock model's usable window (128,000 less OpenCode's output reserve),
+# then every response and the summary small.
+FILLING = {"input": 120000, "output": 100, "cache_read": 0}
+SMALL_USAGE = {"input": 1000, "output": 100, "cache_read": 500}
 # The usage of every response the mock served in tests/data/pi (see its README).
 CAPTURED_TOTAL = 1000 + 100 + 500 + 40
 
@@ -80,6 +91,48 @@ def test_the_mock_answers_a_summarization_request_with_a_summary_outside_the_ser
         ]
         assert server.ledger[0].usage == Usage(input=7)
         assert server.totals()["responses"] == 1
+
+
+def test_the_mock_answers_gemini_clis_compression_request_with_a_summary():
+    policy = Policy("one", (Step("shell", command="echo hi"), Step("final", text="Done.")))
+    # Gemini CLI 0.61.0 compresses through a non-streamed generateContent whose system instruction
+    # is its compression prompt (chatCompressionService.js).
+    compress = {
+        "systemInstruction": {"parts": [{"text": f"\n{SUMMARY_MARKERS[3]} <state_snapshot>."}]},
+        "contents": [{"role": "user", "parts": [{"text": "go"}]}],
+    }
+    with MockModelServer(policy, [Gemini(GEMINI_TOOLS)], usage=Usage(input=7)) as server:
+        request = urllib.request.Request(
+            server.base_url + "/v1beta/models/gemini-2.5-pro:generateContent",
+            json.dumps(compress).encode(),
+            {"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            answer = json.loads(response.read())
+        assert answer["candidates"][0]["content"]["parts"] == [{"text": SUMMARY_TEXT}]
+        assert [(e.outcome, e.usage) for e in server.ledger] == [("summary", Usage(input=7))]
+
+
+def test_the_mock_reports_its_later_usage_after_the_first_response():
+    policy = Policy("two", (Step("shell", command="echo hi"), Step("final", text="Done.")))
+    summarize = {"messages": [{"role": "system", "content": SUMMARY_MARKERS[2]}]}
+    agent = {"messages": [{"role": "user", "content": "go"}]}
+    with MockModelServer(
+        policy, [OpenAIChat(MOCK_TOOLS)], usage=Usage(input=9), later_usage=Usage(input=1)
+    ) as server:
+        for body in (agent, summarize, agent):
+            request = urllib.request.Request(
+                server.base_url + "/v1/chat/completions",
+                json.dumps({"model": "mock-model", "stream": True, **body}).encode(),
+                {"Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(request, timeout=10) as response:
+                response.read()
+        assert [(e.outcome, e.usage.input) for e in server.ledger] == [
+            ("served", 9),
+            ("summary", 1),
+            ("served", 1),
+        ]
 
 
 # --- Pi: the session's `compaction` entries ------------------------------------------------------
@@ -161,6 +214,45 @@ def test_claude_code_counts_each_boundary_once_with_tokens_before_and_after(tmp_
     # A boundary without post_tokens leaves the sum after unknown.
     two = with_lines(folder / "session.jsonl", tmp_path / "two.jsonl", [transcript_boundary, manual])
     assert compaction(claude_code.parse_files(stream, two, command)) == (2, 145000, None, None)
+
+
+# --- OpenCode: `compaction` parts answered by `summary` messages ----------------------------------
+
+
+def test_opencode_counts_each_summary_with_its_tokens_and_the_context_it_compacted():
+    folder = OPENCODE / "compaction"
+    metrics = opencode.parse_files(folder / "session.json", folder / "stdout.log")
+    # The compacted context is the first response's total, which OpenCode found past its window;
+    # the summary's tokens are its own message's.
+    first = FILLING["input"] + FILLING["output"] + FILLING["cache_read"]
+    summary = sum(SMALL_USAGE.values())
+    assert compaction(metrics) == (1, first, None, summary)
+    assert summaries(folder) == 1
+    # OpenCode counts the summary in its totals (and cost), but it is no response of the agent's.
+    totals, _ = ledger(folder, ("input", "output", "cache_read"))
+    assert metrics.assistant_messages == totals["responses"]
+    assert metrics.total_tokens == first + (totals["responses"] - 1) * summary + summary
+    assert metrics.input_tokens == totals["input"] + SMALL_USAGE["input"]
+    assert metrics.stop_reasons == ["tool-calls", "tool-calls", "tool-calls", "stop"]
+    assert metrics.final_text == "Done: the change is applied and checked."
+    assert metrics.complete
+    # The event stream does not tell a summary apart: without the session, unknown.
+    assert compaction(opencode.parse_files(None, folder / "stdout.log")) == (None, None, None, None)
+
+
+def test_opencode_counts_no_unfinished_compaction_and_zero_without_one(tmp_path):
+    plain = opencode.parse_files(OPENCODE / "success" / "session.json", OPENCODE / "success" / "stdout.log")
+    assert compaction(plain) == (0, 0, 0, 0)
+    # A compaction part whose summary never finished (the run was killed during it).
+    export = json.loads((OPENCODE / "compaction" / "session.json").read_text())
+    for message in export["messages"]:
+        if message["info"].get("summary"):
+            del message["info"]["finish"]
+    session = tmp_path / "session.json"
+    session.write_text(json.dumps(export))
+    metrics = opencode.parse_files(session, None)
+    assert compaction(metrics) == (0, 0, 0, 0)
+    assert "1 compaction(s) started and never finished: their usage is unknown" in metrics.gaps
 
 
 # --- Codex: `compacted` rollout items ------------------------------------------------------------
@@ -356,3 +448,37 @@ def test_claude_code_compacts_offline_as_the_study_sets_it(arm, expected, worksp
     else:
         assert run.exit_code == 0 and compaction(metrics) == (0, 0, 0, 0)
         assert metrics.assistant_messages == served
+
+
+# --- the real OpenCode CLI compacting against the mock model --------------------------------------
+
+
+@pytest.mark.slow
+def test_opencode_compacts_offline_when_the_mock_fills_its_window(workspace, task: Task, tmp_path):
+    # OpenCode 1.18.33 compacts once the last response's tokens reach the model's usable window,
+    # whatever its settings (`compaction.auto` is on by default): the mock's first response fills
+    # it. After the summary OpenCode goes on from a short history, so the mock's turns start again;
+    # every later response is small, or OpenCode would compact after each.
+    options = {"mock_usage": FILLING, "mock_later_usage": SMALL_USAGE}
+    condition = Condition(name="filling", harness_options=options)
+    harness = OpenCodeHarness(task, Provider(), None, None, 30.0)
+    run_dir = tmp_path / "run"
+    run = harness.run(workspace, task.spec.prompt, condition, run_dir, 120)
+    metrics = harness.parse_session(run)
+
+    assert run.exit_code == 0 and not run.timed_out
+    assert harness.infra_signature(run, metrics) is None
+    assert metrics.compactions == summaries(run_dir) == 1
+    entries = json.loads((run_dir / LEDGER_FILE).read_text())["ledger"]
+    [summary] = [e["usage"] for e in entries if e["outcome"] == "summary"]
+    first = entries[0]["usage"]
+    assert metrics.compaction_tokens_before == first["input"] + first["output"] + first["cache_read"]
+    assert metrics.compaction_tokens == summary["input"] + summary["output"] + summary["cache_read"]
+    assert metrics.compaction_tokens_after is None
+    # The agent's responses are the served ones; the tokens are theirs and the summary's.
+    totals, _ = ledger(run_dir, ("input", "output"))
+    assert metrics.assistant_messages == totals["responses"]
+    assert (metrics.input_tokens, metrics.output_tokens) == (
+        totals["input"] + summary["input"],
+        totals["output"] + summary["output"],
+    )

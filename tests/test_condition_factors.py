@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from harnesses.factors import check_args, merge
+from harnesses.gemini.adapter import install_manifest
 from harnesses.mock_model.policy import ContextSensitivePolicy, Policy, Step
 from harnesses.mock_model.server import MockModelServer
 from harnesses.mock_model.session import LEDGER_FILE, agents_md_marker
+from harnesses.opencode.adapter import install_plugin, permissions
 from harnesses.registry import adapter_class, calibrated_names
 from rig.experiment.load import ExperimentError, load_experiment
 from rig.paths import REPO_ROOT
@@ -36,6 +38,12 @@ PI_EXTENSION = f"""export default function (pi: any) {{
 }}
 """
 HOOK_LOG = "hook-calls.log"
+OPENCODE_PLUGIN = f"""export const BlockBash = async () => ({{
+  "tool.execute.before": async (input) => {{
+    if (input.tool === "bash") throw new Error("{BLOCKED}");
+  }},
+}});
+"""
 
 
 def config(tmp_path: Path, harness: str, condition: str) -> Path:
@@ -55,18 +63,27 @@ def config(tmp_path: Path, harness: str, condition: str) -> Path:
             "gemini",
             'append_system_prompt = "Be brief."',
             "harness 'gemini' has no way to append to its system prompt (Gemini CLI can only replace its "
-            "whole system prompt (GEMINI_SYSTEM_MD), not append to it); remove it",
+            "whole system prompt (GEMINI_SYSTEM_MD), not append to it, and writes its default prompt "
+            "(GEMINI_WRITE_SYSTEM_MD) only once a run builds its first request",
         ),
         (
             "opencode",
-            "harness_settings = { compaction = { auto = false } }",
-            "harness 'opencode' takes no settings",
+            "harness_settings = { provider = { x = {} } }",
+            "'opencode' does not take 'provider' in its opencode-config/opencode.json; use compaction, "
+            "default_agent, permission, tool_output",
         ),
+        ("opencode", 'harness_settings = { agent = { build = { model = "x/y" } } }', "not take 'agent'"),
         (
-            "gemini",
-            'harness_args = ["--yolo"]',
-            "harness 'gemini' takes no command-line options (the rig passes Gemini CLI no options",
+            "opencode",
+            'harness_args = ["--auto"]',
+            "'opencode' does not allow '--auto'; allowed options: --agent",
         ),
+        ("opencode", 'harness_args = ["--agent"]', "--agent needs a value"),
+        ("gemini", "harness_settings = { security = { auth = {} } }", "'gemini' does not take 'security'"),
+        ("gemini", "harness_settings = { modelConfigs = { aliases = {} } }", "not take 'modelConfigs'"),
+        ("gemini", 'harness_args = ["--yolo"]', "'gemini' does not allow '--yolo'"),
+        ("gemini", 'harness_args = ["--include-directories=/"]', "does not allow '--include-directories=/'"),
+        ("gemini", 'extensions = ["no/such/gemini-extension.json"]', "is no file"),
         (
             "pi",
             "harness_settings = { retry = { enabled = true } }",
@@ -162,7 +179,7 @@ def test_codex_takes_the_prompt_and_settings_in_its_config(task):
 
 def run_arm(harness: str, task: Task, workspace: Path, run_dir: Path, condition: Condition) -> tuple:
     """Run `harness` on `condition` against the mock model it starts itself; the ledger it saved."""
-    adapter = ADAPTERS[harness](task, Provider(), None, None, STALL_S)
+    adapter = adapter_class(harness)(task, Provider(), None, None, STALL_S)
     run: AgentRun = adapter.run(workspace, task.spec.prompt, condition, run_dir, TIMEOUT_S)
     return adapter, run, json.loads((run_dir / LEDGER_FILE).read_text())
 
@@ -290,3 +307,98 @@ def test_claude_code_settings_args_and_hook_reach_its_private_config(task, works
         adapter.condition_mapping or ""
     )
     assert not (workspace / ".claude").exists()
+
+
+@pytest.mark.slow
+def test_gemini_settings_args_and_extensions_reach_its_private_home(task, workspace, tmp_path):
+    manifests = {"rig-kept": "grep_search", "rig-left": "list_directory"}
+    for name, excluded in manifests.items():
+        manifest = {"name": name, "version": "1.0.0", "excludeTools": [excluded]}
+        (tmp_path / f"{name}.json").write_text(json.dumps(manifest))
+    condition = Condition(
+        name="arm",
+        # The rig's own settings win where both set one: the sandbox stays off.
+        harness_settings={"tools": {"exclude": ["glob"], "sandbox": True}},
+        harness_args=["--extensions=rig-kept"],
+        extensions=[str(tmp_path / f"{name}.json") for name in manifests],
+        harness_options={"mock_policy": "commands", "commands": ["echo reached"]},
+    )
+    run_dir = tmp_path / "run"
+    adapter, run, ledger = run_arm("gemini", task, workspace, run_dir, condition)
+
+    assert run.exit_code == 0 and ledger["policy"] == "commands"
+    gemini_dir = run_dir / "home" / ".gemini"
+    settings = json.loads((gemini_dir / "settings.json").read_text())
+    assert settings["tools"]["exclude"] == ["glob"] and settings["tools"]["sandbox"] is False
+    for name in manifests:
+        assert (
+            json.loads((gemini_dir / "extensions" / name / "gemini-extension.json").read_text())["name"]
+            == name
+        )
+    assert run.command[-1] == "--extensions=rig-kept"
+    # Every request offers the tools that are left: glob excluded by the settings, grep_search by
+    # the extension --extensions keeps active; the other extension's exclusion does not apply.
+    offered = {tool for entry in ledger["ledger"] for tool in entry["tools"] or ()}
+    assert {"read_file", "run_shell_command", "list_directory"} <= offered
+    assert not {"glob", "grep_search"} & offered
+    assert (adapter.condition_mapping or "").endswith(
+        "harness_settings merged into $HOME/.gemini/settings.json: tools; "
+        "harness_args: --extensions=rig-kept; "
+        "extensions as gemini-extension.json manifests in $HOME/.gemini/extensions/<name>/: "
+        "rig-kept, rig-left"
+    )
+    assert not (workspace / ".gemini").exists()
+
+
+@pytest.mark.slow
+def test_opencode_settings_args_and_plugin_reach_its_private_config(task, workspace, tmp_path):
+    plugin = tmp_path / "block_bash.js"
+    plugin.write_text(OPENCODE_PLUGIN)
+    condition = Condition(
+        name="arm",
+        # `--agent build` overrides the `default_agent` the settings name.
+        harness_settings={"permission": {"grep": "deny"}, "default_agent": "plan"},
+        harness_args=["--agent", "build"],
+        extensions=[str(plugin)],
+        harness_options={"mock_policy": "commands", "commands": ["echo reached"]},
+    )
+    run_dir = tmp_path / "run"
+    adapter, run, ledger = run_arm("opencode", task, workspace, run_dir, condition)
+
+    assert run.exit_code == 0 and ledger["policy"] == "commands"
+    config = json.loads((run_dir / "opencode-config" / "opencode.json").read_text())
+    assert config["permission"] == {"*": "allow", "grep": "deny"} and config["default_agent"] == "plan"
+    assert config["provider"].keys() == {"mock"}, "the rig's own settings stay"
+    copy = run_dir / "opencode-config" / "plugins" / "block_bash.js"
+    assert copy.is_file() and "--pure" not in run.command
+    assert run.command[run.command.index("--") - 2 :] == ["--agent", "build", "--", task.spec.prompt]
+    offered = {tool for entry in ledger["ledger"] for tool in entry["tools"] or ()}
+    assert "bash" in offered and "grep" not in offered
+    export = json.loads(run.session_path.read_text()) if run.session_path else {"messages": []}
+    assert {m["info"].get("agent") for m in export["messages"]} == {"build"}
+    # The plugin ran: it failed the mock's shell command before it ran.
+    (bash,) = [p["state"] for m in export["messages"] for p in m["parts"] if p.get("tool") == "bash"]
+    assert bash["status"] == "error" and BLOCKED in bash["error"]
+    assert (adapter.condition_mapping or "").endswith(
+        "harness_settings merged into opencode-config/opencode.json: default_agent, permission; "
+        "harness_args: --agent build; "
+        "extensions as plugins copied to opencode-config/plugins/ (without --pure): block_bash.js"
+    )
+
+
+def test_an_extension_that_is_no_manifest_or_plugin_is_refused_before_a_run(tmp_path):
+    (tmp_path / "notes.md").write_text("# notes\n")
+    (tmp_path / "nameless.json").write_text('{"version": "1.0.0"}')
+    with pytest.raises(ValueError, match="is no gemini-extension.json"):
+        install_manifest(str(tmp_path / "notes.md"), tmp_path / "extensions")
+    with pytest.raises(ValueError, match="needs a `name`"):
+        install_manifest(str(tmp_path / "nameless.json"), tmp_path / "extensions")
+    with pytest.raises(ValueError, match="an OpenCode plugin is a .js or .ts file"):
+        install_plugin(str(tmp_path / "notes.md"), tmp_path / "plugins")
+    assert not (tmp_path / "extensions").exists() and not (tmp_path / "plugins").exists()
+
+
+def test_opencode_permissions_keep_the_rig_default_first_and_its_tool_switches_last():
+    assert permissions({"bash": {"rm *": "deny"}, "edit": "allow"}, ["bash", "read"])["edit"] == "deny"
+    assert list(permissions({"bash": {"rm *": "deny"}}, None)) == ["*", "bash"]
+    assert permissions("deny", None) == {"*": "deny"}

@@ -3,7 +3,8 @@ through every check of `rig calibrate --harness`, the real CLIs against the mock
 side in one calibration; one test per harness and check.
 
 The reference solution succeeds with every token figure and tool call equal to the mock's ledger,
-per model, as the harness declares it reads them; doing nothing fails; a dead server, HTTP 500,
+per model, as the harness declares it reads them, every request asking the model for the run's
+thinking level; doing nothing fails; a dead server, HTTP 500,
 429 and 529, a stall, a cut stream and a request never answered are infrastructure; a tool call
 that never returns is the agent's hang. The other capabilities have their own suites, each
 parametrised over the harnesses that declare them: run budgets (tests/test_run_budget.py),
@@ -17,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from harnesses.registry import calibrated_names
-from rig.calibrate.harness import FAULTS
+from harnesses.registry import adapter_class, calibrated_names
+from rig.calibrate.harness import FAULTS, THINKING
 
 RIG = str(Path(sys.executable).with_name("rig"))
 TASK = "t1_fix_pagination"
@@ -51,6 +52,8 @@ def test_conformance(outcomes, harness, check):
         assert (
             "per model and tool calls" in outcome["reason"] and "equal the mock's ledger" in outcome["reason"]
         )
+        if adapter_class(harness).factors.thinking:
+            assert f"every request asked for thinking {THINKING!r}" in outcome["reason"]
     elif check in FAULTS:
         assert outcome["reason"].startswith("infrastructure failure")
     elif check == "tool_hang":

@@ -12,7 +12,7 @@ from builtin_pack import BUILTIN
 from conftest import run_check_json
 from mock_ledger import TOKENS, captured_patch_command, ledger, parsed_tokens
 
-from harnesses.cli import NODE_BIN, find_cli
+from harnesses.cli import NODE_BIN
 from harnesses.gemini.adapter import (
     API_ERROR_SIGNATURE,
     COST_SOURCE,
@@ -344,7 +344,7 @@ def test_price_for_the_mock_and_with_genai_prices():
 
 def test_command_line(task):
     assert harness(task).command("-Fix it.") == [
-        str(find_cli("gemini", "RIG_GEMINI_BIN")),
+        str(GeminiHarness.locate_cli()[1]),
         "--prompt=-Fix it.",
         "--model",
         MOCK_MODEL,

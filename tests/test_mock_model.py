@@ -287,3 +287,76 @@ def test_the_marker_comes_from_agents_md_or_the_options(task, tmp_path):
     assert chosen.marker == "MAGIC"
     with pytest.raises(ValueError, match="marker must be a non-empty string"):
         policy_for(task, {"mock_policy": "agents_md_sensitive", "marker": " "})
+
+
+# --- what a request asks of the model: its thinking and its tools, as each CLI sends them ----------
+
+# The reasoning parts and tool lists of requests the pinned CLIs sent the mock with thinking "high"
+# (and Claude Code's and Gemini CLI's other shapes), read as the provider would.
+THINKING_REQUESTS = [
+    (
+        "openai-chat",
+        {"reasoning_effort": "high", "tools": [{"type": "function", "function": {"name": "bash"}}]},
+        "high",
+        ["bash"],
+    ),
+    ("openai-chat", {"reasoning": {"effort": "low"}, "tools": []}, "low", []),
+    ("openai-chat", {"messages": []}, None, []),
+    (
+        "openai-responses",
+        {
+            "reasoning": {"effort": "high"},
+            "tools": [{"type": "function", "name": "exec_command"}, {"type": "web_search"}],
+        },
+        "high",
+        ["exec_command", "web_search"],
+    ),
+    (
+        "anthropic-messages",
+        {"thinking": {"type": "adaptive"}, "output_config": {"effort": "high"}, "tools": [{"name": "Bash"}]},
+        "high",
+        ["Bash"],
+    ),
+    ("anthropic-messages", {"thinking": {"type": "disabled"}}, "off", []),
+    ("anthropic-messages", {"thinking": {"type": "enabled", "budget_tokens": 4096}}, "4096 tokens", []),
+    (
+        "gemini",
+        {
+            "generationConfig": {"thinkingConfig": {"includeThoughts": True, "thinkingBudget": 24576}},
+            "tools": [{"functionDeclarations": [{"name": "read_file"}, {"name": "glob"}]}],
+        },
+        "high",
+        ["read_file", "glob"],
+    ),
+    ("gemini", {"generationConfig": {"thinkingConfig": {"thinkingLevel": "LOW"}}}, "low", []),
+    ("gemini", {"generationConfig": {"thinkingConfig": {"thinkingBudget": 2000}}}, "2000 tokens", []),
+]
+
+
+@pytest.mark.parametrize(("protocol", "request_body", "thinking", "tools"), THINKING_REQUESTS)
+def test_the_ledger_reads_the_thinking_and_tools_a_request_asks_for(protocol, request_body, thinking, tools):
+    wire = {p.name: p for p in mock_protocols()}[protocol]
+    assert wire.thinking(request_body) == thinking
+    assert wire.offered_tools(request_body) == tools
+
+
+def test_every_served_entry_records_the_requests_thinking_and_tools():
+    policy = Policy("one", (Step("final", text="Done."),))
+    chat = next(p for p in mock_protocols() if p.name == "openai-chat")
+    body = {
+        "model": "mock-model",
+        "stream": True,
+        "reasoning_effort": "medium",
+        "tools": [{"type": "function", "function": {"name": "read"}}],
+        "messages": [{"role": "user", "content": "go"}],
+    }
+    with MockModelServer(policy, [chat]) as server:
+        request = urllib.request.Request(
+            f"{server.base_url}/v1/chat/completions",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            response.read()
+    [entry] = server.ledger
+    assert (entry.outcome, entry.thinking, entry.tools) == ("served", "medium", ["read"])

@@ -22,6 +22,7 @@ from harnesses.opencode.adapter import (
     MOCK_TOOLS,
     SESSION_FILE,
     OpenCodeHarness,
+    failed_step,
     save_session,
     tool_switches,
 )
@@ -34,6 +35,7 @@ from harnesses.opencode.session import (
     parse_files,
     read_transcript,
 )
+from rig.confine.events import FAILED_REQUESTS_LIMIT, FailureStreak
 from rig.schema import AgentRun, Condition, Metrics, Provider, Task
 from rig.session.shell import judge
 from rig.verify.classify import classify
@@ -318,6 +320,26 @@ def test_captured_cut_stream_ran_its_tool_and_is_infrastructure(task):
 # --- command line, config and condition mapping --------------------------------------------------
 
 
+def test_failed_requests_in_a_row_are_counted_from_the_stream_and_a_response_resets_them():
+    cut, answered = (DATA / case / "stdout.log" for case in ("cut_stream", "success"))
+    failures = [line for line in cut.read_bytes().splitlines(keepends=True) if b'"reason":"unknown"' in line]
+    assert len(failures) == 1, "the captured run's one cut stream"
+    streak = FailureStreak(failed_step)
+    # Fed in uneven pieces, as a pipe delivers it: the cut stream's step, then the answered steps.
+    data = cut.read_bytes()
+    for start in range(0, len(data), 97):
+        streak.feed(data[start : start + 97])
+    assert streak.failed == 0 and not streak.tripped
+    for _ in range(FAILED_REQUESTS_LIMIT - 1):
+        streak.feed(failures[0])
+    assert streak.failed == FAILED_REQUESTS_LIMIT - 1 and not streak.tripped
+    streak.feed(answered.read_bytes())
+    assert streak.failed == 0
+    for _ in range(FAILED_REQUESTS_LIMIT):
+        streak.feed(failures[0])
+    assert streak.tripped
+
+
 def test_command_line(task, tmp_path):
     opencode = harness(task)
     command = opencode.command(tmp_path, "-fix it", "high")
@@ -504,6 +526,27 @@ def test_http_500_is_infrastructure_after_opencodes_retries(repository, task, tm
     assert metrics.transport_failures == 1 + RETRIES
     verdict = classify(run, metrics, opencode.infra_signature(run, metrics), 60.0)
     assert verdict.is_infra and verdict.rule == INFRA_SIGNATURE
+
+
+@pytest.mark.slow
+def test_a_provider_that_cuts_every_stream_ends_the_run_after_its_failed_requests(repository, task, tmp_path):
+    """OpenCode takes a cut stream for a finished step and asks again at once, without end (thousands
+    of requests in minutes); the rig ends it after FAILED_REQUESTS_LIMIT failed requests in a row."""
+    condition = Condition(name="c", harness_options={"mock_faults": {"mode": "cut_stream"}})
+    opencode = harness(task, stall_s=60.0)
+    run = opencode.run(repository, task.spec.prompt, condition, tmp_path / "run", 120)
+    metrics = opencode.parse_session(run)
+
+    assert run.failed_requests == FAILED_REQUESTS_LIMIT
+    assert run.exit_code is None and not (run.timed_out or run.stalled)
+    assert run.wall_s < 60, "ended long before the wall timeout"
+    entries = json.loads((tmp_path / "run" / LEDGER_FILE).read_text())["ledger"]
+    cut = [e for e in entries if e["outcome"] == "cut_stream"]
+    # Every request the run made was cut; a stream cut as the kill landed may add one.
+    assert FAILED_REQUESTS_LIMIT <= len(cut) <= FAILED_REQUESTS_LIMIT + 1 and len(cut) == len(entries)
+    verdict = classify(run, metrics, opencode.infra_signature(run, metrics), 60.0)
+    assert verdict.is_infra and verdict.rule == TRUNCATED_SIGNATURE
+    assert f"after {FAILED_REQUESTS_LIMIT} model requests failed in a row" in (verdict.detail or "")
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from builtin_pack import BUILTIN
 from conftest import run_check_json
 from mock_ledger import TOKENS, captured_patch_command, ledger, parsed_tokens
 
-from harnesses.cli import NODE_BIN, find_cli
+from harnesses.cli import NODE_BIN
 from harnesses.cli_harness import install_skill, skill_name
 from harnesses.logs import pi_failed_attempts
 from harnesses.mock_model.openai_chat import OpenAIChat
@@ -354,7 +354,7 @@ def test_command_line(task, tmp_path):
     condition = Condition(name="c", thinking="low", tools=["read", "bash"])
     command = pi.command("Fix it.", condition, tmp_path, [tmp_path / "skills" / SKILL_NAME])
 
-    assert command[0] == str(find_cli("pi", "RIG_PI_BIN"))
+    assert command[0] == str(PiHarness.locate_cli()[1])
     assert command[1:] == [
         "-p",
         "--mode",

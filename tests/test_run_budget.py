@@ -1,11 +1,13 @@
-"""Per-run budgets (`[run_budget]`): the rig adds up the usage a harness streams as it runs and
-stops the agent once a limit is passed; the run fails at stage `budget` and the report counts it.
+"""Per-run budgets (`[run_budget]`): the rig adds up the usage a harness reports as it runs (on its
+stdout, or in its session files as they grow) and stops the agent once a limit is passed; the run
+fails at stage `budget` and the report counts it.
 
-The real Pi and Claude Code CLIs run against the mock model with a long policy (a shell command per
-response), so the budget is passed after a few responses of many."""
+Every real CLI a budget can hold runs against the mock model with a long policy (a shell command
+per response), so the budget is passed after a few responses of many."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +15,10 @@ from pathlib import Path
 import pytest
 
 from harnesses.claude_code.adapter import stream_usage as claude_usage
+from harnesses.codex.adapter import CodexHarness
+from harnesses.codex.session import parse_files as parse_codex
+from harnesses.gemini.adapter import GeminiHarness
+from harnesses.gemini.adapter import parse_files as parse_gemini
 from harnesses.logs import pi_live_usage
 from harnesses.mock_model.session import LEDGER_FILE
 from harnesses.opencode.adapter import stream_usage as opencode_usage
@@ -22,6 +28,7 @@ from harnesses.registry import adapter_class, calibrated_names
 from rig.confine.agent import Confinement
 from rig.confine.events import MAX_LINE_BYTES
 from rig.confine.run_budget import UsageMeter, reconcile
+from rig.confine.session_usage import SessionTail, SessionUsage
 from rig.experiment.estimate import priced
 from rig.experiment.load import ExperimentError, load_experiment
 from rig.run.steps.collect import session_metrics
@@ -34,8 +41,15 @@ TIMEOUT_S = 120
 STEPS = 20
 # A long policy: the README, then a shell command per response, many more than the budget allows.
 LONG = {"mock_policy": "commands", "commands": [f"echo step {n}" for n in range(STEPS)]}
-# Every real CLI a budget can hold: those that report usage while they run (the capability table).
-BUDGETED = [name for name in calibrated_names() if adapter_class(name).live_usage is not None]
+# Every real CLI a budget can hold: those that report usage while they run, on their stdout or in
+# their session (the capability table).
+BUDGETED = [
+    name
+    for name in calibrated_names()
+    if adapter_class(name).live_usage is not None or adapter_class(name).session_usage is not None
+]
+# The responses the long policy takes to the end: the README, a command per step, the answer.
+RESPONSES = STEPS + 2
 
 
 def ledger_usage(run_dir: Path) -> list[int]:
@@ -158,6 +172,128 @@ def test_a_line_too_long_is_skipped_and_the_next_is_read():
     assert meter.stop is not None and meter.stop.tokens == 11
 
 
+# --- the session readers, on the captured sessions of the real CLIs ---------------------------------
+
+# (adapter, captured run, where the CLI writes its session below the directory the run watches)
+SESSIONS = {
+    "codex": (CodexHarness, "codex/success", "2026/12/01/rollout-2026-12-01T08-17-10-thread.jsonl"),
+    "codex-0.125": (CodexHarness, "codex/versions/0.125.0", "2026/12/01/rollout-2026-12-01T08-17-10-t.jsonl"),
+    "codex-0.40": (CodexHarness, "codex/versions/0.40.0", "2026/12/01/rollout-2026-12-01T08-17-10-t.jsonl"),
+    "gemini": (GeminiHarness, "gemini/success", "work/chats/session-2026-12-01T08-17-2626ca67.jsonl"),
+    "gemini-0.61": (GeminiHarness, "gemini/versions/0.61.0", "work/chats/session-2026-12-01T08-17-x.jsonl"),
+}
+
+
+def parsed(name: str) -> Metrics:
+    _, run, _ = SESSIONS[name]
+    parse = parse_codex if name.startswith("codex") else parse_gemini
+    return parse(DATA / run / "session.jsonl", DATA / run / "stdout.log")
+
+
+def session_reader(name: str) -> SessionUsage:
+    usage = SESSIONS[name][0].session_usage
+    assert usage is not None
+    return usage
+
+
+def grow(root: Path, name: str, sizes: list[int], meter: UsageMeter) -> SessionTail:
+    """Write the captured session of `name` below `root` in pieces of `sizes` (cycled), as its CLI
+    would, the tail reading it after each piece; the tail."""
+    _, run, rel = SESSIONS[name]
+    data = (DATA / run / "session.jsonl").read_bytes()
+    target = root / rel
+    target.parent.mkdir(parents=True)
+    tail = SessionTail(root, session_reader(name), meter)
+    assert tail.poll() == -1, "nothing written yet"
+    start = 0
+    while start < len(data):
+        piece = data[start : start + sizes[start % len(sizes)]]
+        with target.open("ab") as file:
+            file.write(piece)
+        start += len(piece)
+        assert tail.poll() == start
+    return tail
+
+
+@pytest.mark.parametrize("name", SESSIONS)
+def test_a_session_read_as_it_grows_sums_as_its_parser_does(tmp_path, name):
+    metrics = parsed(name)
+    assert metrics.total_tokens > 0 and metrics.assistant_messages > 1
+    # Pieces that cut records anywhere; then read again and again: the usage is the same.
+    at_limit = UsageMeter(RunBudget(max_tokens=metrics.total_tokens), None)
+    tail = grow(tmp_path / "at", name, [97, 4096, 1], at_limit)
+    for _ in range(3):
+        tail.poll()
+    assert at_limit.stop is None, "at the limit is not past it"
+    assert at_limit.responses == metrics.assistant_messages
+    past = UsageMeter(RunBudget(max_tokens=metrics.total_tokens - 1), None)
+    grow(tmp_path / "past", name, [1 << 20], past)
+    assert past.stop is not None and past.stop.tokens == metrics.total_tokens
+    assert past.stop.responses == metrics.assistant_messages
+
+
+def test_a_session_rewritten_counts_its_responses_once(tmp_path):
+    metrics = parsed("gemini")
+    meter = UsageMeter(RunBudget(max_tokens=metrics.total_tokens), None)
+    tail = grow(tmp_path, "gemini", [1 << 20], meter)
+    session = next((tmp_path / "work" / "chats").iterdir())
+    # Replaced by a copy of itself (another file), then cut short and grown again.
+    copy = tmp_path / "copy"
+    shutil.copyfile(session, copy)
+    copy.replace(session)
+    tail.poll()
+    data = session.read_bytes()
+    session.write_bytes(data[: len(data) // 2])
+    tail.poll()
+    session.write_bytes(data)
+    tail.poll()
+    assert meter.stop is None and meter.responses == metrics.assistant_messages
+
+
+def test_a_rollouts_last_line_is_read_once_complete(tmp_path):
+    _, run, rel = SESSIONS["codex"]
+    lines = (DATA / run / "session.jsonl").read_bytes().splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if b'"token_usage_record"' in line)
+    target = tmp_path / rel
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"".join(lines[:first]) + lines[first][:-1])
+    meter = UsageMeter(RunBudget(max_tokens=1), None)
+    tail = SessionTail(tmp_path, session_reader("codex"), meter)
+    tail.poll()
+    assert meter.responses == 0 and meter.stop is None, "a record without its newline may be torn"
+    with target.open("ab") as file:
+        file.write(b"\n")
+    tail.poll()
+    assert meter.stop is not None and meter.stop.responses == 1
+
+
+def test_a_symlinked_session_is_not_followed(tmp_path):
+    _, run, rel = SESSIONS["codex"]
+    rollout = DATA / run / "session.jsonl"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.copyfile(rollout, outside / "rollout-x.jsonl")
+    # A link where the rollout would be, and a linked day directory holding a real rollout.
+    root = tmp_path / "sessions"
+    day = root / Path(rel).parent
+    day.mkdir(parents=True)
+    (day / Path(rel).name).symlink_to(outside / "rollout-x.jsonl")
+    (day.parent / "02").symlink_to(outside, target_is_directory=True)
+    meter = UsageMeter(RunBudget(max_tokens=1), None)
+    assert SessionTail(root, session_reader("codex"), meter).poll() == -1
+    assert meter.responses == 0
+    # Nor is a watched directory that is itself a link, to a real session.
+    real = tmp_path / "real" / rel
+    real.parent.mkdir(parents=True)
+    shutil.copyfile(rollout, real)
+    linked = tmp_path / "linked"
+    linked.symlink_to(tmp_path / "real", target_is_directory=True)
+    assert SessionTail(linked, session_reader("codex"), meter).poll() == -1
+    assert meter.responses == 0
+    assert SessionTail(tmp_path / "real", session_reader("codex"), meter).poll() == real.stat().st_size
+    assert meter.stop is not None, "the same session, not linked, is read"
+
+
 # --- refused at config load, in one line ----------------------------------------------------------------
 
 
@@ -168,8 +304,6 @@ def test_a_line_too_long_is_skipped_and_the_next_is_read():
         ("pi", "[run_budget]\nmax_tokens = 0\n", "run_budget.max_tokens: Input should be greater than 0"),
         ("pi", "[run_budget]\nmax_cost_usd = -1\n", "run_budget.max_cost_usd: Input should be greater"),
         ("pi", "[run_budget]\nmax_tokens = 10\nmax_token = 5\n", "run_budget.max_token: Extra inputs"),
-        ("codex", "[run_budget]\nmax_tokens = 1000\n", "harness 'codex' reports no usage while it runs"),
-        ("gemini", "[run_budget]\nmax_tokens = 1000\n", "harness 'gemini' reports no usage while it runs"),
         (
             "claude-code",
             "[run_budget]\nmax_cost_usd = 1.0\n",
@@ -184,6 +318,15 @@ def test_a_budget_that_cannot_hold_is_refused_at_load(tmp_path, harness, lines, 
         load_experiment(config)
     text = str(caught.value)
     assert message in text and "\n" not in text and text.startswith(str(config))
+
+
+@pytest.mark.parametrize("harness", ["codex", "gemini"])
+def test_a_harness_read_from_its_session_takes_a_token_budget(tmp_path, harness):
+    config = tmp_path / "exp.toml"
+    config.write_text(
+        f'harness = "{harness}"\n\n[run_budget]\nmax_tokens = 1000\n\n[[conditions]]\nname = "arm"\n'
+    )
+    assert load_experiment(config).run_budget == RunBudget(max_tokens=1000)
 
 
 def test_a_priced_model_lets_claude_code_take_a_cost_budget(tmp_path):
@@ -212,8 +355,14 @@ def test_a_real_cli_is_stopped_once_past_its_budget(harness, task, workspace, tm
     # Stopped after a few responses of the many the policy has: past the limit by one response at most.
     assert 1 < stop.responses < STEPS
     assert limit < stop.tokens <= limit + max(served)
-    assert len(served) <= stop.responses + 1, "at most the request in flight was answered after the stop"
-    assert processes_in(workspace) == [] and run.leftover_processes == 0
+    assert len(served) < RESPONSES, "the mock served fewer responses than the run takes to its end"
+    assert processes_in(workspace) == []
+    # Usage read from stdout stops the agent before its tool runs; a session is read up to
+    # WATCH_INTERVAL_S after it grew, so the kill may land a request later, or while a tool command
+    # runs in a process session of its own (Codex's), which the reaper then kills and counts.
+    if adapter_class(harness).live_usage is not None:
+        assert len(served) <= stop.responses + 1, "at most the request in flight was answered after the stop"
+        assert run.leftover_processes == 0
     adapter = adapter_class(harness)(task, Provider(), None, None, STALL_S)
     # The kill can land before the harness saves the responses it streamed: then the metrics say so.
     metrics = session_metrics(adapter, run, task)
@@ -242,7 +391,7 @@ def test_a_run_under_its_budget_is_unaffected(harness, task, workspace, tmp_path
     run_dir = tmp_path / "run"
     run = run_with_budget(harness, task, workspace, run_dir, RunBudget(max_tokens=10**6), LONG)
     assert run.budget is None and run.exit_code == 0
-    assert len(ledger_usage(run_dir)) == STEPS + 2
+    assert len(ledger_usage(run_dir)) == RESPONSES
 
 
 # --- through `rig run` and `rig report` --------------------------------------------------------------

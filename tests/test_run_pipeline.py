@@ -421,18 +421,18 @@ def test_a_skill_that_does_not_exist_is_refused(tmp_path):
 def test_bernoulli_policy_is_seeded_per_run(tmp_path):
     arms = condition("likely", "bernoulli", p=0.8) + condition("unlikely", "bernoulli", p=0.2)
     exp = write_experiment(
-        tmp_path, "coin", arms, tasks=["t1_fix_pagination", "t4_split_constant"], repetitions=3
+        tmp_path, "coin", arms, tasks=["t1_fix_pagination", "t4_split_constant"], repetitions=2
     )
     assert rig(tmp_path, "run", str(exp)).returncode == 0
     first = {r["run_id"]: r["success"] for r in read_jsonl(results(tmp_path, "coin") / "runs.jsonl")}
-    assert len(first) == 12
+    assert len(first) == 8
     likely = sum(v for k, v in first.items() if "__likely__" in k)
     unlikely = sum(v for k, v in first.items() if "__unlikely__" in k)
     assert likely > unlikely
     again_dir = tmp_path / "again"
     again_dir.mkdir()
     again = write_experiment(
-        again_dir, "coin", arms, tasks=["t1_fix_pagination", "t4_split_constant"], repetitions=3
+        again_dir, "coin", arms, tasks=["t1_fix_pagination", "t4_split_constant"], repetitions=2
     )
     env = rig_env(tmp_path / "again")
     assert rig(tmp_path, "run", str(again), env=env).returncode == 0

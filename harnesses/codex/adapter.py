@@ -34,7 +34,9 @@ removed, so a tool list must name them; unknown names are refused. What was mapp
 `condition_mapping`.
 
 Logs: stdout.log is the `--json` event stream. Codex writes its rollout to
-`$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<ts>-<thread>.jsonl`; after the run it is copied to
+`$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<ts>-<thread>.jsonl`, a record per model response as it
+goes, which is what a run budget reads while it runs (`session_usage`: the stream reports usage
+only when the turn completes); after the run it is copied to
 `run_dir/session.jsonl` and CODEX_HOME is pruned to config.toml and the installed skills (Codex's
 databases and bundled skills are 2 MB a run and evidence of nothing). `parse_session` reads
 session.jsonl and stdout.log only, through harnesses.codex.session (which also prices the run).
@@ -49,12 +51,13 @@ from typing import Any
 import tomli_w
 
 from harnesses.cli_harness import CliHarness, install_skill
-from harnesses.codex.session import parse_files, pending_tool_call, read_transcript, signature
+from harnesses.codex.session import LiveRollout, parse_files, pending_tool_call, read_transcript, signature
 from harnesses.factors import Factors, check_condition, merge
 from harnesses.factors import mapping as factor_mapping
 from harnesses.logs import fill_per_model, read_jsonl
 from harnesses.mock_model.openai_responses import OpenAIResponses
 from harnesses.mock_model.tools import ToolCall, ToolMap
+from rig.confine.session_usage import SessionUsage
 from rig.schema import AgentRun, Condition, Metrics, Transcript
 
 BIN_ENV = "RIG_CODEX_BIN"
@@ -78,6 +81,12 @@ TOOL_SWITCHES: tuple[tuple[frozenset[str], tuple[str, ...], bool | str], ...] = 
     (frozenset({"request_user_input"}), ("tools", "experimental_request_user_input", "enabled"), False),
 )
 FIXED_TOOLS = frozenset({"apply_patch", "tool_search"})
+# The rollouts below the watched `$CODEX_HOME/sessions`: YYYY/MM/DD/rollout-<ts>-<thread>.jsonl.
+_DIGITS = "[0-9]"
+ROLLOUTS = SessionUsage(
+    layout=(_DIGITS * 4, _DIGITS * 2, _DIGITS * 2, "rollout-*.jsonl"),
+    reader=LiveRollout,
+)
 # exec_command returns after `yield_time_ms` even if the command still runs (default 10 s, at most
 # 30 s); the longest wait keeps a slow gate from turning into a session the next step never polls.
 _YIELD_TIME_MS = 30000
@@ -137,6 +146,8 @@ class CodexHarness(CliHarness):
     mock_key_env = MOCK_KEY_ENV
     mock_url_suffix = "/v1"
     final_event = staticmethod(final_answer)
+    # `codex exec --json` reports usage only when its turn completes: the rollout, as it grows.
+    session_usage = ROLLOUTS
     factors = Factors(
         system_prompt="config.toml developer_instructions (a developer message after its own instructions)",
         settings_file="$CODEX_HOME/config.toml",
@@ -148,9 +159,6 @@ class CodexHarness(CliHarness):
     lacks = {
         "harness_args": "its options are config.toml keys, which harness_settings set",
         "extensions": "Codex has no extension mechanism the rig can load one through",
-        "run_budget.max_tokens": "codex exec --json reports usage only when a turn completes, too late "
-        "to stop it before its next tool call",
-        "run_budget.max_cost_usd": "codex exec --json reports usage only when a turn completes",
         "compaction_tokens_before": "Codex's rollout records no context size around a compaction",
         "compaction_tokens_after": "Codex's rollout records no context size around a compaction",
     }

@@ -31,7 +31,8 @@ from harnesses.logs import (
     record_compactions,
     unreadable_lines,
 )
-from rig.schema import Metrics, Transcript, TranscriptStep, TranscriptToolCall
+from rig.confine.run_budget import LiveUsage
+from rig.schema import Metrics, ModelUsage, Transcript, TranscriptStep, TranscriptToolCall
 
 PRICE_PROVIDER = "openai"
 COST_SOURCE = f"genai-prices {genai_prices.__version__}"
@@ -664,16 +665,62 @@ def price(responses: list[tuple[str | None, str | None, dict[str, Any]]]) -> tup
 
 
 def _add_usage(metrics: Metrics, usage: dict[str, Any]) -> None:
-    """Add one Codex usage object; the rig's input_tokens are the uncached ones."""
+    """Add one Codex usage object."""
+    metrics.add_tokens(usage_of(usage))
+
+
+def usage_of(usage: dict[str, Any]) -> ModelUsage:
+    """One Codex usage object in the rig's terms: input_tokens are the uncached ones."""
     everything = as_int(usage.get("input_tokens"))
     cached, written = as_int(usage.get("cached_input_tokens")), as_int(usage.get("cache_write_input_tokens"))
     output = as_int(usage.get("output_tokens"))
-    metrics.input_tokens += everything - cached - written
-    metrics.cache_read_tokens += cached
-    metrics.cache_write_tokens += written
-    metrics.output_tokens += output
-    metrics.reasoning_tokens += as_int(usage.get("reasoning_output_tokens"))
-    metrics.total_tokens += as_int(usage.get("total_tokens")) or everything + output
+    return ModelUsage(
+        input_tokens=everything - cached - written,
+        cache_read_tokens=cached,
+        cache_write_tokens=written,
+        output_tokens=output,
+        reasoning_tokens=as_int(usage.get("reasoning_output_tokens")),
+        total_tokens=as_int(usage.get("total_tokens")) or everything + output,
+    )
+
+
+class LiveRollout:
+    """The usage of each model response of one rollout as it grows, entry by entry: the reader of
+    CodexHarness.session_usage (rig.confine.session_usage), counting as `_fold_rollout` does.
+
+    Each `token_usage_record` (0.171) is a response, priced for the model of the `turn_context`
+    before it; until the rollout has one, each `token_count` whose totals changed (0.40 to 0.125)
+    is, by its `last_token_usage` (one without it counts nothing). Both are keyed by the
+    response's place: a record that follows its response's `token_count` replaces it, and once
+    records come, counts are no longer read (the parser then reads only the records).
+    """
+
+    def __init__(self) -> None:
+        self.model: str | None = None
+        self.records = 0
+        self.counts = 0
+        self.last_total: Any = None
+
+    def __call__(self, entry: dict[str, Any]) -> list[LiveUsage]:
+        """The usage of the response one rollout entry records, if it records one."""
+        kind, payload = entry.get("type"), _payload(entry)
+        if kind == "turn_context" and isinstance(payload.get("model"), str):
+            self.model = payload["model"]
+        elif kind == "token_usage_record" and isinstance(payload.get("usage"), dict):
+            self.records += 1
+            return [LiveUsage(usage_of(payload["usage"]), str(self.records - 1), self.model)]
+        elif kind == "event_msg" and payload.get("type") == "token_count" and not self.records:
+            info = payload.get("info")
+            if not isinstance(info, dict) or not isinstance(info.get("total_token_usage"), dict):
+                return []
+            if info["total_token_usage"] == self.last_total:
+                return []
+            self.last_total = info["total_token_usage"]
+            self.counts += 1
+            last = info.get("last_token_usage")
+            if isinstance(last, dict):
+                return [LiveUsage(usage_of(last), str(self.counts - 1), self.model)]
+        return []
 
 
 def _unread_usage(kind: Any, payload: dict[str, Any]) -> bool:

@@ -41,9 +41,21 @@ Conditions (recorded in `condition_mapping`):
   Gemini 2.x model a `thinkingBudget` (none 0, low 1024, medium 8192, high 24576: the budgets the
   Gemini API's OpenAI-compatible `reasoning_effort` uses), for later models `thinkingLevel`
   (minimal, low, medium, high); a whole number is a `thinkingBudget` for any model.
-- factors beyond the workspace: none (`factors` is empty, so a config asking for one is refused at
-  load). 0.61.0 has no way to append to its system prompt: context files (also `$HOME/.gemini/`'s)
-  go into the first user message, and `GEMINI_SYSTEM_MD` replaces the whole system prompt.
+- harness_settings: merged into settings.json under the rig's own (see `SETTINGS_KEYS`): where
+  both set a key, the rig's value stays (the model's name, the sandbox off, ripgrep off, ...).
+- harness_args: `--extensions` (which of the installed extensions are active, `none` for none) and
+  `--allowed-mcp-server-names`, after the rig's options.
+- extensions: each is a `gemini-extension.json` manifest (any file name; JSON with `name` and
+  `version`), copied to `$HOME/.gemini/extensions/<name>/gemini-extension.json`, which Gemini CLI
+  loads at start (enabled, as no extension-enablement.json disables it): its `excludeTools`,
+  `mcpServers` and the like take effect; a manifest's files beside it (hooks/, skills/, a context
+  file) do not come along, since an extension is one file.
+- append_system_prompt: none. Context files (also `$HOME/.gemini/`'s) go into the first user
+  message, and `GEMINI_SYSTEM_MD` replaces the whole prompt. Its default prompt plus the text is no
+  faithful stand-in: `GEMINI_WRITE_SYSTEM_MD` writes the default only while a run builds a model
+  request (no run without a model has it), as the final prompt of that run (its tools, skills, git
+  state and memory already rendered in), and a GEMINI_SYSTEM_MD is rendered again on every request
+  (skills substituted, memory appended), so the memory would be there twice.
 
 Logs: stdout.log is the stream-json event stream. Gemini CLI writes its session to
 `$HOME/.gemini/tmp/<project>/chats/session-<time>-<id>.jsonl`; after the run it is copied to
@@ -64,7 +76,8 @@ from typing import Any
 import genai_prices
 
 from harnesses.cli_harness import CliHarness, install_skill, round_cost
-from harnesses.factors import Factors
+from harnesses.factors import Factors, check_condition, extension_path, merge
+from harnesses.factors import mapping as factor_mapping
 from harnesses.logs import (
     ToolLog,
     as_int,
@@ -80,8 +93,10 @@ from harnesses.logs import (
     unreadable_lines,
     usage_gaps,
 )
-from harnesses.mock_model.gemini import Gemini
+from harnesses.mock_model.gemini import EFFORT_BUDGETS, Gemini
 from harnesses.mock_model.tools import ToolCall, ToolMap
+from rig.confine.run_budget import LiveUsage
+from rig.confine.session_usage import SessionUsage
 from rig.schema import (
     AgentRun,
     Condition,
@@ -132,8 +147,6 @@ AGENT_FAILURES = frozenset(
     }
 )
 THINKING_LEVELS = ("minimal", "low", "medium", "high")
-# Gemini 2.x has budgets only: the budgets the Gemini API's OpenAI compatibility maps efforts to.
-GEMINI_2_BUDGETS = {"none": 0, "low": 1024, "medium": 8192, "high": 24576}
 # Gemini CLI 0.61.0's built-in tools: the `*_TOOL_NAME` constants of its bundle, and the two
 # background-process tools a default request declares.
 TOOLS = frozenset(
@@ -170,6 +183,18 @@ TOOLS = frozenset(
         "write_todos",
     }
 )
+# harness_settings: the top-level keys of settings.json that change the agent, not where it logs,
+# which model or endpoint it reaches, its auth, sandbox, telemetry or trust (`general`, `output`,
+# `privacy`, `telemetry`, `security`, `advanced`, `admin` stay the rig's; `modelConfigs` can alias
+# the model to another; `context` can add directories beyond the workspace; `mcpServers`, `mcp` and
+# `experimental` can reach other hosts). The rig's own values are merged over the condition's.
+SETTINGS_KEYS = frozenset(
+    {"model", "tools", "contextManagement", "useWriteTodos", "skills", "hooks", "hooksConfig"}
+)
+# harness_args: 0.61.0's options that change neither logs, model, endpoint, approval nor the sandbox.
+ARGS = {"--extensions": 1, "--allowed-mcp-server-names": 1}
+EXTENSIONS_DIR = "extensions"
+EXTENSION_MANIFEST = "gemini-extension.json"
 _READ_TOOLS = frozenset({"read_file"})
 _SHELL_TOOL = "run_shell_command"
 _GEMINI_2 = re.compile(r"^gemini-2(\.|-)")
@@ -190,7 +215,7 @@ def final_answer(event: dict[str, Any]) -> bool:
 class GeminiHarness(CliHarness):
     """A HarnessAdapter for Gemini CLI (`gemini`), version-pinned in harnesses/node.
 
-    `condition_mapping` says how AGENTS.md, skills, tools and thinking were realised.
+    `condition_mapping` says how AGENTS.md, skills, tools, thinking and the factors were realised.
     """
 
     name = "gemini"
@@ -200,25 +225,28 @@ class GeminiHarness(CliHarness):
     mock_protocol = Gemini(MOCK_TOOLS)
     mock_key_env = KEY_ENV
     final_event = staticmethod(final_answer)
+    # stream-json reports usage only in its final `result`: the session below .gemini/tmp, as it grows.
+    session_usage = SessionUsage(layout=("*", "chats", "session-*.jsonl"), reader=lambda: record_usage)
     factors = Factors(
-        thinking="settings.json modelConfigs.overrides thinkingConfig (thinkingBudget or thinkingLevel)"
+        settings_file="$HOME/.gemini/settings.json",
+        settings_keys=SETTINGS_KEYS,
+        args=ARGS,
+        extensions=f"as {EXTENSION_MANIFEST} manifests in $HOME/.gemini/{EXTENSIONS_DIR}/<name>/",
+        thinking="settings.json modelConfigs.overrides thinkingConfig (thinkingBudget or thinkingLevel)",
     )
     usage_fields = frozenset({"input", "output", "cache_read", "reasoning"})
     # Gemini's API has no cache-write count: the mock's cache writes arrive as uncached input.
     usage_folds = {"cache_write": "input"}
     lacks = {
         "append_system_prompt": "Gemini CLI can only replace its whole system prompt (GEMINI_SYSTEM_MD), "
-        "not append to it",
-        "harness_settings": "the rig writes Gemini CLI's settings.json itself and merges no condition's "
-        "settings into it yet",
-        "harness_args": "the rig passes Gemini CLI no options beyond its own",
-        "extensions": "the rig loads no Gemini CLI extension yet",
-        "run_budget.max_tokens": "Gemini CLI's stream-json reports usage only in its final result event",
-        "run_budget.max_cost_usd": "Gemini CLI's stream-json reports usage only in its final result event",
+        "not append to it, and writes its default prompt (GEMINI_WRITE_SYSTEM_MD) only once a run "
+        "builds its first request, already rendered with that run's memory",
         "cache_write": "the Gemini API has no cache-write count",
         **dict.fromkeys(
             ("compactions", "compaction_tokens_before", "compaction_tokens_after", "compaction_tokens"),
-            "the rig does not read Gemini CLI's chat compressions from its session yet",
+            "Gemini CLI 0.61.0 records a chat compression in neither its stream-json nor its session "
+            "(it only replaces the session's messages), and a headless run never compresses: the split "
+            "must fall on a user message that is no tool response, and the prompt is the only one",
         ),
     }
 
@@ -280,6 +308,7 @@ class GeminiHarness(CliHarness):
 
     def run(self, workdir: Path, prompt: str, condition: Condition, run_dir: Path, timeout: int) -> AgentRun:
         """Run Gemini CLI in `workdir`; streams, session copy and HOME go to `run_dir`."""
+        check_condition(self.name, self.factors, condition)
         settings = self.settings(condition)  # refuses a tool list or thinking level before starting
         run_dir.mkdir(parents=True, exist_ok=True)
         home, tmp = run_dir / HOME_DIR, run_dir / "tmp"
@@ -290,14 +319,26 @@ class GeminiHarness(CliHarness):
         gemini_dir = home / ".gemini"
         gemini_dir.mkdir()
         skills = [install_skill(skill, gemini_dir / "skills") for skill in condition.skills]
-        (gemini_dir / "settings.json").write_text(json.dumps(settings, indent=2) + "\n")
-        self.condition_mapping = mapping(settings, [s.name for s in skills])
+        extensions = [install_manifest(e, gemini_dir / EXTENSIONS_DIR) for e in condition.extensions]
+        # The condition's settings first and the rig's over them: where both set a key the rig's
+        # value stays, so no condition moves the model, turns the sandbox on or downloads ripgrep.
+        written = merge(condition.harness_settings, settings)
+        (gemini_dir / "settings.json").write_text(json.dumps(written, indent=2) + "\n")
+        parts = [
+            mapping(settings, [s.name for s in skills]),
+            *factor_mapping(self.factors, condition, extensions),
+        ]
+        self.condition_mapping = "; ".join(parts)
         extra = {"GEMINI_CLI_NO_RELAUNCH": "true", "TMPDIR": str(tmp)}
 
         def connect(base_url: str | None) -> dict[str, str]:
             return self.environment(home, {**extra, BASE_URL_ENV: base_url} if base_url else extra)
 
-        run = self.run_process(self.command(prompt), workdir, condition, run_dir, timeout, None, connect)
+        # Gemini CLI writes its session to .gemini/tmp/<project>/chats/: watched, and read by a run budget.
+        sessions = gemini_dir / "tmp"
+        sessions.mkdir()
+        command = [*self.command(prompt), *condition.harness_args]
+        run = self.run_process(command, workdir, condition, run_dir, timeout, sessions, connect)
         return run.model_copy(update={"session_path": save_session(home, run_dir, run.stdout_path)})
 
     def parse_session(self, run: AgentRun) -> Metrics:
@@ -373,17 +414,41 @@ def core_tools(tools: list[str] | None, skills: bool) -> list[str] | None:
     return list(tools)
 
 
+def install_manifest(extension: str, root: Path) -> str:
+    """Install an extension manifest (a `gemini-extension.json`, under any file name) as the
+    extension `root/<its name>/`; its name. ValueError for a file that is no such manifest."""
+    source = extension_path(extension)
+    try:
+        manifest = json.loads(source.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"extension {extension!r} is no {EXTENSION_MANIFEST} ({exc})") from exc
+    name = manifest.get("name") if isinstance(manifest, dict) else None
+    # Gemini CLI refuses a manifest without both, or with any other name (which also keeps the
+    # directory inside `root`).
+    if not (isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9-]+", name) and manifest.get("version")):
+        raise ValueError(
+            f"extension {extension!r}: a {EXTENSION_MANIFEST} needs a `name` (letters, digits, '-') "
+            "and a `version`"
+        )
+    target = root / name
+    if target.exists():
+        raise ValueError(f"extension {extension!r}: another extension of the condition is named {name!r}")
+    target.mkdir(parents=True)
+    shutil.copyfile(source, target / EXTENSION_MANIFEST)
+    return name
+
+
 def thinking_config(model: str, thinking: str) -> dict[str, Any]:
     """The `thinkingConfig` a thinking level becomes for `model` (see the module docstring)."""
     if thinking.isdigit():
         return {"thinkingBudget": int(thinking)}
     if _GEMINI_2.match(model):
-        if thinking not in GEMINI_2_BUDGETS:
+        if thinking not in EFFORT_BUDGETS:
             raise ValueError(
-                f"thinking {thinking!r} has no budget for {model}; use one of {tuple(GEMINI_2_BUDGETS)} "
+                f"thinking {thinking!r} has no budget for {model}; use one of {tuple(EFFORT_BUDGETS)} "
                 "or a number of tokens"
             )
-        return {"thinkingBudget": GEMINI_2_BUDGETS[thinking]}
+        return {"thinkingBudget": EFFORT_BUDGETS[thinking]}
     if thinking not in THINKING_LEVELS:
         raise ValueError(
             f"thinking {thinking!r} is no thinking level of {model}; use one of {THINKING_LEVELS} "
@@ -448,6 +513,31 @@ def read_session(path: Path | None) -> list[dict[str, Any]]:
         if isinstance(record.get("id"), str) and isinstance(record.get("type"), str):
             messages[record["id"]] = record
     return list(messages.values())
+
+
+def record_usage(record: dict[str, Any]) -> list[LiveUsage]:
+    """The usage of the model responses one session record holds, as the session grows: the reader
+    of GeminiHarness.session_usage (rig.confine.session_usage).
+
+    A `gemini` message with tokens is one response, keyed by its id (Gemini CLI records a message
+    again as it changes); a `$set` of the message list holds its messages. Each is counted by
+    `_fold_message`, as parse_files counts it.
+    """
+    update = record.get("$set")
+    listed = update.get("messages") if isinstance(update, dict) else [record]
+    messages = [m for m in listed if isinstance(m, dict)] if isinstance(listed, list) else []
+    usages = []
+    for message in _model_messages(messages):
+        if not isinstance(message.get("id"), str) or not isinstance(message.get("tokens"), dict):
+            continue
+        counted = Metrics()
+        _fold_message(counted, message, ToolLog())
+        tokens = ModelUsage(**{field: getattr(counted, field) for field in _TOKEN_FIELDS})
+        usages.append(LiveUsage(tokens, message["id"], as_str(message.get("model"))))
+    return usages
+
+
+_TOKEN_FIELDS = tuple(field for field in ModelUsage.model_fields if field != "cost_usd")
 
 
 def _model_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -801,6 +891,6 @@ def _thinking_setting(settings_path: Path) -> str | None:
             level, budget = config.get("thinkingLevel"), config.get("thinkingBudget")
             if level is not None:
                 return str(level).lower()
-            levels = {tokens: name for name, tokens in GEMINI_2_BUDGETS.items()}
+            levels = {tokens: name for name, tokens in EFFORT_BUDGETS.items()}
             return levels.get(budget, str(budget)) if budget is not None else None
     return None

@@ -31,7 +31,7 @@ import re
 
 from harnesses.mock_model.policy import Step
 from harnesses.mock_model.server import Usage, sse
-from harnesses.mock_model.tools import ToolCall, ToolMap, json_arguments
+from harnesses.mock_model.tools import ToolCall, ToolMap, json_arguments, offered
 
 # The turn of a side request: no turn of the conversation, as the ledger shows.
 SIDE_TURN = 1_000_000
@@ -153,6 +153,25 @@ class AnthropicMessages:
             if texts and texts[-1].strip() == WARMUP_TEXT:
                 return True
         return not request.get("tools") and _cwd(request) is None
+
+    def thinking(self, request: dict) -> str | None:
+        """`output_config.effort` (Claude Code's `--effort`), else what `thinking` asks: `off` when
+        disabled, a budget in tokens, or its type (`adaptive`)."""
+        effort = (request.get("output_config") or {}).get("effort")
+        if effort is not None:
+            return str(effort)
+        thinking = request.get("thinking")
+        if not isinstance(thinking, dict):
+            return None
+        if thinking.get("type") == "disabled":
+            return "off"
+        if thinking.get("budget_tokens") is not None:
+            return f"{thinking['budget_tokens']} tokens"
+        return str(thinking.get("type")) if thinking.get("type") is not None else None
+
+    def offered_tools(self, request: dict) -> list[str]:
+        """Each tool's `name`."""
+        return offered(request.get("tools"), lambda tool: tool.get("name"))
 
 
 def _output_usage(usage: Usage) -> dict:

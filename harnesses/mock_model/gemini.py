@@ -34,10 +34,13 @@ from typing import Any
 
 from harnesses.mock_model.policy import Step
 from harnesses.mock_model.server import PATH_PARAMS, Usage, sse
-from harnesses.mock_model.tools import ToolCall, ToolMap, json_arguments
+from harnesses.mock_model.tools import ToolCall, ToolMap, json_arguments, offered
 
 STREAM_METHOD = "streamGenerateContent"
 DEFAULT_MODEL = "mock-model"
+# The thinking budgets the Gemini API's OpenAI compatibility maps reasoning efforts to: Gemini 2.x
+# takes budgets only, so these stand for the efforts.
+EFFORT_BUDGETS = {"none": 0, "low": 1024, "medium": 8192, "high": 24576}
 _STATUS = {
     400: "INVALID_ARGUMENT",
     401: "UNAUTHENTICATED",
@@ -110,6 +113,31 @@ class Gemini:
     def is_side_request(self, request: dict) -> bool:
         """Whether a request is outside the agent's loop: any method but streamGenerateContent."""
         return _method(request) != STREAM_METHOD
+
+    def thinking(self, request: dict) -> str | None:
+        """`thinkingConfig.thinkingLevel` in lower case (Gemini 3), else the effort its
+        `thinkingBudget` stands for (`EFFORT_BUDGETS`), else that budget in tokens."""
+        config = (request.get("generationConfig") or {}).get("thinkingConfig")
+        if not isinstance(config, dict):
+            return None
+        if config.get("thinkingLevel") is not None:
+            return str(config["thinkingLevel"]).lower()
+        budget = config.get("thinkingBudget")
+        if budget is None:
+            return None
+        levels = {tokens: name for name, tokens in EFFORT_BUDGETS.items()}
+        return levels.get(budget, f"{budget} tokens")
+
+    def offered_tools(self, request: dict) -> list[str]:
+        """The `name` of every function declaration of every tool."""
+        tools = request.get("tools")
+        declarations = [
+            declaration
+            for tool in (tools if isinstance(tools, list) else [])
+            if isinstance(tool, dict)
+            for declaration in (tool.get("functionDeclarations") or [])
+        ]
+        return offered(declarations, lambda declaration: declaration.get("name"))
 
 
 def wire_usage(usage: Usage) -> dict[str, int]:

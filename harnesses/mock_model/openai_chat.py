@@ -26,7 +26,7 @@ from typing import Any
 
 from harnesses.mock_model.policy import Step
 from harnesses.mock_model.server import Usage, sse
-from harnesses.mock_model.tools import ToolCall, ToolMap, json_arguments
+from harnesses.mock_model.tools import ToolCall, ToolMap, json_arguments, offered
 
 
 class OpenAIChat:
@@ -91,6 +91,17 @@ class OpenAIChat:
     def is_side_request(self, request: dict) -> bool:
         """Never: Pi sends no request besides its agent loop (none is in its captured runs)."""
         return False
+
+    def thinking(self, request: dict) -> str | None:
+        """`reasoning_effort` (Pi, OpenCode), or the `reasoning.effort` of newer clients."""
+        effort = request.get("reasoning_effort")
+        if effort is None and isinstance(request.get("reasoning"), dict):
+            effort = request["reasoning"].get("effort")
+        return str(effort) if effort is not None else None
+
+    def offered_tools(self, request: dict) -> list[str]:
+        """The `function.name` of each tool."""
+        return offered(request.get("tools"), lambda tool: (tool.get("function") or {}).get("name"))
 
 
 def wire_usage(usage: Usage) -> dict[str, Any]:

@@ -24,7 +24,7 @@ import json
 
 from harnesses.mock_model.policy import Step
 from harnesses.mock_model.server import Usage, sse
-from harnesses.mock_model.tools import ToolCall, ToolMap
+from harnesses.mock_model.tools import ToolCall, ToolMap, offered
 
 # Items a model response leaves in the conversation; Codex resends each of them (plus the tool
 # outputs and its own context messages, which are not model turns).
@@ -101,6 +101,16 @@ class OpenAIResponses:
     def is_side_request(self, request: dict) -> bool:
         """Never: Codex sends no request besides its agent loop (none is in its captured runs)."""
         return False
+
+    def thinking(self, request: dict) -> str | None:
+        """`reasoning.effort`."""
+        reasoning = request.get("reasoning")
+        effort = reasoning.get("effort") if isinstance(reasoning, dict) else None
+        return str(effort) if effort is not None else None
+
+    def offered_tools(self, request: dict) -> list[str]:
+        """Each tool's `name`, else its `type` (a built-in such as `web_search` has no name)."""
+        return offered(request.get("tools"), lambda tool: tool.get("name") or tool.get("type"))
 
 
 def usage_body(usage: Usage) -> dict:

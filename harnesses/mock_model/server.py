@@ -40,10 +40,14 @@ Outcome = Literal["served", "side", "summary", "http_error", "silence", "never_a
 SIDE_TEXT = "OK"
 SIDE_STEP = Step("final", text=SIDE_TEXT)
 # Words of each harness's summarization prompt: Pi 0.73.1's system prompt (compaction/utils.js),
-# Claude Code 2.1.332's last user message.
+# Claude Code 2.1.332's last user message, OpenCode 1.18.33's template rules (in its first and its
+# later summaries alike) and Gemini CLI 0.61.0's compression system instruction (its snapshot
+# request and the verification request after it both carry it).
 SUMMARY_MARKERS = (
     "You are a context summarization assistant.",
     "Your task is to create a detailed summary of the conversation so far",
+    "Do not mention the summary process or that context was compacted.",
+    "You are a specialized system component responsible for distilling chat history into a structured XML",
 )
 # Claude Code keeps what is inside <summary>; Pi keeps the whole text.
 SUMMARY_TEXT = (
@@ -116,6 +120,10 @@ class LedgerEntry:
     usage: Usage | None = None
     model: str | None = None
     """The model the request asked for (its body's `model`, or the model in its path)."""
+    thinking: str | None = None
+    """The reasoning the request asked for, as its protocol reads it (`WireProtocol.thinking`)."""
+    tools: list[str] | None = None
+    """The names of the tools the request offered the model, in its order."""
 
 
 def requested_model(request: dict) -> str | None:
@@ -150,6 +158,15 @@ class WireProtocol(Protocol):
         """Whether a request is outside the agent's conversation (see the module docstring)."""
         ...
 
+    def thinking(self, request: dict) -> str | None:
+        """The reasoning a request asks for: an effort or level as a word (`high`), `off`, a budget
+        the provider gives no word for (`4096 tokens`), or None when the request names none."""
+        ...
+
+    def offered_tools(self, request: dict) -> list[str]:
+        """The names of the tools a request offers the model."""
+        ...
+
 
 def sse(data: dict | str, event: str | None = None) -> bytes:
     """Encode one server-sent event."""
@@ -169,6 +186,10 @@ class MockModelServer:
     policy: Policy | ContextSensitivePolicy
     protocols: list[WireProtocol]
     usage: Usage = field(default_factory=Usage)
+    later_usage: Usage | None = None
+    """The usage of every agent response after the first and of every summary, when it differs from
+    `usage`: a context that fills once and stays small after a compaction (a harness that compacts
+    whenever the last response filled its window would otherwise compact after every response)."""
     faults: Faults = field(default_factory=Faults)
     ledger: list[LedgerEntry] = field(default_factory=list)
     listen_port: int = 0
@@ -240,6 +261,10 @@ class MockModelServer:
             if entry.tool:
                 counts[entry.tool] = counts.get(entry.tool, 0) + 1
         return counts
+
+    def usage_of(self, index: int) -> Usage:
+        """The usage reported for the agent's request `index` (see `later_usage`)."""
+        return self.later_usage if index and self.later_usage is not None else self.usage
 
     def route(self, path: str) -> tuple[WireProtocol, dict[str, str]] | None:
         """The protocol serving `path` (without its query) and its placeholder values, if any serves it."""
@@ -343,7 +368,7 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
             turn = protocol.turn(request)
             faults = server.faults
             if summary:
-                step, usage, response_id = SUMMARY_STEP, server.usage, f"mock-summary-{index}"
+                step, usage, response_id = SUMMARY_STEP, server.usage_of(1), f"mock-summary-{index}"
                 faulted = faults.applies_to_side_requests()
             elif side:
                 step, usage, response_id = SIDE_STEP, NO_USAGE, f"mock-side-{index}"
@@ -351,7 +376,7 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
             else:
                 step, usage, response_id = (
                     server.concrete_policy(text).step(turn),
-                    server.usage,
+                    server.usage_of(index),
                     f"mock-{index}",
                 )
                 faulted = faults.applies(index)
@@ -368,7 +393,16 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
             tool = call.name if call is not None else None
             server._record(
                 LedgerEntry(
-                    protocol.name, turn, outcome, 200, step.kind, tool, usage, requested_model(request)
+                    protocol.name,
+                    turn,
+                    outcome,
+                    200,
+                    step.kind,
+                    tool,
+                    usage,
+                    requested_model(request),
+                    protocol.thinking(request),
+                    protocol.offered_tools(request),
                 )
             )
 

@@ -142,6 +142,7 @@ def mock_model(task: Task, options: dict[str, Any], run_dir: Path, protocol: Wir
     server = MockModelServer(
         policy_for(task, options, seed_key=f"{run_dir.parent.name}/{run_dir.name}"),
         usage=Usage(**options.get("mock_usage", {})),
+        later_usage=Usage(**options["mock_later_usage"]) if "mock_later_usage" in options else None,
         faults=Faults(**fault_options),
         protocols=[protocol],
     ).start()

@@ -55,3 +55,10 @@ def json_arguments(call: ToolCall, protocol: str) -> dict[str, Any]:
     if isinstance(call.arguments, str):
         raise TypeError(f"{protocol} has no free-form tools: {call.name!r} needs a JSON object of arguments")
     return call.arguments
+
+
+def offered(tools: object, name: Callable[[dict[str, Any]], object]) -> list[str]:
+    """The names `name` reads from each tool of a request's tool list (skipping what is no tool)."""
+    if not isinstance(tools, list):
+        return []
+    return [str(found) for tool in tools if isinstance(tool, dict) and (found := name(tool)) is not None]

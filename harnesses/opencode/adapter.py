@@ -11,7 +11,8 @@ would stop that search too, but it also stops the workspace AGENTS.md, so it sta
 Nothing reaches the network but the provider: `share: "disabled"` (and OPENCODE_DISABLE_SHARE),
 `autoupdate: false` (and OPENCODE_DISABLE_AUTOUPDATE), no models.dev catalogue fetch for the mock
 (OPENCODE_DISABLE_MODELS_FETCH: the mock's provider and model are defined in full here), no default
-or external plugins (OPENCODE_DISABLE_DEFAULT_PLUGINS, `--pure`), no LSP servers or formatters
+or external plugins (OPENCODE_DISABLE_DEFAULT_PLUGINS; `--pure` unless the condition has
+extensions, see below), no LSP servers or formatters
 (`lsp: false`, `formatter: false`, OPENCODE_DISABLE_LSP_DOWNLOAD), no Claude Code fallbacks
 (OPENCODE_DISABLE_CLAUDE_CODE: no `~/.claude/CLAUDE.md`, workspace CLAUDE.md or `~/.claude` skills)
 and no external skill scans (OPENCODE_DISABLE_EXTERNAL_SKILLS). `snapshot: false`: OpenCode's undo
@@ -20,8 +21,8 @@ snapshots (a second git repository of the workspace, updated every step) serve n
 At start-up OpenCode also installs `@opencode-ai/plugin` from the npm registry into every config
 dir, in the background, unless the dir already has `node_modules` and a `package-lock.json` whose
 root depends on it: each config dir gets that empty stand-in (`pin_plugin_dependency`), so no run
-fetches anything (OpenCode needs the package only for the user's own plugins, and there are none).
-Every permission is `allow`, so tools run headless without asking.
+fetches anything (a plugin the condition loads must not import it at run time: it is not there).
+Every permission is `allow` (but for the condition's own rules), so tools run headless without asking.
 
 Provider (`opencode.json` `provider`):
 - `kind = "mock"`: a provider `mock` (`@ai-sdk/openai-compatible`, OpenAI Chat Completions) at the
@@ -42,7 +43,13 @@ root; the config dir holds none). Each skill of `condition.skills` is copied int
 `opencode-config/skills/<name>`, which OpenCode's `skill` tool lists. `condition.tools` (OpenCode's
 tool names) becomes permission `deny` for every other known tool, which leaves it out of requests.
 The thinking level becomes `--variant` (OpenCode's reasoning-effort variants; the model is declared
-as reasoning).
+as reasoning). `harness_settings` (the keys of `SETTINGS_KEYS`) are merged into opencode.json under
+the rig's own; a condition's `permission` rules come after the rig's `"*": "allow"` and before its
+tool switches (later rules win). `harness_args` (`--agent`) go before `--`. Each extension is an
+OpenCode plugin file (`.js` or `.ts`), copied to `opencode-config/plugins/`, which OpenCode loads
+from every config dir; `--pure` (and OPENCODE_PURE) would skip every plugin but the built-in ones,
+so a run with extensions goes without it: a workspace's `.opencode/plugins/` then loads too, and a
+`plugin` list in the workspace's opencode.json would be installed from npm (the fixtures hold none).
 
 Logs: stdout.log is the `--format json` event stream (step_start, tool_use, text, step_finish,
 error). OpenCode keeps the session in a SQLite database (`$XDG_DATA_HOME/opencode/opencode.db`);
@@ -55,11 +62,12 @@ request) and the data dir is removed. `parse_session` reads those files and stdo
 import json
 import shutil
 import sqlite3
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harnesses.cli_harness import CliHarness, install_skill
-from harnesses.factors import Factors, check_condition
+from harnesses.cli_harness import CliHarness, install_extension, install_skill
+from harnesses.factors import Factors, check_condition, merge
 from harnesses.factors import mapping as factor_mapping
 from harnesses.logs import as_str, fill_per_model
 from harnesses.mock_model.openai_chat import OpenAIChat
@@ -72,7 +80,7 @@ from harnesses.opencode.session import (
     signature,
     step_usage,
 )
-from rig.confine.run_budget import LiveUsage
+from rig.confine.run_budget import LiveUsage, tokens_of
 from rig.schema import AgentRun, Condition, Metrics, ModelUsage, Transcript
 
 BIN_ENV = "RIG_OPENCODE_BIN"
@@ -87,6 +95,16 @@ MOCK_KEY_ENV = "RIG_MOCK_API_KEY"
 SESSION_TITLE = "rig run"
 # USD per million tokens: OpenCode multiplies usage by these to report a cost, as for a real model.
 MOCK_COST = {"input": 3, "output": 15, "cache_read": 0.3, "cache_write": 3.75}
+# harness_settings: the top-level keys of opencode.json that change the agent, not where it logs,
+# which model or provider it reaches (`agent`, `mode` and `small_model` can name another model;
+# `provider`, `enterprise`), what it fetches or runs from elsewhere (`plugin`, `mcp`, `lsp`,
+# `formatter`, `skills`, `references`, `instructions` take URLs or packages) or its sharing and updates.
+SETTINGS_KEYS = frozenset({"compaction", "tool_output", "permission", "default_agent"})
+# harness_args: `opencode run`'s options that change neither logs, model, endpoint nor permissions
+# (`--agent` picks one of its agents: build, plan, or one a `default_agent` names).
+ARGS = {"--agent": 1}
+PLUGINS_DIR = "plugins"
+PLUGIN_SUFFIXES = (".js", ".ts")
 DEFAULT_PROVIDER_TIMEOUT_MS = 30_000
 # The reasoning-effort variants OpenCode 1.18.33 offers for an OpenAI-compatible reasoning model.
 VARIANTS = ("low", "medium", "high")
@@ -135,10 +153,22 @@ def final_answer(event: dict[str, Any]) -> bool:
     return event.get("type") == "step_finish" and isinstance(part, dict) and part.get("reason") == "stop"
 
 
+def failed_step(event: dict[str, Any]) -> bool | None:
+    """Whether a `--format json` event reports a failed model request (a `step_finish` with no
+    finish reason and no usage: the stream ended before its end, which OpenCode retries without
+    end), a response (any other `step_finish`), or neither (None)."""
+    part = event.get("part")
+    if event.get("type") != "step_finish" or not isinstance(part, dict):
+        return None
+    tokens = part.get("tokens")
+    usage = step_usage(tokens) if isinstance(tokens, dict) else ModelUsage()
+    return part.get("reason") == "unknown" and tokens_of(usage) == 0
+
+
 class OpenCodeHarness(CliHarness):
     """A HarnessAdapter for OpenCode (`opencode run`), version-pinned in harnesses/node.
 
-    `condition_mapping` says how skills, tools and thinking were realised.
+    `condition_mapping` says how skills, tools, thinking and the factors were realised.
     """
 
     name = "opencode"
@@ -152,24 +182,23 @@ class OpenCodeHarness(CliHarness):
     provider_retries_s = 75.0
     factors = Factors(
         system_prompt=f"opencode.json instructions = [opencode-config/{APPENDED_PROMPT}]",
+        settings_file=f"{CONFIG_DIR}/opencode.json",
+        settings_keys=SETTINGS_KEYS,
+        args=ARGS,
+        extensions=f"as plugins copied to {CONFIG_DIR}/{PLUGINS_DIR}/ (without --pure)",
         thinking="--variant <level> (its reasoning-effort variants)",
     )
     live_usage = staticmethod(stream_usage)
     live_cost = True
     final_event = staticmethod(final_answer)
+    failed_request = staticmethod(failed_step)
     usage_fields = frozenset({"input", "output", "cache_read", "reasoning"})
     # Its OpenAI-compatible provider reads `cached_tokens`, which holds the cache writes too.
     usage_folds = {"cache_write": "cache_read"}
+    compaction_fields = frozenset({"compactions", "compaction_tokens_before", "compaction_tokens"})
     lacks = {
-        "harness_settings": "the rig writes opencode.json itself and merges no condition's settings into "
-        "it yet",
-        "harness_args": "the rig passes opencode run no options beyond its own",
-        "extensions": "the rig loads no OpenCode plugin yet",
         "cache_write": "its OpenAI-compatible provider counts cache writes as cache reads",
-        **dict.fromkeys(
-            ("compactions", "compaction_tokens_before", "compaction_tokens_after", "compaction_tokens"),
-            "the rig does not read OpenCode's compactions from its session yet",
-        ),
+        "compaction_tokens_after": "OpenCode records no size of the context after a compaction",
         "retries_off": "OpenCode 1.18.33 retries a failed request 5 times and has no setting to stop it "
         "(2-30 s apart; at once after a retry-after-ms of 0)",
     }
@@ -192,14 +221,22 @@ class OpenCodeHarness(CliHarness):
             )
         return level
 
-    def command(self, workdir: Path, prompt: str, variant: str | None) -> list[str]:
-        """The `opencode run` command line for one run (`--` then the prompt last)."""
+    def command(
+        self,
+        workdir: Path,
+        prompt: str,
+        variant: str | None,
+        args: Sequence[str] = (),
+        plugins: bool = False,
+    ) -> list[str]:
+        """The `opencode run` command line for one run, with the condition's `args` (`--` then the
+        prompt last); `--pure` unless it loads `plugins`."""
         command = [
             str(self.cli()),
             "run",
             "--format",
             "json",
-            "--pure",
+            *([] if plugins else ["--pure"]),
             "--dir",
             str(workdir),
             "--title",
@@ -210,13 +247,19 @@ class OpenCodeHarness(CliHarness):
         if variant is not None:
             command += ["--variant", variant]
         # `--` keeps a prompt that starts with "-" from being read as an option.
-        return [*command, "--", prompt]
+        return [*command, *args, "--", prompt]
 
     def config(
-        self, base_url: str | None, tools: list[str] | None, timeout_ms: int, instructions: Path | None = None
+        self,
+        base_url: str | None,
+        tools: list[str] | None,
+        timeout_ms: int,
+        instructions: Path | None = None,
+        settings: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The content of opencode.json for a provider at `base_url` (see the module docstring), with
-        `instructions`, a file whose text OpenCode adds to its system prompt."""
+        `instructions`, a file whose text OpenCode adds to its system prompt, and the condition's
+        `settings` merged under the rig's."""
         config: dict[str, Any] = {
             "$schema": "https://opencode.ai/config.json",
             "model": f"{self._provider_id()}/{self._model_id()}",
@@ -225,12 +268,15 @@ class OpenCodeHarness(CliHarness):
             "snapshot": False,
             "lsp": False,
             "formatter": False,
-            # Later keys win: everything is allowed but the tools the condition leaves out.
-            "permission": {"*": "allow", **tool_switches(tools)},
             "provider": {self._provider_id(): self._provider_entry(base_url, timeout_ms)},
         }
         if instructions is not None:
             config["instructions"] = [str(instructions)]
+        settings = settings or {}
+        # The condition's settings first and the rig's over them: where both set a key, the rig's
+        # value stays. Permissions are an ordered list whose later rules win, so they are built apart.
+        config = merge(dict(settings), config)
+        config["permission"] = permissions(settings.get("permission"), tools)
         return config
 
     def run(self, workdir: Path, prompt: str, condition: Condition, run_dir: Path, timeout: int) -> AgentRun:
@@ -249,13 +295,19 @@ class OpenCodeHarness(CliHarness):
         if condition.append_system_prompt is not None:
             instructions = config_dir / APPENDED_PROMPT
             instructions.write_text(condition.append_system_prompt, encoding="utf-8")
-        parts = [mapping(skills, condition.tools, variant), *factor_mapping(self.factors, condition)]
+        plugins = [install_plugin(e, config_dir / PLUGINS_DIR) for e in condition.extensions]
+        parts = [
+            mapping(skills, condition.tools, variant),
+            *factor_mapping(self.factors, condition, [p.name for p in plugins]),
+        ]
         self.condition_mapping = "; ".join(p for p in parts if p) or None
         extra = {
             "OPENCODE_CONFIG_DIR": str(config_dir),
             **{f"XDG_{kind.upper()}_HOME": str(xdg / kind) for kind in ("config", "data", "cache", "state")},
             **OFFLINE_ENV,
         }
+        if plugins:
+            del extra["OPENCODE_PURE"]
         if self.provider.kind == "mock":
             # The mock's provider and model are defined in full; a real built-in provider needs the catalogue.
             extra["OPENCODE_DISABLE_MODELS_FETCH"] = "1"
@@ -267,11 +319,13 @@ class OpenCodeHarness(CliHarness):
             pin_plugin_dependency(folder)
 
         def connect(base_url: str | None) -> dict[str, str]:
-            config = self.config(base_url, condition.tools, timeout_ms, instructions)
+            config = self.config(
+                base_url, condition.tools, timeout_ms, instructions, condition.harness_settings
+            )
             (config_dir / "opencode.json").write_text(json.dumps(config, indent=2) + "\n")
             return env
 
-        command = self.command(workdir, prompt, variant)
+        command = self.command(workdir, prompt, variant, condition.harness_args, bool(plugins))
         run = self.run_process(command, workdir, condition, run_dir, timeout, data_dir, connect)
         session = save_session(data_dir, run_dir)
         shutil.rmtree(xdg / "data", ignore_errors=True)
@@ -343,6 +397,22 @@ def pin_plugin_dependency(folder: Path) -> None:
     (folder / "node_modules").mkdir(parents=True, exist_ok=True)
     lock = {"lockfileVersion": 3, "packages": {"": {"dependencies": {PLUGIN_PACKAGE: "*"}}}}
     (folder / "package-lock.json").write_text(json.dumps(lock, indent=2) + "\n")
+
+
+def permissions(rules: Any, tools: list[str] | None) -> dict[str, Any]:
+    """The `permission` of opencode.json: everything allowed, then the condition's `rules` (a
+    table of them, or one action for all), then `deny` for each tool `tools` leaves out."""
+    own = {"*": rules} if isinstance(rules, str) else dict(rules or {})
+    return {"*": "allow", **own, **tool_switches(tools)}
+
+
+def install_plugin(extension: str, root: Path) -> Path:
+    """Copy a plugin file (`.js` or `.ts`) into `root`, OpenCode's plugin dir; the copy's path."""
+    if not extension.endswith(PLUGIN_SUFFIXES):
+        raise ValueError(
+            f"extension {extension!r}: an OpenCode plugin is a {' or '.join(PLUGIN_SUFFIXES)} file"
+        )
+    return install_extension(extension, root)
 
 
 def tool_switches(tools: list[str] | None) -> dict[str, str]:

@@ -20,6 +20,7 @@ from harnesses.logs import (
     optional_int,
     place_by_time,
     read_jsonl,
+    record_compactions,
     unread_usage,
     unreadable_lines,
     usage_gaps,
@@ -116,6 +117,7 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
     costs: list[float] = []
     tools = ToolLog()
     last_text: str | None = None
+    summaries = _summary_ids(export)
     for part in _parts(export, stream):
         _fold_tool(metrics, part, tools)
         if part.get("type") == "text" and not part.get("synthetic"):
@@ -123,13 +125,19 @@ def parse_files(session_path: Path | None, stdout_path: Path | None) -> Metrics:
         elif part.get("type") == "step-start":
             last_text = None
         elif part.get("type") == "step-finish":
-            metrics.assistant_messages += 1
-            metrics.stop_reasons.append(str(part.get("reason")))
+            # A summary's usage and cost are the run's (OpenCode counts them in its own totals),
+            # but it is no response of the agent's and its text no answer.
             _add_tokens(metrics, part.get("tokens"))
             if isinstance(part.get("cost"), int | float):
                 costs.append(float(part["cost"]))
+            if part.get("messageID") in summaries:
+                continue
+            metrics.assistant_messages += 1
+            metrics.stop_reasons.append(str(part.get("reason")))
             if part.get("reason") == "stop":
                 metrics.final_text = last_text
+    if export:
+        _fold_compactions(metrics, _messages(export))
     _fold_messages(metrics, _messages(export), stream)
     metrics.transport_failures = _failed_attempts(session_path, stdout_path, metrics, _error_end(export))
     cut = sum(truncated(p) for p in _parts(export, stream))
@@ -314,6 +322,52 @@ def _output_and_total(tokens: dict[str, Any]) -> tuple[int, int, bool]:
     if total == without_reasoning:
         return output, total, True
     return output + as_int(tokens.get("reasoning")), total, False
+
+
+def _summary_ids(export: dict[str, Any]) -> set[str]:
+    """The ids of the session's summary messages (OpenCode's compactions)."""
+    ids = set()
+    for message in _messages(export):
+        info = message.get("info") if isinstance(message.get("info"), dict) else {}
+        if info.get("role") == "assistant" and info.get("summary") is True:
+            ids.add(str(info.get("id")))
+    return ids
+
+
+def _fold_compactions(metrics: Metrics, messages: list[dict[str, Any]]) -> None:
+    """The session's compactions, each a user message holding a `compaction` part answered by an
+    assistant message marked `summary` (its request's tokens).
+
+    The tokens before one are the total of the last agent response before it: what OpenCode
+    compared with the model's limit to decide on it (`isOverflow`). It records no size of the
+    context after one. A compaction part without a finished summary (it failed, or the run was
+    killed first) counts for nothing, and its usage is unknown.
+    """
+    compactions: list[tuple[int | None, int | None]] = []
+    spent = 0
+    requested = 0
+    before: int | None = None
+    parents: set[str] = set()
+    for message in messages:
+        info = message.get("info") if isinstance(message.get("info"), dict) else {}
+        parts = [p for p in message.get("parts") or [] if isinstance(p, dict)]
+        tokens = info.get("tokens") if isinstance(info.get("tokens"), dict) else None
+        if info.get("role") == "user" and any(p.get("type") == "compaction" for p in parts):
+            requested += 1
+            parents.add(str(info.get("id")))
+        elif info.get("role") != "assistant":
+            continue
+        elif info.get("summary") is True:
+            if info.get("parentID") in parents and info.get("finish") and not info.get("error"):
+                compactions.append((before, None))
+                spent += step_usage(tokens).total_tokens if tokens else 0
+        elif tokens is not None:
+            before = step_usage(tokens).total_tokens
+    record_compactions(metrics, compactions, spent)
+    if requested > len(compactions):
+        metrics.incomplete(
+            f"{requested - len(compactions)} compaction(s) started and never finished: their usage is unknown"
+        )
 
 
 def _fold_messages(metrics: Metrics, messages: list[dict[str, Any]], stream: list[dict[str, Any]]) -> None:

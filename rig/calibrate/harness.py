@@ -5,10 +5,11 @@ added later is held to all of them. Per task: the mock replaying the reference s
 success, and every token figure (input, output, cache read, cache write, reasoning) and tool call
 parsed from the harness's own logs must equal the mock's ledger, per model, as the adapter declares
 it reads them (`usage_fields`, `usage_folds`: a figure it does not read must be 0 and noted as a
-gap); doing nothing must fail (and not as infrastructure). Once per harness: a dead server, HTTP
-500, 429 and 529, a silent stream, a cut stream and a request never answered must each be
-classified as infrastructure, and a tool call that never returns as the agent's hang. Every check
-is a real run through the pipeline.
+gap); a harness that declares a thinking level must ask the model for it in every request (the
+ledger reads it from the request as the provider would); doing nothing must fail (and not as
+infrastructure). Once per harness: a dead server, HTTP 500, 429 and 529, a silent stream, a cut
+stream and a request never answered must each be classified as infrastructure, and a tool call that
+never returns as the agent's hang. Every check is a real run through the pipeline.
 """
 
 import json
@@ -51,6 +52,9 @@ SILENT = frozenset({"stall", "never_answer", "tool_hang"})
 # Not `sleep`: Claude Code refuses a standalone long sleep.
 TOOL_HANG: dict[str, Any] = {"mock_policy": "commands", "commands": ["tail -f /dev/null"]}
 # Every figure nonzero, so that a figure a harness drops or misplaces shows.
+# The thinking level of the solution checks, not the CLIs' default, so that a level lost on the way
+# to the request shows.
+THINKING = "high"
 SOLUTION_USAGE = dict(zip(USAGE_FIELDS, (1000, 100, 500, 40, 20), strict=True))
 # The fault checks mostly idle (a stall waits STALL_S of silence, a CLI may retry a dead server for
 # a minute), so they run beside the CPU-bound solution and nothing checks, which `--workers`
@@ -169,13 +173,15 @@ def judge(harness: str, name: str, record: dict, folder: Path) -> tuple[bool, st
             f"reference solution failed at {record['failing_stage']}: {evidence or 'see its record'}",
         )
     metrics = record["metrics"]
-    problem = _usage_problem(harness, metrics, folder)
+    problem = _usage_problem(harness, metrics, folder) or _thinking_problem(harness, folder)
     if problem:
         return False, problem
     reason = (
         f"success; tokens {_parsed(metrics)} per model and tool calls {metrics['tool_calls_by_name']} "
         "equal the mock's ledger"
     )
+    if _thinks(harness, name):
+        reason += f"; every request asked for thinking {THINKING!r}"
     network = record.get("network") or {}
     if network.get("active"):
         reached = sum(e["connections"] for e in network["reached"])
@@ -184,6 +190,23 @@ def judge(harness: str, name: str, record: dict, folder: Path) -> tuple[bool, st
         refused = sum(e["connections"] for e in network["refused"])
         reason += f"; {reached} connections to the model through the egress proxy, {refused} refused"
     return True, reason
+
+
+def _thinks(harness: str, check: str) -> bool:
+    """Whether `check` of `harness` runs with a thinking level: a solution check of a harness that
+    declares one."""
+    return check.endswith(" solution") and adapter_class(harness).factors.thinking is not None
+
+
+def _thinking_problem(harness: str, folder: Path) -> str | None:
+    """How the thinking the CLI asked the model for differs from the run's level, or None."""
+    if not _thinks(harness, " solution"):
+        return None
+    entries = json.loads((folder / LEDGER_FILE).read_text())["ledger"]
+    asked = sorted({str(e.get("thinking")) for e in entries if e["outcome"] == "served"})
+    if asked != [THINKING]:
+        return f"ran with thinking {THINKING!r}, but its requests to the model asked for {', '.join(asked)}"
+    return None
 
 
 def _retries_s(harness: str) -> float:
@@ -213,7 +236,12 @@ def _open(
         provider=Provider(kind="mock"),
         tasks=[t.id for t in tasks],
         conditions=[
-            Condition(name=name.replace(" ", "_"), harness_options=options) for name, _task, options in checks
+            Condition(
+                name=name.replace(" ", "_"),
+                harness_options=options,
+                thinking=THINKING if _thinks(harness, name) else None,
+            )
+            for name, _task, options in checks
         ],
         workers=workers,
         timeouts=Timeouts(agent_s=AGENT_TIMEOUT_S, stall_s=STALL_S),

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rig.confine.events import FinalEvent, FinalWatch, tap
+from rig.confine.events import FailedRequest, FailureStreak, FinalEvent, FinalWatch, tap
 from rig.confine.network import Egress, NetworkPlan, endpoint_of
 from rig.confine.proc import (
     AGENT_TOKEN_VAR,
@@ -38,6 +38,7 @@ from rig.confine.proc import (
 from rig.confine.project_env import ProjectEnv
 from rig.confine.run_budget import UsageMeter, UsageReader
 from rig.confine.sandbox import Sandbox
+from rig.confine.session_usage import SessionTail, SessionUsage
 from rig.confine.streams import BoundedStream
 from rig.schema import (
     DEFAULT_AFTER_FINAL_S,
@@ -70,7 +71,7 @@ class Confinement:
 
     `processes` None means the strongest containment this machine allows (rig.confine.proc.containment),
     the one rig.confine.sandbox.resolve records. `network` None: the agent uses the machine's network.
-    `run_budget`: the agent is stopped once the usage it streams passes it (rig.confine.run_budget).
+    `run_budget`: the agent is stopped once the usage it reports passes it (rig.confine.run_budget).
     `project_env`: the pack's project environment, which every agent gets the same way
     (ProjectEnv.agent_environ; shown read-only inside the sandbox). `after_final_s`: the silence
     after the harness's final answer (its adapter's `final_event`) before the agent is ended.
@@ -101,6 +102,33 @@ _RUNNING: dict[str, _Agent] = {}
 _RUNNING_LOCK = threading.Lock()
 
 
+@dataclass(frozen=True)
+class _Rules:
+    """What may end the agent before it exits besides its timeouts: the run budget's `meter` (fed
+    what the session gained by `session` at each look), the silence after its final answer
+    (`final`) and its requests failing in a row (`streak`)."""
+
+    meter: UsageMeter | None
+    session: SessionTail | None
+    final: FinalWatch | None
+    streak: FailureStreak | None
+
+
+@dataclass
+class _Ending:
+    """Why the rig ended the agent, if it did."""
+
+    timed_out: bool = False
+    stalled: bool = False
+    budget: BudgetStop | None = None
+    after_final: bool = False
+    failed_requests: int | None = None
+
+    @property
+    def ended(self) -> bool:
+        return bool(self.timed_out or self.stalled or self.budget or self.after_final or self.failed_requests)
+
+
 def run_agent_process(
     command: list[str],
     cwd: Path,
@@ -114,41 +142,59 @@ def run_agent_process(
     usage: UsageReader | None = None,
     priced_as: str | None = None,
     final_event: FinalEvent | None = None,
+    session_usage: SessionUsage | None = None,
+    failed_request: FailedRequest | None = None,
 ) -> AgentRun:
     """Run an agent CLI in its own process group, stdin from /dev/null, streams to run_dir.
 
-    The wall timeout and the silence watchdog both kill the whole group. Silence means that
-    neither stdout, stderr nor the session file (or directory) grew for `stall_s` seconds. With a
-    run budget in `confinement`, so does passing it: `usage` (the adapter's live usage reader)
-    reads each stdout line as it arrives, costs it cannot report priced for model `priced_as`
-    (rig.confine.run_budget); the run's `budget` then says which limit and how far. With
-    `final_event` (the adapter's test of a stdout event for its final answer), an agent that stays
-    alive and silent for `confinement.after_final_s` after that event is ended too, and the run
-    says `ended_after_final` (neither a stall nor a timeout: it is scored on its work). Once
-    the agent's process has exited, every process it started is killed, wherever it went and
-    whatever it did to its environment or session (its cgroup, its PID namespace, then its token);
-    the streams keep a bounded head and tail, and `confinement` may add a sandbox and a file size
-    limit. With a network plan, the agent reaches only the policy's host:port and `model_url`'s,
-    through the rig's egress proxy, whose log goes to run_dir once the agent is gone (rig.confine.network).
+    The wall timeout and the silence watchdog both kill the whole group. Silence means that neither
+    stdout, stderr nor the session file (or directory) grew for `stall_s` seconds; with
+    `session_usage` (the adapter's session layout and reader), the session is the files of that
+    layout below `session_path`. With a run budget in `confinement`, so does passing it: `usage`
+    (the adapter's live usage reader) reads each stdout line as it arrives, `session_usage` what the
+    session files gained at each look (rig.confine.session_usage), costs they cannot report priced
+    for model `priced_as` (rig.confine.run_budget); the run's `budget` then says which limit and how
+    far. With `final_event` (the adapter's test of a stdout event for its final answer), an agent
+    that stays alive and silent for `confinement.after_final_s` after that event is ended too, and
+    the run says `ended_after_final` (neither a stall nor a timeout: it is scored on its work). With
+    `failed_request` (the adapter's test of a stdout event for a model request's end), an agent
+    whose last FAILED_REQUESTS_LIMIT requests all failed is ended, and the run says how many
+    (`failed_requests`: infrastructure, however long it would have kept retrying). Once the agent's
+    process has exited, every process it started is killed, wherever it went and whatever it did to
+    its environment or session (its cgroup, its PID namespace, then its token); the streams keep a
+    bounded head and tail, and `confinement` may add a sandbox and a file size limit. With a network
+    plan, the agent reaches only the policy's host:port and `model_url`'s, through the rig's egress
+    proxy, whose log goes to run_dir once the agent is gone (rig.confine.network).
     Raises ContainmentError if some of its processes cannot be killed, OSError if its cgroup
     cannot be removed (both after the streams are saved).
     """
     confinement = confinement or Confinement()
     meter = None
     if confinement.run_budget is not None:
-        if usage is None:
+        if usage is None and (session_usage is None or session_path is None):
             # Refused at config load (harnesses.registry.check_run_budget); never run unbounded.
             raise ValueError("this harness reports no usage while it runs; remove [run_budget]")
         meter = UsageMeter(confinement.run_budget, usage, priced_as)
-    final = FinalWatch(final_event) if final_event is not None else None
+    # The adapter's session layout is also what the silence watchdog measures: no walk of a whole tree.
+    session = (
+        SessionTail(session_path, session_usage, meter)
+        if session_usage is not None and session_path is not None
+        else None
+    )
+    rules = _Rules(
+        meter,
+        session,
+        FinalWatch(final_event) if final_event is not None else None,
+        FailureStreak(failed_request) if failed_request is not None else None,
+    )
     if confinement.network is None:
         return _run_agent(
-            command, cwd, env, run_dir, timeout, stall_s, session_path, confinement, None, meter, final
+            command, cwd, env, run_dir, timeout, stall_s, session_path, confinement, None, rules
         )
     with Egress(confinement.network, endpoint_of(model_url)) as egress:
         try:
             run = _run_agent(
-                command, cwd, env, run_dir, timeout, stall_s, session_path, confinement, egress, meter, final
+                command, cwd, env, run_dir, timeout, stall_s, session_path, confinement, egress, rules
             )
         finally:
             outcome = egress.stop()
@@ -166,14 +212,17 @@ def _run_agent(
     session_path: Path | None,
     confinement: Confinement,
     egress: Egress | None,
-    meter: UsageMeter | None,
-    final: FinalWatch | None,
+    rules: _Rules,
 ) -> AgentRun:
-    """run_agent_process's agent, through `egress` when its network is confined, held to its run
-    budget by `meter`, ended after its final answer's silence by `final`."""
+    """run_agent_process's agent, through `egress` when its network is confined, ended early by
+    `rules`."""
     contain = confinement.processes or containment(sandboxed=confinement.sandbox is not None)
     run_dir.mkdir(parents=True, exist_ok=True)
-    streams = _open_streams(run_dir, confinement, tap(meter, final))
+    # The meter reads stdout only where the adapter reads usage there.
+    meter = rules.meter
+    streams = _open_streams(
+        run_dir, confinement, tap(meter if meter and meter.reader else None, rules.final, rules.streak)
+    )
     token = secrets.token_hex(16)
     leaf = create_leaf(contain.cgroup, token) if contain.cgroup is not None else None
     argv = _confined(
@@ -198,7 +247,7 @@ def _run_agent(
         for fd in pipes:
             _widen_pipe(fd)
             selector.register(fd, selectors.EVENT_READ)
-        timed_out, stalled, budget, after_final = _watch(
+        ending = _watch(
             proc,
             agent,
             selector,
@@ -206,10 +255,8 @@ def _run_agent(
             streams,
             session_path,
             start,
-            (timeout, stall_s),
-            meter,
-            final,
-            confinement.after_final_s,
+            (timeout, stall_s, confinement.after_final_s),
+            rules,
         )
         # Children the agent left behind must not outlive the run, nor write after it.
         leftover, cleanup_error = _kill_leftovers(token, agent, proc)
@@ -224,9 +271,9 @@ def _run_agent(
         raise cleanup_error
     return AgentRun(
         command=command,
-        exit_code=None if (timed_out or stalled or budget or after_final) else proc.returncode,
-        timed_out=timed_out,
-        stalled=stalled,
+        exit_code=None if ending.ended else proc.returncode,
+        timed_out=ending.timed_out,
+        stalled=ending.stalled,
         wall_s=round(time.monotonic() - start, 3),
         session_path=session_path if session_path and session_path.is_file() else None,
         stdout_path=streams["stdout"].path,
@@ -236,8 +283,9 @@ def _run_agent(
         streams=stats,
         sandboxed=confinement.sandbox is not None,
         processes=contain.backend,
-        budget=budget,
-        ended_after_final=after_final,
+        budget=ending.budget,
+        ended_after_final=ending.after_final,
+        failed_requests=ending.failed_requests,
     )
 
 
@@ -284,38 +332,38 @@ def _watch(
     streams: dict[str, BoundedStream],
     session_path: Path | None,
     start: float,
-    limits: tuple[float, float],
-    meter: UsageMeter | None,
-    final: FinalWatch | None,
-    after_final_s: float,
-) -> tuple[bool, bool, BudgetStop | None, bool]:
-    """Read the agent's pipes until it exits, or kill it at its run budget, its wall timeout or
-    stall of silence (`limits`: no stream nor the session grew), or `after_final_s` of silence
-    after `final` saw its final answer; whether it timed out, stalled, where the budget stopped
-    it, and whether it was ended after its final answer."""
-    timeout, stall_s = limits
-    timed_out = stalled = after_final = False
-    budget = None
-    last_sizes = _activity(streams, session_path)
+    limits: tuple[float, float, float],
+    rules: _Rules,
+) -> _Ending:
+    """Read the agent's pipes until it exits, or kill it when a rule says so: its run budget, its
+    requests failing in a row, the after-final silence, its wall timeout or a stall of silence
+    (`limits`: wall timeout, stall and after-final seconds; silence: no stream nor the session
+    grew); why it was ended."""
+    timeout, stall_s, after_final_s = limits
+    meter, final, streak = rules.meter, rules.final, rules.streak
+    ending = _Ending()
+    last_sizes = _activity(streams, session_path, rules.session)
     last_activity = start
     while proc.poll() is None:
         _drain(selector, pipes, WATCH_INTERVAL_S, meter)
         now = time.monotonic()
-        sizes = _activity(streams, session_path)
+        sizes = _activity(streams, session_path, rules.session)
         if sizes != last_sizes:
             last_sizes, last_activity = sizes, now
         if meter is not None and meter.stop is not None:
-            budget = meter.stop
+            ending.budget = meter.stop
+        elif streak is not None and streak.tripped:
+            ending.failed_requests = streak.failed
         elif final is not None and final.seen and now - last_activity > after_final_s:
-            after_final = True
+            ending.after_final = True
         elif now - start > timeout:
-            timed_out = True
+            ending.timed_out = True
         elif now - last_activity > stall_s:
-            stalled = True
-        if timed_out or stalled or budget or after_final:
+            ending.stalled = True
+        if ending.ended:
             _kill(agent, proc)
             break
-    return timed_out, stalled, budget, after_final
+    return ending
 
 
 def _kill_leftovers(token: str, agent: _Agent, proc: subprocess.Popen) -> tuple[int, Exception | None]:
@@ -466,7 +514,13 @@ def _drain(
         events = selector.select(timeout=0)
 
 
-def _activity(streams: dict[str, BoundedStream], session_path: Path | None) -> tuple[int, ...]:
+def _activity(
+    streams: dict[str, BoundedStream], session_path: Path | None, session: SessionTail | None
+) -> tuple[int, ...]:
+    """The streams' sizes and the session's: `session`, where the adapter declares its layout,
+    measures the files of that layout (reading what they gained, for the run budget)."""
+    if session is not None:
+        return (*(s.total for s in streams.values()), session.poll())
     return (
         *(s.total for s in streams.values()),
         _size(session_path) if session_path else -1,

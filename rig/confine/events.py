@@ -1,10 +1,11 @@
 """The agent's stdout read as JSON events while it runs, by the rules that watch it.
 
-Two rules read the stream as it arrives: the run budget (rig.confine.run_budget, from the usage
-each event reports) and the after-final rule (`FinalWatch`, from the event an adapter declares its
-final answer: `final_event`). Each is a `JsonLines`: bytes in, complete lines out, every line that
-is a JSON object handed to `event`. A line too long is skipped (its bytes are still logged), so
-the memory a rule holds stays bounded.
+Three rules read the stream as it arrives: the run budget (rig.confine.run_budget, from the usage
+each event reports), the after-final rule (`FinalWatch`, from the event an adapter declares its
+final answer: `final_event`) and the failing-provider rule (`FailureStreak`, from the events an
+adapter declares a model request's end by: `failed_request`). Each is a `JsonLines`: bytes in,
+complete lines out, every line that is a JSON object handed to `event`. A line too long is skipped
+(its bytes are still logged), so the memory a rule holds stays bounded.
 """
 
 import json
@@ -14,8 +15,17 @@ from typing import Any
 # No harness writes an event a rule needs in a line this long.
 MAX_LINE_BYTES = 8 * 1024 * 1024
 
+# Consecutive failed model requests after which a harness that keeps retrying is ended: a
+# provider failing this often is down, and a harness that never gives up (OpenCode on cut
+# streams: thousands of requests in minutes) would otherwise spend the whole wall timeout.
+FAILED_REQUESTS_LIMIT = 10
+
 FinalEvent = Callable[[dict[str, Any]], bool]
 """An adapter's test of one stdout event: whether it carries the harness's final answer."""
+
+FailedRequest = Callable[[dict[str, Any]], bool | None]
+"""An adapter's test of one stdout event: True when it reports a model request that failed, False
+when it reports a model response, None when it reports neither."""
 
 
 class JsonLines:
@@ -73,6 +83,31 @@ class FinalWatch(JsonLines):
 
     def event(self, event: dict[str, Any]) -> None:
         self.seen = bool(self.is_final(event))
+
+
+class FailureStreak(JsonLines):
+    """The model requests that failed in a row (`failed`), as the stream reports them; `tripped`
+    once they reach `limit` with no response between them."""
+
+    def __init__(self, failed_request: FailedRequest, limit: int = FAILED_REQUESTS_LIMIT) -> None:
+        super().__init__()
+        self.failed_request = failed_request
+        self.limit = limit
+        self.failed = 0
+
+    @property
+    def tripped(self) -> bool:
+        """Whether `limit` requests in a row have failed."""
+        return self.failed >= self.limit
+
+    @property
+    def done(self) -> bool:
+        return self.tripped
+
+    def event(self, event: dict[str, Any]) -> None:
+        verdict = self.failed_request(event)
+        if verdict is not None:
+            self.failed = self.failed + 1 if verdict else 0
 
 
 def tap(*rules: JsonLines | None) -> Callable[[bytes], None] | None:

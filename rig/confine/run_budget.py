@@ -1,12 +1,16 @@
-"""A run's budget as it is spent: the usage a harness streams, added up while the agent runs.
+"""A run's budget as it is spent: the usage a harness reports, added up while the agent runs.
 
-Each adapter that can be held to a `[run_budget]` declares a live usage reader (`live_usage`):
-from one JSON event of its stdout, the usage of a model response, if the event reports one. The
-meter splits the stream into lines as it arrives, asks the reader about each, and sums the latest
-usage per response (a key the reader gives: a response reported twice, or cumulative totals under
-one key, count once). Once a sum passes a limit, `stop` says which and how far: the agent process
-runner (rig.confine.agent) then kills the agent as it does at a timeout. Costs the harness does not
-report are priced with genai-prices for the response's model, else for the experiment's.
+Each adapter that can be held to a `[run_budget]` declares where it reports usage while it runs.
+On its stdout (`live_usage`): a reader of one JSON event, which gives the usage of a model
+response if the event reports one; the meter splits the stream into lines as it arrives and asks
+the reader about each. In its session file(s) as they grow (`session_usage`, for a harness whose
+stdout reports usage only at the end of its turn: Codex, Gemini CLI): the supervisor reads the
+new records each time the session grew (rig.confine.session_usage) and counts their usage here.
+The meter sums the latest usage per response (a key the reader gives: a response reported twice,
+or cumulative totals under one key, count once). Once a sum passes a limit, `stop` says which and
+how far: the agent process runner (rig.confine.agent) then kills the agent as it does at a
+timeout. Costs the harness does not report are priced with genai-prices for the response's
+model, else for the experiment's.
 """
 
 from collections.abc import Callable
@@ -23,8 +27,9 @@ COST_DIGITS = 9
 
 @dataclass(frozen=True)
 class LiveUsage:
-    """The usage one stdout event reports: `key` names the response (a later event with the same
-    key replaces this one's usage; None: a response of its own), `model` prices it."""
+    """The usage one stdout event or session record reports: `key` names the response (a later
+    report with the same key replaces this one's usage; None: a response of its own), `model`
+    prices it."""
 
     usage: ModelUsage
     key: str | None = None
@@ -71,9 +76,10 @@ def price(usage: ModelUsage, model: str | None) -> float | None:
 
 
 class UsageMeter(JsonLines):
-    """The usage of one run against its budget, fed the agent's stdout as it arrives."""
+    """The usage of one run against its budget, fed the agent's stdout as it arrives (read by
+    `reader`; None: its stdout reports none) and the usage its session records (`count`)."""
 
-    def __init__(self, budget: RunBudget, reader: UsageReader, model: str | None = None) -> None:
+    def __init__(self, budget: RunBudget, reader: UsageReader | None, model: str | None = None) -> None:
         super().__init__()
         self.budget = budget
         self.reader = reader
@@ -94,15 +100,21 @@ class UsageMeter(JsonLines):
 
     def event(self, event: dict[str, Any]) -> None:
         """Count the usage one event reports, if any."""
-        live = self.reader(event)
+        live = self.reader(event) if self.reader is not None else None
         if live is None:
+            return
+        self.count(live, live.key if live.key is not None else f"#{len(self._responses)}")
+
+    def count(self, live: LiveUsage, key: str) -> None:
+        """Count the usage of one response under `key`, replacing what that key held; nothing once
+        stopped."""
+        if self.done:
             return
         cost = live.usage.cost_usd
         if cost is None and self.budget.max_cost_usd is not None:
             cost = price(live.usage, live.model)
             if cost is None:
                 cost = price(live.usage, self.model)
-        key = live.key if live.key is not None else f"#{len(self._responses)}"
         self._responses[key] = (tokens_of(live.usage), cost)
         self._check()
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import harnesses.registry
-from harnesses.registry import adapter_for, install_version
+from harnesses.registry import adapter_for, harness_cache, install_version
 from rig.confine.agent import Confinement, kill_running_agents
 from rig.confine.network import RELAY, resolve_network, unreachable_model
 from rig.confine.proc import ContainmentError, containment, kill_running_commands, reap_orphans
@@ -147,11 +147,9 @@ def make_context(
     project_envs = {t.id: by_tree[t.pack.fixture_dir] for t in tasks}
     environments = list({id(env): env for env in project_envs.values() if env is not None}.values())
     # Installed before anything else is made, so a version npm cannot install leaves nothing behind.
-    installed = {
-        c.name: install_version(experiment.harness, c.harness_version, notify)
-        for c in experiment.conditions
-        if c.harness_version
-    }
+    for condition in experiment.conditions:
+        if condition.harness_version:
+            install_version(experiment.harness, condition.harness_version, notify)
     scratch = choose_scratch(
         runs_root / experiment.name, results_root / experiment.name, experiment.workers, keep_workspaces
     )
@@ -179,7 +177,8 @@ def make_context(
     ]
     exposed = [
         *_agent_runtime(),
-        *installed.values(),
+        # The versions installed above, and the pinned CLI where the cache holds it (harnesses.cli).
+        harness_cache(),
         *(path for env in environments for path in env.visible()),
     ]
     confinement, sandbox_status, network_status = _confine(

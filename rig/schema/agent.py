@@ -103,6 +103,11 @@ class AgentRun(BaseModel):
         description="the harness streamed its final answer, then stayed alive and silent for "
         "[timeouts] after_final_s: the rig ended it, and the run is scored on its work",
     )
+    failed_requests: int | None = Field(
+        default=None,
+        description="the model requests that had failed in a row when the rig ended a harness that "
+        "kept retrying them (infrastructure); None: not ended for that",
+    )
 
 
 class ModelUsage(BaseModel):

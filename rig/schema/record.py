@@ -107,7 +107,7 @@ class SandboxStatus(BaseModel):
 # classification and the pins that say exactly what was measured. `rig schema` prints it.
 
 # Bumped whenever a field is added or changes meaning; rig.store.migrate brings older records up to date.
-RECORD_SCHEMA_VERSION = 10
+RECORD_SCHEMA_VERSION = 11
 # Infrastructure rules of attempts the agent's outcome did not decide (the rig failed, or the Dask
 # worker running it was lost or refused it): nothing to re-derive them from.
 RIG_SIDE_RULES = frozenset({"rig_error", "worker_lost", "worker_refused"})
@@ -140,6 +140,11 @@ class AgentOutcome(BaseModel):
         default=False,
         description="the harness streamed its final answer, then stayed alive and silent for [timeouts] "
         "after_final_s: the rig ended it, and the run is scored on its work (schema 10)",
+    )
+    failed_requests: int | None = Field(
+        default=None,
+        description="the model requests that had failed in a row when the rig ended a harness that "
+        "kept retrying them, as infrastructure; None: not ended for that (schema 11)",
     )
 
 

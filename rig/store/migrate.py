@@ -143,6 +143,14 @@ def _v9_to_v10(record: Record) -> Record:
     return record
 
 
+def _v10_to_v11(record: Record) -> Record:
+    # Schema 11 added the end of a harness that kept retrying a failing provider: none before.
+    agent = record.get("agent")
+    if isinstance(agent, dict):
+        record["agent"] = {"failed_requests": None, **agent}
+    return record
+
+
 MIGRATIONS: dict[int, Callable[[Record], Record]] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -153,6 +161,7 @@ MIGRATIONS: dict[int, Callable[[Record], Record]] = {
     7: _v7_to_v8,
     8: _v8_to_v9,
     9: _v9_to_v10,
+    10: _v10_to_v11,
 }
 
 

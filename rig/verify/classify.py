@@ -17,7 +17,9 @@ def classify(
     Silence is infrastructure only while the harness waited for the model (`stalled_provider`);
     silence while a tool call the agent started was still running (`tool_pending`, from the
     adapter) is the agent's own hang, scored like any other failure (see hang_kind). A run the rig
-    stopped at its run budget is the agent's: the model answered enough to spend it.
+    stopped at its run budget is the agent's: the model answered enough to spend it. A run the rig
+    ended for its failed requests in a row (`failed_requests`) is infrastructure, under the
+    harness's own signature when it has one.
     """
     if run.budget is not None:
         return InfraVerdict()
@@ -29,6 +31,13 @@ def classify(
         )
     if run.stalled:
         return InfraVerdict()
+    if run.failed_requests:
+        ended = f"the rig ended it after {run.failed_requests} model requests failed in a row"
+        return InfraVerdict(
+            is_infra=True,
+            rule=signature or "failed_requests",
+            detail="; ".join([ended, *metrics.error_messages[:2]]),
+        )
     if signature:
         return InfraVerdict(
             is_infra=True, rule=signature, detail="; ".join(metrics.error_messages[:3]) or None

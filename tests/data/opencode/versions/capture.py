@@ -50,8 +50,8 @@ class OldOpenCode(OpenCodeHarness):
     if sys.argv[3:] == ["describe"]:
         mock_protocol = OpenAIChat(DESCRIBED_TOOLS)
 
-    def command(self, workdir: Path, prompt: str, variant: str | None) -> list[str]:
-        command = super().command(workdir, prompt, variant)
+    def command(self, workdir: Path, prompt: str, variant: str | None, *rest: Any) -> list[str]:
+        command = super().command(workdir, prompt, variant, *rest)
         known = subprocess.run([command[0], "run", "--help"], capture_output=True, text=True).stdout
         for option, values in OPTIONS.items():
             if option in command and option not in known:

@@ -338,3 +338,28 @@ def test_without_bubblewrap_every_record_carries_a_warning(tmp_path: Path) -> No
         # Files unconfined, processes not: each agent had its cgroup leaf.
         assert record["sandbox"]["processes"] == "cgroup"
         assert [w for w in record["warnings"] if w.startswith("sandbox: the agent ran unconfined")]
+
+
+def test_a_session_directory_grows_only_by_its_own_files_never_through_a_link(tmp_path: Path) -> None:
+    """The silence watchdog measures a session directory the agent can write to: a file that grows
+    behind a symlink in it is no activity, and a symlink loop in it is not followed."""
+    workdir, run_dir = tmp_path / "work", tmp_path / "results" / "attempt-1"
+    workdir.mkdir()
+    session = run_dir / "home" / "sessions"
+    (session / "day").mkdir(parents=True)
+    outside = tmp_path / "outside.log"
+    outside.write_text("")
+    (session / "day" / "linked.jsonl").symlink_to(outside)
+    (session / "day" / "loop").symlink_to(session, target_is_directory=True)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(run_dir / "home"), "LANG": "C.UTF-8"}
+    # Writes nothing on its streams; only the file outside grows, for 20 s.
+    script = f"for i in $(seq 1 100); do echo line >> {outside}; sleep 0.2; done"
+
+    run = run_agent_process(["bash", "-c", script], workdir, env, run_dir, 60, 2.0, session)
+
+    assert run.stalled and run.exit_code is None, "growth behind a link kept it alive"
+    assert run.wall_s < 10
+    # The same growth in a file of the session's own is activity.
+    script = f"for i in $(seq 1 15); do echo line >> {session}/day/own.jsonl; sleep 0.2; done"
+    run = run_agent_process(["bash", "-c", script], workdir, env, tmp_path / "attempt-2", 60, 2.0, session)
+    assert run.exit_code == 0 and not run.stalled

@@ -11,6 +11,7 @@ import os
 import secrets
 import selectors
 import shutil
+import stat
 import subprocess
 import threading
 import time
@@ -52,6 +53,10 @@ from rig.schema import (
 )
 
 WATCH_INTERVAL_S = 0.2
+# How far the silence watchdog walks a session directory without a declared layout: deeper than
+# any harness's own (Claude Code's projects/<dir>/<session>.jsonl and its subagents' files).
+SIZE_DEPTH = 6
+SIZE_ENTRIES = 65536
 # After the agent is gone, how long to wait for the last bytes still in the pipes.
 DRAIN_S = 5.0
 READ_BYTES = 1024 * 1024
@@ -528,7 +533,32 @@ def _activity(
 
 
 def _size(path: Path) -> int:
-    """A file's size, or the total of a directory's files (a session whose name comes later)."""
-    if path.is_dir():
-        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-    return path.stat().st_size if path.exists() else -1
+    """A file's size, or the total of a directory's files (a session whose name comes later); -1
+    when there is none.
+
+    The session lies where the agent may write too: nothing is followed through a symlink, the walk
+    is bounded (SIZE_DEPTH levels, SIZE_ENTRIES entries), and an entry that vanishes while it is
+    measured counts nothing (a harness may replace its session file between two looks)."""
+    try:
+        info = path.lstat()
+    except OSError:
+        return -1
+    if not stat.S_ISDIR(info.st_mode):
+        return info.st_size if stat.S_ISREG(info.st_mode) else -1
+    total, seen, pending = 0, 0, [(path, 0)]
+    while pending and seen < SIZE_ENTRIES:
+        folder, depth = pending.pop()
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    seen += 1
+                    if seen > SIZE_ENTRIES:
+                        break
+                    if entry.is_dir(follow_symlinks=False):
+                        if depth < SIZE_DEPTH:
+                            pending.append((Path(entry.path), depth + 1))
+                    elif entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_size
+        except OSError:
+            continue
+    return total

@@ -20,6 +20,7 @@ registry's) in an explicit environment: PATH, HOME, and the user's `npm_config_*
 settings, nothing else of the rig's.
 """
 
+import glob
 import json
 import os
 import re
@@ -148,7 +149,11 @@ def install(
 
 
 def _install(package: str, version: str, binary: str, folder: Path) -> None:
-    """Build the install in a temporary folder beside `folder`, then rename it into place."""
+    """Build the install in a temporary folder beside `folder`, then rename it into place. Called
+    under the version's lock: a build folder of the version already there is a killed install's."""
+    for stale in folder.parent.glob(f".{glob.escape(folder.name)}.*"):
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
     building = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
         manifest = {"name": BUILD_NAME, "private": True, "dependencies": {package: version}}

@@ -36,6 +36,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
     """The rig's cache after one `rig harness install pi`, and what that printed; the module's
     tests run with $RIG_HARNESS_CACHE pointing at it."""
     cache = tmp_path_factory.mktemp("harness-cache")
+    # What an install killed with SIGKILL leaves: its build folder, which the next install removes.
+    (cache / f".{FOLDER_NAME}.killed" / "node_modules").mkdir(parents=True)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("RIG_HARNESS_CACHE", str(cache))
         yield cache, _rig("harness", "install", "pi")

@@ -451,3 +451,30 @@ def test_relative_results_and_runs_roots_work(tmp_path):
     assert proc.returncode == 0, proc.stderr
     (record,) = read_jsonl(tmp_path / "res" / "rel" / "runs.jsonl")
     assert record["success"] and not record["infra"]["is_infra"]
+
+
+def test_an_experiment_outside_the_checkout_writes_to_rig_results_where_rig_runs(tmp_path):
+    (tmp_path / "exps").mkdir()
+    exp = write_experiment(
+        tmp_path / "exps",
+        "here",
+        condition("sol", "solution"),
+        tasks=["t1_fix_pagination"],
+        pack="builtin:taskapp",
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**{k: v for k, v in os.environ.items() if k != "RIG_RESULTS_ROOT"}, "RIG_RUNS_ROOT": "runs"}
+
+    def rig_here(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([RIG, *args], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+
+    proc = rig_here("run", str(exp))
+    assert proc.returncode == 0, proc.stderr
+    folder = work / "rig-results" / "here"
+    (record,) = read_jsonl(folder / "runs.jsonl")
+    assert record["success"]
+    assert json.loads((folder / "experiment.json").read_text())["experiment"]["pack"] == "builtin:taskapp"
+    status = rig_here("status", str(exp))
+    assert status.returncode == 0, status.stderr
+    assert "1/1" in status.stdout

@@ -23,7 +23,10 @@ def calibrate(
     ] = os.cpu_count() or 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON report instead.")] = False,
     pack: Annotated[
-        Path | None, typer.Option(help="The task pack: a folder with pack.toml (default: the built-in pack).")
+        Path | None,
+        typer.Option(
+            help="The task pack: a folder with pack.toml, or builtin:NAME (default: the built-in pack)."
+        ),
     ] = None,
     tasks_dir: Annotated[Path | None, typer.Option(help="Tasks root instead of the pack's.")] = None,
     hidden_dir: Annotated[Path | None, typer.Option(help="Hidden tests root instead of the pack's.")] = None,
@@ -39,13 +42,13 @@ def calibrate(
     from rig.calibrate.oracle import calibrate
     from rig.env.activate import activate
     from rig.env.uvtool import EnvError
-    from rig.packs.manifest import PackError, load_pack
+    from rig.packs.manifest import PackError, load_pack, option_pack
     from rig.packs.pins import save_pins
     from rig.packs.tasks import TaskError, load_tasks
     from rig.schema import ItemResult
 
     try:
-        loaded = load_pack(pack.resolve() if pack else None)
+        loaded = load_pack(option_pack(pack))
         tasks = load_tasks(loaded, task, tasks_dir, hidden_dir)
     except (PackError, TaskError) as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -83,7 +83,7 @@ def load_context(
         return make_context(
             experiment,
             tasks,
-            results_root or paths.RESULTS_DIR,
+            paths.results_root(experiment_path, results_root),
             default_runs_root(),
             paths.REPO_ROOT,
             keep_workspaces,
@@ -141,7 +141,7 @@ def read_only_context(experiment_path: Path, results_root: Path | None) -> ReadO
         tasks = load_tasks(load_pack(experiment.pack), only)
     except (ExperimentError, PackError, TaskError) as exc:
         raise fail(str(exc)) from exc
-    store = ResultsStore((results_root or paths.RESULTS_DIR) / experiment.name)
+    store = ResultsStore(paths.results_root(experiment_path, results_root) / experiment.name)
     design = store.root / "experiment.json"
     if design.is_file():
         try:
@@ -181,11 +181,16 @@ def report_warnings() -> Iterator[None]:
 
 ResultsOption = Annotated[
     Path | None,
-    typer.Option("--results-root", envvar="RIG_RESULTS_ROOT", help="Default: experiments/results/."),
+    typer.Option(
+        "--results-root",
+        help="Default: $RIG_RESULTS_ROOT, else experiments/results/ for an experiment in the checkout's "
+        "experiments/, else ./rig-results/.",
+    ),
 ]
 
 
 def results_folder(experiment_path: Path, results_root: Path | None) -> Path:
+    """The results folder `rig run` wrote for the experiment at `experiment_path`; it must hold runs."""
     from rig import paths
     from rig.experiment.load import ExperimentError, load_experiment
 
@@ -193,7 +198,7 @@ def results_folder(experiment_path: Path, results_root: Path | None) -> Path:
         name = load_experiment(experiment_path).name
     except ExperimentError as exc:
         raise fail(str(exc)) from exc
-    folder = (results_root or paths.RESULTS_DIR) / name
+    folder = paths.results_root(experiment_path, results_root) / name
     if not (folder / "runs.jsonl").is_file():
         raise fail(f"{folder} has no runs.jsonl; run `rig run {experiment_path}` first")
     return folder

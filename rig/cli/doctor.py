@@ -27,11 +27,11 @@ def doctor(
     from rich.markup import escape
     from rich.table import Table
 
-    from rig.packs.manifest import PackError, load_pack
+    from rig.packs.manifest import PackError, load_pack, option_pack
     from rig.run.doctor import diagnose
 
     try:
-        protections = diagnose(load_pack(pack.resolve() if pack else None))
+        protections = diagnose(load_pack(option_pack(pack)))
     except PackError as exc:
         raise fail(str(exc)) from exc
     if as_json:

@@ -24,10 +24,10 @@ PackArgument = Annotated[
 
 
 def _load(path: Path | None):
-    from rig.packs.manifest import PackError, load_pack
+    from rig.packs.manifest import PackError, load_pack, option_pack
 
     try:
-        return load_pack(None if path is None else path.resolve())
+        return load_pack(option_pack(path))
     except PackError as exc:
         raise fail(str(exc)) from None
 

@@ -47,13 +47,13 @@ def mock_serve(
     from harnesses.mock_model.server import Faults, MockModelServer
     from harnesses.mock_model.session import policy_for
     from harnesses.registry import HarnessUnavailable, mock_protocols
-    from rig.packs.manifest import PackError, load_pack
+    from rig.packs.manifest import PackError, load_pack, option_pack
     from rig.packs.tasks import TaskError, load_tasks
 
     if fault not in ("none", "http_error", "silence", "never_answer", "cut_stream"):
         raise fail(f"unknown fault {fault!r}; use none, http_error, silence, never_answer or cut_stream")
     try:
-        (loaded,) = load_tasks(load_pack(pack.resolve() if pack else None), [task])
+        (loaded,) = load_tasks(load_pack(option_pack(pack)), [task])
         chosen = policy_for(loaded, {"mock_policy": policy, "decoy": decoy})
         protocols = mock_protocols((harness,) if harness else None)
     except (PackError, TaskError, ValueError, HarnessUnavailable) as exc:

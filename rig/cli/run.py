@@ -109,7 +109,12 @@ def _preflight(experiment_path: Path, results_root: Path | None, sandbox: str):
         tasks = load_tasks(load_pack(experiment.pack), only)
         hint = "`rig calibrate" + (f" --pack {shlex.quote(experiment.pack)}`" if experiment.pack else "`")
         return preflight(
-            experiment, tasks, results_root or paths.RESULTS_DIR, default_runs_root(), sandbox, hint
+            experiment,
+            tasks,
+            paths.results_root(experiment_path, results_root),
+            default_runs_root(),
+            sandbox,
+            hint,
         )
     except (ExperimentError, PackError, TaskError, PreflightError) as exc:
         raise fail(str(exc)) from None

@@ -11,6 +11,7 @@ from harnesses.registry import (
     check_run_budget,
     harness_names,
 )
+from rig.packs.manifest import PackError, experiment_pack
 from rig.packs.tomlfile import first_error, read_toml
 from rig.schema import Experiment
 
@@ -21,7 +22,7 @@ class ExperimentError(Exception):
 
 def load_experiment(path: Path) -> Experiment:
     """Parse and validate an experiment file, its harness against the registry; the name defaults to
-    the file's stem."""
+    the file's stem, and its pack is resolved from the file's folder (rig.packs.manifest.experiment_pack)."""
     if not path.is_file():
         raise ExperimentError(f"{path}: no such experiment file; see experiments/*.toml")
     data = read_toml(path, ExperimentError)
@@ -38,6 +39,11 @@ def load_experiment(path: Path) -> Experiment:
                 'rename the file or set name = "..." in it'
             ) from None
         raise ExperimentError(f"{path}: {where}: {message}; fix the config") from None
+    try:
+        pack = experiment_pack(experiment.pack, path.parent)
+    except PackError as exc:
+        raise ExperimentError(f"{path}: pack: {exc}") from None
+    experiment = experiment.model_copy(update={"pack": pack})
     try:
         names = harness_names()
     except HarnessUnavailable as exc:  # an installed package's entry point clashes: its own fix

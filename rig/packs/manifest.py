@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from rig.packs.tomlfile import first_error, read_toml
-from rig.paths import REPO_ROOT
+from rig.paths import BUILTIN_PREFIX, PACKS_DIR, REPO_ROOT
 from rig.schema import Pack, PackSpec
 from rig.workspace.build import tree_digest
 
@@ -28,13 +28,86 @@ def manifest_path(path: Path) -> Path:
     return path if path.name == MANIFEST or path.suffix == ".toml" else path / MANIFEST
 
 
-def load_pack(path: Path | str | None = None) -> Pack:
-    """Load and validate the pack at `path` (a folder or its pack.toml); None: the built-in pack.
+def builtin_packs() -> dict[str, Path]:
+    """The packs shipped with the rig by the name in their pack.toml: the built-in pack, then each
+    pack of the rig's packs/ folder."""
+    shipped: dict[str, Path] = {}
+    for folder in [BUILTIN_PACK, *sorted(m.parent for m in PACKS_DIR.glob(f"*/{MANIFEST}"))]:
+        try:
+            name = read_toml(folder / MANIFEST, PackError).get("name")
+        except PackError:
+            continue  # an unreadable manifest is refused, naming the fix, when its folder is loaded
+        if isinstance(name, str):
+            shipped.setdefault(name, folder)
+    return shipped
 
-    A relative path is taken relative to the rig's repository, where experiments name their packs.
-    Raises PackError with a one-line reason.
+
+def builtin_pack(reference: str) -> Path | None:
+    """The folder of the shipped pack named `builtin:NAME`; None for any other reference."""
+    if not reference.startswith(BUILTIN_PREFIX):
+        return None
+    shipped = builtin_packs()
+    name = reference.removeprefix(BUILTIN_PREFIX)
+    if name not in shipped:
+        raise PackError(f"no built-in pack {reference!r}; use one of {_choices(shipped)}, or a pack folder")
+    return shipped[name]
+
+
+def _choices(shipped: dict[str, Path]) -> str:
+    return ", ".join(BUILTIN_PREFIX + name for name in shipped)
+
+
+def option_pack(option: Path | None) -> Path | str | None:
+    """A command's --pack as `load_pack` takes it: `builtin:NAME` as given, a path from the current
+    folder."""
+    if option is None:
+        return None
+    return str(option) if str(option).startswith(BUILTIN_PREFIX) else option.resolve()
+
+
+def experiment_pack(reference: str | None, base: Path) -> str | None:
+    """The pack an experiment file in `base` names, as a reference `load_pack` reads anywhere.
+
+    None and `builtin:NAME` stay as they are, and so does an absolute path. A relative path is the
+    folder relative to the experiment file, stored portably (`_portable`: no home folder's path in
+    a results file); one that is not there but is relative to
+    the rig's repository stays as written, as experiments in the checkout named packs before (so
+    their designs, and the results bound to them, are unchanged). Raises PackError naming the choices.
     """
-    folder = BUILTIN_PACK if path is None else Path(path).expanduser()
+    if reference is None or builtin_pack(reference) is not None or Path(reference).is_absolute():
+        return reference
+    beside = base / Path(reference).expanduser()
+    if beside.exists():
+        return _portable(beside.resolve())
+    if (REPO_ROOT / reference).exists():
+        return reference
+    raise PackError(
+        f"no pack folder {beside}; give a folder relative to the experiment file, an absolute path, "
+        f"or one of {_choices(builtin_packs())}"
+    )
+
+
+def _portable(folder: Path) -> str:
+    """A pack folder as a design stores it (and every results file shows it): relative to the rig's
+    repository inside it, `~/...` inside the home folder (no user name in a results file; the same
+    user loads it back), else absolute."""
+    if folder.is_relative_to(REPO_ROOT):
+        return str(folder.relative_to(REPO_ROOT))
+    home = Path.home().resolve()
+    if folder.is_relative_to(home):
+        return f"~/{folder.relative_to(home)}"
+    return str(folder)
+
+
+def load_pack(path: Path | str | None = None) -> Pack:
+    """Load and validate the pack at `path` (a folder or its pack.toml, or `builtin:NAME`); None: the
+    built-in pack.
+
+    A relative path is taken relative to the rig's repository: `experiment_pack` leaves relative only
+    the paths that are. Raises PackError with a one-line reason.
+    """
+    shipped = builtin_pack(path) if isinstance(path, str) else None
+    folder = shipped or (BUILTIN_PACK if path is None else Path(path).expanduser())
     if not folder.is_absolute():
         folder = REPO_ROOT / folder
     manifest = manifest_path(folder)

@@ -195,7 +195,9 @@ class Experiment(BaseModel):
     harness: str = Field(description="a harness name of harnesses.registry")
     pack: str | None = Field(
         default=None,
-        description="the task pack's folder (relative: to the rig's repository); None: the built-in pack",
+        description="the task pack: `builtin:NAME`, a pack shipped with the rig by its name, or its "
+        "folder (relative: to the experiment file; if not there, to the rig's checkout); None: the "
+        "built-in pack",
     )
     model: str | None = None
     thinking: str | None = None

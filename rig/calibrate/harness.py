@@ -173,7 +173,7 @@ def judge(harness: str, name: str, record: dict, folder: Path) -> tuple[bool, st
             f"reference solution failed at {record['failing_stage']}: {evidence or 'see its record'}",
         )
     metrics = record["metrics"]
-    problem = _usage_problem(harness, metrics, folder) or _thinking_problem(harness, folder)
+    problem = _usage_problem(harness, metrics, folder) or _thinking_problem(harness, name, folder)
     if problem:
         return False, problem
     reason = (
@@ -198,9 +198,10 @@ def _thinks(harness: str, check: str) -> bool:
     return check.endswith(" solution") and adapter_class(harness).factors.thinking is not None
 
 
-def _thinking_problem(harness: str, folder: Path) -> str | None:
-    """How the thinking the CLI asked the model for differs from the run's level, or None."""
-    if not _thinks(harness, " solution"):
+def _thinking_problem(harness: str, name: str, folder: Path) -> str | None:
+    """How the thinking the CLI asked the model for in check `name` differs from the run's level,
+    or None."""
+    if not _thinks(harness, name):
         return None
     entries = json.loads((folder / LEDGER_FILE).read_text())["ledger"]
     asked = sorted({str(e.get("thinking")) for e in entries if e["outcome"] == "served"})

@@ -56,7 +56,7 @@ def _rig(args: list[str]) -> int:
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-m", "rig", *args], start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-m", "rig.cli", *args], start_new_session=True)
 
     def forward(signum: int, _frame: object) -> None:
         proc.send_signal(signum)

@@ -36,10 +36,11 @@ docs: $(VENV)/.installed
 NODE_STAMP := harnesses/node/node_modules/.package-lock.json
 NPM_PREFETCH := build/npm-prefetch.stamp
 ENV_WHEELS := build/wheels.stamp
+RIG_WHEELS := build/rig-wheels.stamp
 NODE_LOCKS := build/node-locks.stamp
 
 setup: $(VENV)/.installed $(NODE_STAMP) sandbox
-setup-dev: $(VENV)/.installed-dev $(NODE_STAMP) $(NPM_PREFETCH) $(NODE_LOCKS) $(ENV_WHEELS) sandbox browser
+setup-dev: $(VENV)/.installed-dev $(NODE_STAMP) $(NPM_PREFETCH) $(NODE_LOCKS) $(ENV_WHEELS) $(RIG_WHEELS) sandbox browser
 
 # `make setup` installs every harness CLI into harnesses/node; nothing make runs (demo, tests, bars)
 # installs one on first use, which would need the npm registry (harnesses.cli.installs_on_first_use).
@@ -113,6 +114,16 @@ $(NODE_LOCKS): $(wildcard tests/data/*_pack/fixture/package-lock.json tests/data
 $(ENV_WHEELS): tests/data/env-wheels.txt | $(BIN)/python
 	rm -rf build/wheels && mkdir -p build/wheels
 	$(BIN)/python -m pip download --quiet --disable-pip-version-check --no-deps -d build/wheels -r tests/data/env-wheels.txt
+	touch $@
+
+# tests/test_wheel.py builds rig's own wheel and installs it into a fresh venv inside the
+# loopback-only network: uv finds setuptools (the build) and every dependency in this folder.
+$(RIG_WHEELS): pyproject.toml | $(BIN)/python
+	rm -rf build/rig-wheels && mkdir -p build/rig-wheels
+	$(BIN)/python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb")); \
+	  print("\n".join(p["build-system"]["requires"] + p["project"]["dependencies"]))' > build/rig-requirements.txt
+	$(BIN)/python -m pip download --quiet --disable-pip-version-check --only-binary=:all: -d build/rig-wheels \
+	  -r build/rig-requirements.txt
 	touch $@
 
 $(BIN)/python:

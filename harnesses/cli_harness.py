@@ -22,7 +22,7 @@ from harnesses.mock_model.session import mock_model
 from harnesses.protocol import CliNotFound, HarnessBase
 from rig.confine.agent import Confinement, run_agent_process
 from rig.confine.network import model_url
-from rig.paths import REPO_ROOT
+from rig.paths import local
 from rig.schema import AgentRun, Condition, Provider, Task
 
 # Summing many small float costs leaves noise in the last digits; a record should not carry it.
@@ -170,12 +170,12 @@ class CliHarness(HarnessBase):
 
 
 def install_skill(skill: str, skills_root: Path) -> Path:
-    """Copy a skill directory (relative to the rig's repository, or absolute) to `skills_root/<name>`.
+    """Copy a skill directory (as a design stores it: `rig.paths.local`) to `skills_root/<name>`.
 
     The copy is named after the skill's `name:` (the directory's name if it has none), as the CLIs
     expect; a copy left there earlier is replaced.
     """
-    source = Path(skill) if Path(skill).is_absolute() else REPO_ROOT / skill
+    source = local(skill)
     skill_md = source / "SKILL.md"
     if not skill_md.is_file():
         raise ValueError(f"skill {skill!r} has no SKILL.md ({skill_md} is missing)")
@@ -190,7 +190,7 @@ def install_skill(skill: str, skills_root: Path) -> Path:
 
 
 def install_extension(extension: str, root: Path) -> Path:
-    """Copy an extension file (relative to the rig's repository, or absolute) into `root`, under
+    """Copy an extension file (as a design stores it: `rig.paths.local`) into `root`, under
     its own name, so the agent never reads the rig's repository; the copy's path."""
     source = extension_path(extension)
     if not source.is_file():

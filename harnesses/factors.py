@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rig.paths import REPO_ROOT
+from rig.paths import local
 from rig.schema import Condition
 
 
@@ -76,8 +76,8 @@ def check_condition(
         for extension in condition.extensions:
             if not extension_path(extension).is_file():
                 raise ValueError(
-                    f"{where}.extensions: {extension!r} is no file (paths are relative to the rig's "
-                    "repository); fix the path"
+                    f"{where}.extensions: {extension!r} is no file (paths are relative to the "
+                    "experiment file, or absolute); fix the path"
                 )
 
 
@@ -107,9 +107,8 @@ def check_args(
 
 
 def extension_path(extension: str) -> Path:
-    """An extension's file: relative to the rig's repository, or absolute."""
-    path = Path(extension)
-    return path if path.is_absolute() else REPO_ROOT / path
+    """An extension's file, as a design stores it (`rig.paths.local`)."""
+    return local(extension)
 
 
 def merge(base: dict[str, Any], fragment: Mapping[str, Any]) -> dict[str, Any]:

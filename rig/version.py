@@ -4,7 +4,9 @@ pins.rig_version).
 In a git checkout it is the release plus the commit, "0.1.0+g<12 hex>", and
 "+g<12 hex>.dirty.<8 hex>" when tracked files under rig/ or harnesses/ differ from that commit
 (the 8 hex digits hash their contents, so two different uncommitted states get two versions).
-Outside a checkout (an installed wheel) it is the installed distribution's version.
+Outside a checkout (an installed wheel) it is the version setup.py computed the same way from the
+checkout it was built from, kept in the package's BUILT_VERSION file; the installed distribution's
+bare release only for a build that had no checkout to read (an sdist built elsewhere).
 
 setuptools-scm was not used: it computes the version when the package is built or installed, and
 an editable install would keep reporting the commit it was installed at. The version is computed
@@ -22,6 +24,8 @@ from pathlib import Path
 # The folders whose code decides what a record says; a change elsewhere (docs, tests, experiments)
 # does not change what was measured.
 VERSIONED_DIRS = ("rig", "harnesses")
+# Written into the built package by setup.py: the version of the checkout the wheel was built from.
+BUILT_VERSION = "BUILT_VERSION"
 _GIT_TIMEOUT_S = 10
 
 
@@ -113,4 +117,12 @@ def git_version(root: Path, release: str) -> str | None:
 def rig_version() -> str:
     """This rig's version: see the module docstring. Computed once per process."""
     release = _release()
-    return git_version(Path(__file__).resolve().parent.parent, release) or release
+    package = Path(__file__).resolve().parent
+    return git_version(package.parent, release) or _built_version(package) or release
+
+
+def _built_version(package: Path) -> str | None:
+    try:
+        return (package / BUILT_VERSION).read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None

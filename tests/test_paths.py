@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harnesses.cli_harness import install_extension, install_skill
 from rig.experiment.load import ExperimentError, load_experiment
 from rig.packs.manifest import BUILTIN_PACK, PackError, load_pack
 from rig.paths import REPO_ROOT, RESULTS_DIR, RESULTS_ROOT_ENV, results_root
@@ -111,3 +112,34 @@ def test_a_commands_pack_option_takes_a_builtin_name() -> None:
         "error: no built-in pack 'builtin:nope'; use one of builtin:taskapp, builtin:notes-js, "
         "or a pack folder"
     ]
+
+
+def test_skills_and_extensions_are_found_as_the_pack_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home" / "zq_fake_user"
+    work = home / "work"
+    shutil.copytree(REPO_ROOT / "tasks" / "t5_migration" / "skill", work / "skills" / "migrate")
+    (work / "gate.mjs").parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(REPO_ROOT / "extensions" / "delete_gate.mjs", work / "gate.mjs")
+    monkeypatch.setenv("HOME", str(home))
+    path = work / "exp.toml"
+    path.write_text(
+        'harness = "pi"\nmodel = "mock"\nprovider = { kind = "mock" }\n'
+        '[[conditions]]\nname = "mine"\nskills = ["skills/migrate"]\nextensions = ["gate.mjs"]\n'
+        '[[conditions]]\nname = "shipped"\nskills = ["tasks/t5_migration/skill"]\n'
+        'extensions = ["extensions/delete_gate.mjs"]\n'
+    )
+    mine, shipped = load_experiment(path).conditions
+    # Beside the file, stored without the home folder's path; the rig's own, as written.
+    assert (mine.skills, mine.extensions) == (["~/work/skills/migrate"], ["~/work/gate.mjs"])
+    assert (shipped.skills, shipped.extensions) == (
+        ["tasks/t5_migration/skill"],
+        ["extensions/delete_gate.mjs"],
+    )
+    installed = install_skill(mine.skills[0], tmp_path / "installed")
+    assert (installed / "SKILL.md").read_bytes() == (work / "skills" / "migrate" / "SKILL.md").read_bytes()
+    assert (
+        install_extension(mine.extensions[0], tmp_path / "ext").read_bytes()
+        == (work / "gate.mjs").read_bytes()
+    )

@@ -13,6 +13,7 @@ from harnesses.registry import (
 )
 from rig.packs.manifest import PackError, experiment_pack
 from rig.packs.tomlfile import first_error, read_toml
+from rig.paths import named_in
 from rig.schema import Experiment
 
 
@@ -22,7 +23,8 @@ class ExperimentError(Exception):
 
 def load_experiment(path: Path) -> Experiment:
     """Parse and validate an experiment file, its harness against the registry; the name defaults to
-    the file's stem, and its pack is resolved from the file's folder (rig.packs.manifest.experiment_pack)."""
+    the file's stem, and its pack, skills and extensions are found from the file's folder
+    (rig.paths.named_in)."""
     if not path.is_file():
         raise ExperimentError(f"{path}: no such experiment file; see experiments/*.toml")
     data = read_toml(path, ExperimentError)
@@ -43,7 +45,18 @@ def load_experiment(path: Path) -> Experiment:
         pack = experiment_pack(experiment.pack, path.parent)
     except PackError as exc:
         raise ExperimentError(f"{path}: pack: {exc}") from None
-    experiment = experiment.model_copy(update={"pack": pack})
+    # Skills and extensions are found as the pack is: beside the experiment file, else among the
+    # rig's files. One found nowhere stays as written, refused below with its own fix.
+    conditions = [
+        condition.model_copy(
+            update={
+                "skills": [named_in(s, path.parent) or s for s in condition.skills],
+                "extensions": [named_in(e, path.parent) or e for e in condition.extensions],
+            }
+        )
+        for condition in experiment.conditions
+    ]
+    experiment = experiment.model_copy(update={"pack": pack, "conditions": conditions})
     try:
         names = harness_names()
     except HarnessUnavailable as exc:  # an installed package's entry point clashes: its own fix

@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from rig.packs.tomlfile import first_error, read_toml
-from rig.paths import BUILTIN_PREFIX, PACKS_DIR, REPO_ROOT
+from rig.paths import BUILTIN_PREFIX, PACKS_DIR, REPO_ROOT, local, named_in
 from rig.schema import Pack, PackSpec
 from rig.workspace.build import tree_digest
 
@@ -68,48 +68,30 @@ def option_pack(option: Path | None) -> Path | str | None:
 def experiment_pack(reference: str | None, base: Path) -> str | None:
     """The pack an experiment file in `base` names, as a reference `load_pack` reads anywhere.
 
-    None and `builtin:NAME` stay as they are, and so does an absolute path. A relative path is the
-    folder relative to the experiment file, stored portably (`_portable`: no home folder's path in
-    a results file); one that is not there but is relative to
-    the rig's repository stays as written, as experiments in the checkout named packs before (so
-    their designs, and the results bound to them, are unchanged). Raises PackError naming the choices.
+    None and `builtin:NAME` stay as they are; a path is found as `rig.paths.named_in` finds it
+    (relative to the experiment file, else under the rig's files). Raises PackError naming the
+    choices.
     """
-    if reference is None or builtin_pack(reference) is not None or Path(reference).is_absolute():
+    if reference is None or builtin_pack(reference) is not None:
         return reference
-    beside = base / Path(reference).expanduser()
-    if beside.exists():
-        return _portable(beside.resolve())
-    if (REPO_ROOT / reference).exists():
-        return reference
-    raise PackError(
-        f"no pack folder {beside}; give a folder relative to the experiment file, an absolute path, "
-        f"or one of {_choices(builtin_packs())}"
-    )
-
-
-def _portable(folder: Path) -> str:
-    """A pack folder as a design stores it (and every results file shows it): relative to the rig's
-    repository inside it, `~/...` inside the home folder (no user name in a results file; the same
-    user loads it back), else absolute."""
-    if folder.is_relative_to(REPO_ROOT):
-        return str(folder.relative_to(REPO_ROOT))
-    home = Path.home().resolve()
-    if folder.is_relative_to(home):
-        return f"~/{folder.relative_to(home)}"
-    return str(folder)
+    found = named_in(reference, base)
+    if found is None:
+        raise PackError(
+            f"no pack folder {base / Path(reference).expanduser()}; give a folder relative to the "
+            f"experiment file, an absolute path, or one of {_choices(builtin_packs())}"
+        )
+    return found
 
 
 def load_pack(path: Path | str | None = None) -> Pack:
     """Load and validate the pack at `path` (a folder or its pack.toml, or `builtin:NAME`); None: the
     built-in pack.
 
-    A relative path is taken relative to the rig's repository: `experiment_pack` leaves relative only
-    the paths that are. Raises PackError with a one-line reason.
+    A relative path is taken relative to the rig's files (`rig.paths.local`): `experiment_pack`
+    leaves relative only the paths that are. Raises PackError with a one-line reason.
     """
     shipped = builtin_pack(path) if isinstance(path, str) else None
-    folder = shipped or (BUILTIN_PACK if path is None else Path(path).expanduser())
-    if not folder.is_absolute():
-        folder = REPO_ROOT / folder
+    folder = shipped or (BUILTIN_PACK if path is None else local(str(path)))
     manifest = manifest_path(folder)
     if not manifest.is_file():
         raise PackError(

@@ -36,6 +36,7 @@ from rig.experiment.budget import BudgetMonitor
 from rig.experiment.load import ExperimentError
 from rig.experiment.plan import plan
 from rig.packs.manifest import MANIFEST, pack_digest
+from rig.paths import local
 from rig.run.leftovers import clean_up
 from rig.run.steps.agent import agent
 from rig.run.steps.attempt import Attempt, Trail, write_artifact
@@ -138,7 +139,7 @@ def make_context(
     # Agents run in their workspace: every path handed to them must be absolute.
     results_root, runs_root = results_root.resolve(), runs_root.resolve()
     pack = tasks[0].pack.plain
-    _check_skills(experiment, repo_root)
+    _check_skills(experiment)
     problem = unreachable_model(experiment.network, experiment.provider)
     if problem:
         raise ExperimentError(problem)
@@ -245,14 +246,14 @@ def _confine(
     return confinement, sandbox_status, network_status
 
 
-def _check_skills(experiment: Experiment, repo_root: Path) -> None:
-    """Raise ExperimentError for a condition's skill that is no skill directory of the repository."""
+def _check_skills(experiment: Experiment) -> None:
+    """Raise ExperimentError for a condition's skill that is no skill directory."""
     for condition in experiment.conditions:
         for skill in condition.skills:
-            if not (repo_root / skill / "SKILL.md").is_file():
+            if not (local(skill) / "SKILL.md").is_file():
                 raise ExperimentError(
-                    f"condition {condition.name!r}: skill {skill!r} has no SKILL.md under {repo_root}; "
-                    "give a skill directory relative to the rig's repository"
+                    f"condition {condition.name!r}: skill {skill!r} has no SKILL.md ({local(skill)}); "
+                    "give a skill directory relative to the experiment file, or an absolute path"
                 )
 
 

@@ -40,7 +40,11 @@ class Condition(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     remove_files: list[str] = Field(default_factory=list, description="paths removed from the workspace")
     write_files: dict[str, str] = Field(default_factory=dict, description="path -> content written")
-    skills: list[str] = Field(default_factory=list, description="skill directories to install")
+    skills: list[str] = Field(
+        default_factory=list,
+        description="skill directories to install (relative to the experiment file, else to the rig's "
+        "files, or absolute)",
+    )
     tools: list[str] | None = Field(default=None, description="tool set; None means the default")
     thinking: str | None = None
     harness_version: str | None = Field(
@@ -63,8 +67,8 @@ class Condition(BaseModel):
     )
     extensions: list[str] = Field(
         default_factory=list,
-        description="extension files (relative to the rig's repository) the harness loads, copied into "
-        "the run's private config directory",
+        description="extension files the harness loads (relative to the experiment file, else to the rig's "
+        "files, or absolute), copied into the run's private config directory",
     )
 
     @field_validator("append_system_prompt", mode="before")

@@ -127,10 +127,21 @@ def base_env(home: Path, extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
+# The mock's key when the experiment names none: the mock then checks no key.
+MOCK_KEY = "mock-key"
+
+
+def holds_key(provider: Provider) -> bool:
+    """Whether the rig holds a key for `provider` outside the agent's sandbox (rig.confine.keygate):
+    every real provider's, and the mock's when it names `api_key_env` (to prove the same path offline)."""
+    return provider.kind == "real" or bool(provider.api_key_env)
+
+
 def api_key(provider: Provider) -> str:
-    """The key for a real provider, read from the variable the experiment names."""
-    if provider.kind == "mock":
-        return "mock-key"
+    """The provider's key, read on the host from the variable the experiment names (the mock's
+    own without one). It goes to the key gateway, never into the agent's environment or files."""
+    if not holds_key(provider):
+        return MOCK_KEY
     if not provider.api_key_env or not os.environ.get(provider.api_key_env):
         raise CliNotFound(f"set ${provider.api_key_env or 'API key variable'} for provider {provider.name!r}")
     return os.environ[provider.api_key_env]

@@ -1,10 +1,11 @@
 """The base class of the adapters of npm-installed CLIs: what every one of them shares.
 
 `CliHarness` holds the settings an adapter is made with, the pinned CLI and its version, the
-provider branch (a mock model server for this run, or the real provider), the explicit environment
-with the provider's key, and the thinking level a run asks for. This module also installs skills
-(one reading of a SKILL.md's `name:`) and rounds costs. A subclass keeps only what is its own: the
-command line, config files, session location, parser, failure signature and tool names.
+provider branch (a mock model server for this run, or the real provider behind the key gateway),
+the explicit environment with the placeholder of the provider's key, and the thinking level a run
+asks for. This module also installs skills (one reading of a SKILL.md's `name:`) and rounds costs.
+A subclass keeps only what is its own: the command line, config files, session location, parser,
+failure signature and tool names.
 """
 
 import re
@@ -15,13 +16,21 @@ from pathlib import Path
 from typing import ClassVar
 
 from harnesses import versions
-from harnesses.cli import api_key, base_env, cli_version, installs_on_first_use, locate_cli
+from harnesses.cli import (
+    MOCK_KEY,
+    api_key,
+    base_env,
+    cli_version,
+    holds_key,
+    installs_on_first_use,
+    locate_cli,
+)
 from harnesses.factors import extension_path
 from harnesses.mock_model.server import WireProtocol
 from harnesses.mock_model.session import mock_model
 from harnesses.protocol import CliNotFound, HarnessBase
 from rig.confine.agent import Confinement, run_agent_process
-from rig.confine.network import model_url
+from rig.confine.keygate import PLACEHOLDER, KeyGate
 from rig.paths import local
 from rig.schema import AgentRun, Condition, Provider, Task
 
@@ -68,6 +77,11 @@ class CliHarness(HarnessBase):
         # Another version than the pinned one, installed by `install_version` before the run.
         self.harness_version = harness_version
         self.check_settings()
+        if provider.kind == "real" and self.endpoint() is None:
+            raise ValueError(
+                f"{self.name} knows no endpoint for provider {provider.name!r}; set provider.base_url "
+                "(the rig forwards the CLI's requests there, holding the key outside the agent's sandbox)"
+            )
 
     def check_settings(self) -> None:
         """Refuse settings the CLI cannot run with (ValueError), before any run starts; none by default."""
@@ -122,8 +136,22 @@ class CliHarness(HarnessBase):
         return self.mock_key_env if self.provider.kind == "mock" else str(self.provider.api_key_env)
 
     def environment(self, home: Path, extra: dict[str, str]) -> dict[str, str]:
-        """The CLI's whole environment: `cli.base_env` with HOME `home`, the provider's key, and `extra`."""
-        return base_env(home, {self.key_env(): api_key(self.provider), **extra})
+        """The CLI's whole environment: `cli.base_env` with HOME `home`, its key variable, and
+        `extra`. The key variable holds the placeholder whenever the rig holds the key (the key
+        gateway puts the real one in), the mock's own key otherwise."""
+        return base_env(
+            home, {self.key_env(): PLACEHOLDER if holds_key(self.provider) else MOCK_KEY, **extra}
+        )
+
+    def default_base_url(self) -> str | None:
+        """The base URL the CLI calls for a real provider without `base_url` (its own default for
+        `provider.name`), None if it has none the rig knows: that provider then needs a base_url,
+        or the rig could not keep its key outside the sandbox."""
+        return None
+
+    def endpoint(self) -> str | None:
+        """The base URL of the real provider's model: `provider.base_url`, else the CLI's default."""
+        return self.provider.base_url or self.default_base_url()
 
     def run_process(
         self,
@@ -137,9 +165,11 @@ class CliHarness(HarnessBase):
     ) -> AgentRun:
         """Run `command` against the provider, through `rig.confine.agent.run_agent_process`.
 
-        A mock provider gets a mock model server for this run. `connect` points the CLI at the
-        provider's base URL (the mock's, with `mock_url_suffix`, or `provider.base_url`, possibly
-        None) by writing its config, and returns the process's environment. `watched` is the
+        A mock provider gets a mock model server for this run. A provider whose key the rig holds
+        (every real one; the mock with `api_key_env`) is reached through this run's key gateway
+        (rig.confine.keygate), which adds the key the CLI only has a placeholder of. `connect`
+        points the CLI at its base URL (the gateway's, or the mock's, with `mock_url_suffix` for the
+        mock) by writing its config, and returns the process's environment. `watched` is the
         session file or directory the silence watchdog watches besides the streams (and, with the
         adapter's `session_usage`, the run budget reads). The base URL is
         the one endpoint a confined network lets the agent reach besides the policy's (rig.confine.network).
@@ -164,9 +194,15 @@ class CliHarness(HarnessBase):
             )
 
         if self.provider.kind == "mock":
-            with mock_model(self.task, condition.harness_options, run_dir, self.mock_protocol) as base_url:
-                return run(connect(f"{base_url}{self.mock_url_suffix}"), base_url)
-        return run(connect(self.provider.base_url), model_url(self.provider))
+            key = api_key(self.provider) if holds_key(self.provider) else None
+            options = condition.harness_options
+            with mock_model(self.task, options, run_dir, self.mock_protocol, key) as base_url:
+                if key is None:
+                    return run(connect(f"{base_url}{self.mock_url_suffix}"), base_url)
+                with KeyGate(base_url, key) as gate:
+                    return run(connect(f"{gate.url}{self.mock_url_suffix}"), gate.url)
+        with KeyGate(str(self.endpoint()), api_key(self.provider)) as gate:
+            return run(connect(gate.url), gate.url)
 
 
 def install_skill(skill: str, skills_root: Path) -> Path:

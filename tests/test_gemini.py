@@ -36,6 +36,7 @@ from harnesses.mock_model.gemini import Gemini, wire_usage
 from harnesses.mock_model.policy import Policy, Step
 from harnesses.mock_model.server import PATH_PARAMS, MockModelServer, Usage
 from harnesses.mock_model.session import LEDGER_FILE
+from rig.confine.keygate import PLACEHOLDER
 from rig.schema import AgentRun, Condition, Metrics, Provider, Task
 from rig.session.shell import judge
 from rig.verify.classify import classify
@@ -641,9 +642,9 @@ def test_environment_skills_tools_thinking_and_agents_md_reach_gemini_as_configu
     assert run.exit_code == 0 and metrics.final_text == "ok"
     [output] = tool_outputs(run.session_path)
     assert "Output: CI=\n" in output and "RIG_PARENT_ONLY" not in output
-    # Gemini CLI hands its own environment to the shell, the key included (its redaction is off by
-    # default, as the other harnesses' shells see their keys too).
-    assert "\nGEMINI_API_KEY=test-key\n" in output
+    # Gemini CLI hands its own environment to the shell, its key variable included (its redaction
+    # is off by default): the placeholder, never the key, which the key gateway holds.
+    assert f"\nGEMINI_API_KEY={PLACEHOLDER}\n" in output and "test-key" not in output
     assert f"HOME={tmp_path / 'run' / 'home'}" in output
     first = protocol.requests[0]
     assert first[PATH_PARAMS] == {"model": "gemini-3-flash-preview", "method": "streamGenerateContent"}

@@ -24,11 +24,13 @@ from harnesses.pi.adapter import (
     LEGACY_USAGE_GAP,
     MOCK_TOOLS,
     NO_REASONING_GAP,
+    PI_BASE_URLS,
     TRUNCATED_SIGNATURE,
     PiHarness,
     models_config,
     parse_files,
 )
+from rig.confine.keygate import PLACEHOLDER
 from rig.paths import REPO_ROOT
 from rig.schema import AgentRun, Condition, Metrics, Provider, Task
 from rig.session.shell import judge
@@ -439,6 +441,26 @@ def test_builtin_provider_list_matches_pi():
     assert set(json.loads(proc.stdout)) == BUILTIN_PROVIDERS
 
 
+@pytest.mark.slow
+def test_the_base_urls_the_key_gateway_forwards_to_are_pis_own():
+    """A built-in provider is reached through the key gateway at the base URL every model of it
+    names in pi-ai (one per provider in the table)."""
+    script = (
+        "import('@mariozechner/pi-ai').then(m => console.log(JSON.stringify(Object.fromEntries("
+        "m.getProviders().map(p => [p, [...new Set(m.getModels(p).map(x => x.baseUrl))]])))))"
+    )
+    proc = subprocess.run(
+        [str(shutil.which("node")), "--input-type=module", "-e", script],
+        cwd=NODE_BIN.parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    urls = json.loads(proc.stdout)
+    assert {name: urls[name] for name in PI_BASE_URLS} == {name: [url] for name, url in PI_BASE_URLS.items()}
+
+
 # --- the real CLI against the mock model ------------------------------------------------------------
 
 
@@ -576,8 +598,9 @@ def test_environment_is_not_inherited(workspace, task, tmp_path, monkeypatch):
 
     assert run.exit_code == 0 and len(served) == 2
     assert run.session_path is not None
-    # The key variable is passed on purpose (Pi reads it); nothing else of the parent is.
-    assert tool_results(run.session_path) == ["CI=unset CANARY=unset KEY=test-key-value\n"]
+    # The key variable is passed on purpose (Pi reads it), holding the placeholder the key gateway
+    # swaps for the key (rig.confine.keygate); nothing else of the parent is.
+    assert tool_results(run.session_path) == [f"CI=unset CANARY=unset KEY={PLACEHOLDER}\n"]
     assert "test-key-value" not in " ".join(run.command)
     assert pi.parse_session(run).model == "rig-local/local-model"
     assert os.environ["CI"] == "true"

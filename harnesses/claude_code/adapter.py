@@ -79,6 +79,7 @@ TOOL_NAMES = {
 }
 # Claude Code reads the key from this variable whatever the provider (the mock's too).
 KEY_ENV = "ANTHROPIC_API_KEY"
+ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 SETTINGS_FILE = "settings.json"
 # harness_settings: keys of the user settings that change the agent, not its endpoint, key,
 # environment, model or where it logs.
@@ -161,6 +162,10 @@ class ClaudeCodeHarness(CliHarness):
         "compaction_tokens": "Claude Code counts its summarization requests in its totals without "
         "telling them apart",
     }
+
+    def default_base_url(self) -> str:
+        """Anthropic's API, which Claude Code calls without ANTHROPIC_BASE_URL."""
+        return ANTHROPIC_BASE_URL
 
     def check_settings(self) -> None:
         """Refuse a thinking level Claude Code lacks."""

@@ -163,6 +163,10 @@ class CodexHarness(CliHarness):
         "compaction_tokens_after": "Codex's rollout records no context size around a compaction",
     }
 
+    def default_base_url(self) -> str:
+        """OpenAI's API, Codex's own provider."""
+        return OPENAI_BASE_URL
+
     def check_settings(self) -> None:
         """A real provider needs a model (Codex has no default for another provider) and a key variable."""
         if self.provider.kind == "real" and not (self.model and self.provider.api_key_env):

@@ -110,6 +110,7 @@ from rig.schema import (
 BIN_ENV = "RIG_GEMINI_BIN"
 KEY_ENV = "GEMINI_API_KEY"
 BASE_URL_ENV = "GOOGLE_GEMINI_BASE_URL"
+GEMINI_BASE_URL = "https://generativelanguage.googleapis.com"
 SESSION_FILE = "session.jsonl"
 HOME_DIR = "home"
 MOCK_MODEL = "gemini-2.5-pro"
@@ -249,6 +250,10 @@ class GeminiHarness(CliHarness):
             "must fall on a user message that is no tool response, and the prompt is the only one",
         ),
     }
+
+    def default_base_url(self) -> str:
+        """Google's Gemini API, which Gemini CLI calls without GOOGLE_GEMINI_BASE_URL."""
+        return GEMINI_BASE_URL
 
     def check_settings(self) -> None:
         """A real provider needs a model and a key variable; a thinking level must map onto the model."""

@@ -26,16 +26,21 @@ the request, under `PATH_PARAMS`.
 import json
 import re
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Literal, Protocol
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from harnesses.mock_model.policy import ContextSensitivePolicy, Policy, Step
 from harnesses.mock_model.tools import ToolCall
 
 FaultMode = Literal["none", "http_error", "silence", "never_answer", "cut_stream"]
 Outcome = Literal["served", "side", "summary", "http_error", "silence", "never_answer", "cut_stream"]
+KeyState = Literal["ok", "missing", "wrong"]
+# Where the providers' SDKs put a key: Anthropic's x-api-key, OpenAI's Authorization Bearer,
+# Google's x-goog-api-key (or the `key` query parameter).
+KEY_HEADERS = ("x-api-key", "authorization", "x-goog-api-key")
 # What a side request gets: a plain answer that calls no tool (and no usage, see NO_USAGE).
 SIDE_TEXT = "OK"
 SIDE_STEP = Step("final", text=SIDE_TEXT)
@@ -124,6 +129,9 @@ class LedgerEntry:
     """The reasoning the request asked for, as its protocol reads it (`WireProtocol.thinking`)."""
     tools: list[str] | None = None
     """The names of the tools the request offered the model, in its order."""
+    key: KeyState | None = None
+    """Whether the request carried the key the mock expects (`api_key`): ok, missing or wrong
+    (never the key itself); None when it expects none."""
 
 
 def requested_model(request: dict) -> str | None:
@@ -193,6 +201,9 @@ class MockModelServer:
     faults: Faults = field(default_factory=Faults)
     ledger: list[LedgerEntry] = field(default_factory=list)
     listen_port: int = 0
+    api_key: str | None = None
+    """The key every request must carry (answered 401 without it), as a real provider checks its
+    own; None: any request is served."""
 
     def __post_init__(self) -> None:
         self._routes = {p.path: p for p in self.protocols if not _PLACEHOLDER.search(p.path)}
@@ -305,6 +316,16 @@ class MockModelServer:
             self._requests += 1
             return index
 
+    def key_state(self, headers: Message, query: str) -> KeyState | None:
+        """Whether a request with `headers` and `query` carries `api_key`; None when none is expected."""
+        if self.api_key is None:
+            return None
+        given = [headers.get(name, "") for name in KEY_HEADERS] + parse_qs(query).get("key", [])
+        given = [value.removeprefix("Bearer ").strip() for value in given if value]
+        if not given:
+            return "missing"
+        return "ok" if self.api_key in given else "wrong"
+
     def _record(self, entry: LedgerEntry) -> None:
         with self._lock:
             self.ledger.append(entry)
@@ -333,6 +354,8 @@ def request_text(request: object) -> str:
 
 def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        key: KeyState | None = None
+
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
             pass
 
@@ -361,6 +384,10 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
                 request = {}
             if params:
                 request = {**(request if isinstance(request, dict) else {}), PATH_PARAMS: params}
+            self.key = server.key_state(self.headers, urlsplit(self.path).query)
+            if self.key not in (None, "ok"):
+                self._unauthorized(protocol, protocol.turn(request))
+                return
             text = request_text(request)
             summary = any(marker in text for marker in SUMMARY_MARKERS)
             side = summary or server.is_side_request(protocol, request, text)
@@ -391,7 +418,7 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
             outcome: Outcome = "summary" if summary else "side" if side else "served"
             call = protocol.tool_call(step, request)
             tool = call.name if call is not None else None
-            server._record(
+            self._record(
                 LedgerEntry(
                     protocol.name,
                     turn,
@@ -405,6 +432,19 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
                     protocol.offered_tools(request),
                 )
             )
+
+        def _record(self, entry: LedgerEntry) -> None:
+            server._record(replace(entry, key=self.key))
+
+        def _unauthorized(self, protocol: WireProtocol, turn: int) -> None:
+            # Recorded before it is answered, as an HTTP error is: a retry may come at once.
+            self._record(LedgerEntry(protocol.name, turn, "http_error", 401))
+            payload = json.dumps(protocol.error_body(401)).encode()
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
 
         def _start_stream(self, protocol: WireProtocol, request: dict) -> None:
             self.send_response(200)
@@ -421,7 +461,7 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
             if faults.mode == "http_error":
                 # Recorded before it is answered: the harness's retry may reach another handler
                 # thread before this one could record anything after writing.
-                server._record(LedgerEntry(protocol.name, turn, "http_error", faults.status))
+                self._record(LedgerEntry(protocol.name, turn, "http_error", faults.status))
                 payload = json.dumps(protocol.error_body(faults.status)).encode()
                 self.send_response(faults.status)
                 self.send_header("Content-Type", "application/json")
@@ -434,7 +474,7 @@ def _handler_for(server: MockModelServer) -> type[BaseHTTPRequestHandler]:
                 self.end_headers()
                 self.wfile.write(payload)
                 return
-            server._record(
+            self._record(
                 LedgerEntry(protocol.name, turn, faults.mode, 200 if faults.mode != "never_answer" else 0)
             )
             if faults.mode == "never_answer":

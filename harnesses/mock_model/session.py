@@ -129,10 +129,13 @@ def agents_md_marker(fixture: Path) -> str:
 
 
 @contextmanager
-def mock_model(task: Task, options: dict[str, Any], run_dir: Path, protocol: WireProtocol) -> Iterator[str]:
+def mock_model(
+    task: Task, options: dict[str, Any], run_dir: Path, protocol: WireProtocol, api_key: str | None = None
+) -> Iterator[str]:
     """Yield the base URL of a mock model for one run; save its ledger in run_dir afterwards.
 
-    `protocol` is the wire protocol the harness speaks, made with the harness's tool map.
+    `protocol` is the wire protocol the harness speaks, made with the harness's tool map. With
+    `api_key`, a request without that key is answered 401 (the ledger says which were).
     `mock_faults = {mode = "down"}` yields the URL of a port nobody listens on.
     """
     fault_options = dict(options.get("mock_faults", {}))
@@ -145,6 +148,7 @@ def mock_model(task: Task, options: dict[str, Any], run_dir: Path, protocol: Wir
         later_usage=Usage(**options["mock_later_usage"]) if "mock_later_usage" in options else None,
         faults=Faults(**fault_options),
         protocols=[protocol],
+        api_key=api_key,
     ).start()
     url = server.base_url
     if down:

@@ -92,6 +92,14 @@ APPENDED_PROMPT = "append-system-prompt.md"
 MOCK_PROVIDER = "mock"
 MOCK_MODEL = "mock-model"
 MOCK_KEY_ENV = "RIG_MOCK_API_KEY"
+# The base URLs of OpenCode 1.18.33's built-in providers (their AI SDK packages' defaults, as its
+# binary holds them): the rig forwards to one from the key gateway OpenCode is pointed at instead.
+OPENCODE_BASE_URLS = {
+    "anthropic": "https://api.anthropic.com/v1",
+    "google": "https://generativelanguage.googleapis.com/v1beta",
+    "openai": "https://api.openai.com/v1",
+    "openrouter": "https://openrouter.ai/api/v1",
+}
 SESSION_TITLE = "rig run"
 # USD per million tokens: OpenCode multiplies usage by these to report a cost, as for a real model.
 MOCK_COST = {"input": 3, "output": 15, "cache_read": 0.3, "cache_write": 3.75}
@@ -202,6 +210,10 @@ class OpenCodeHarness(CliHarness):
         "retries_off": "OpenCode 1.18.33 retries a failed request 5 times and has no setting to stop it "
         "(2-30 s apart; at once after a retry-after-ms of 0)",
     }
+
+    def default_base_url(self) -> str | None:
+        """The base URL of OpenCode's built-in provider `provider.name` (its AI SDK's default)."""
+        return OPENCODE_BASE_URLS.get(str(self.provider.name))
 
     def check_settings(self) -> None:
         """A real provider needs a name, a model and a key variable (OpenCode's model is `provider/model`)."""
@@ -378,11 +390,15 @@ class OpenCodeHarness(CliHarness):
         entry: dict[str, Any] = {"options": options}
         if base_url:
             options["baseURL"] = base_url
+        # The mock and a provider the experiment gives a base_url are OpenAI-compatible; a built-in
+        # provider keeps its own SDK and catalogue, reached at the key gateway's URL.
+        compatible = mock or bool(self.provider.base_url)
+        if compatible:
             entry |= {"npm": "@ai-sdk/openai-compatible", "name": self._provider_id()}
         model: dict[str, Any] = {"name": self._model_id(), "tool_call": True, "reasoning": True}
         if mock:
             model |= {"cost": MOCK_COST, "limit": {"context": 128000, "output": 16384}}
-        if mock or base_url:
+        if compatible:
             entry["models"] = {self._model_id(): model}
         return entry
 

@@ -172,6 +172,10 @@ class PiHarness(CliHarness):
         "compaction_tokens": "Pi records no usage for its summarization requests",
     }
 
+    def default_base_url(self) -> str | None:
+        """The base URL of Pi's built-in provider `provider.name` (its models' `baseUrl`)."""
+        return PI_BASE_URLS.get(str(self.provider.name))
+
     def check_settings(self) -> None:
         """A real provider needs its name and a model: Pi's `--model` is `provider/model`."""
         if self.provider.kind == "real" and not (self.provider.name and self.model):
@@ -325,6 +329,23 @@ def models_config(provider: Provider, model: str, base_url: str | None) -> dict[
         entry |= {"api": "openai-completions", "models": [{"id": model}]}
     return {"providers": {str(provider.name): entry}}
 
+
+# The base URL of Pi 0.73.1's built-in providers with one endpoint (pi-ai's models.generated.js, which
+# a test compares): the rig forwards to it from the key gateway Pi is pointed at instead.
+PI_BASE_URLS = {
+    "anthropic": "https://api.anthropic.com",
+    "cerebras": "https://api.cerebras.ai/v1",
+    "deepseek": "https://api.deepseek.com",
+    "fireworks": "https://api.fireworks.ai/inference",
+    "google": "https://generativelanguage.googleapis.com/v1beta",
+    "groq": "https://api.groq.com/openai/v1",
+    "huggingface": "https://router.huggingface.co/v1",
+    "mistral": "https://api.mistral.ai",
+    "moonshotai": "https://api.moonshot.ai/v1",
+    "openai": "https://api.openai.com/v1",
+    "openrouter": "https://openrouter.ai/api/v1",
+    "xai": "https://api.x.ai/v1",
+}
 
 # Pi 0.73.1's built-in providers (pi-ai getProviders(); a test compares): another name needs models.
 BUILTIN_PROVIDERS = frozenset(

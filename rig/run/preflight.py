@@ -71,7 +71,7 @@ def preflight(
 
 def _key(experiment: Experiment) -> str:
     provider = experiment.provider
-    if provider.kind == "mock":
+    if provider.kind == "mock" and not provider.api_key_env:
         return "key: none needed (mock model)"
     if not provider.api_key_env:
         raise PreflightError(
@@ -80,10 +80,10 @@ def _key(experiment: Experiment) -> str:
         )
     if not os.environ.get(provider.api_key_env):
         raise PreflightError(
-            f"${provider.api_key_env} is not set (provider {provider.name!r}); export it in this shell, "
-            "then rerun"
+            f"${provider.api_key_env} is not set (provider {provider.name or provider.kind!r}); export it "
+            "in this shell, then rerun"
         )
-    return f"key: ${provider.api_key_env} is set"
+    return f"key: ${provider.api_key_env} is set; it stays outside the agent's sandbox (rig.confine.keygate)"
 
 
 def _harness(experiment: Experiment, task: Task) -> str:

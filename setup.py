@@ -22,17 +22,9 @@ from setuptools.command.build_py import build_py
 from setuptools.command.sdist import sdist
 
 ROOT = Path(__file__).resolve().parent
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 # The checkout's top level as an installed rig reads it (rig/paths.py: REPO_ROOT).
-SHIPPED = [
-    "pack.toml",
-    "environment.lock.txt",
-    "tasks",
-    "fixtures/taskapp",
-    "hidden_tests",
-    "packs",
-    "experiments",
-    "extensions",
-]
+SHIPPED: list[str] = PYPROJECT["tool"]["rig"]["shipped"]
 # Never shipped, whatever a build from an sdist finds on disk.
 LEFT_OUT = {"node_modules", "__pycache__", ".venv", "results", ".pytest_cache", ".ruff_cache"}
 
@@ -71,7 +63,7 @@ def _shipped_files() -> list[str]:
 def _built_version() -> str | None:
     """The version of the source being built: its checkout's commit, or the one an sdist kept."""
     version = _version_module()
-    release = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    release = PYPROJECT["project"]["version"]
     from_git = version.git_version(ROOT, release)
     if from_git:
         return from_git

@@ -109,7 +109,12 @@ def test_concurrent_builds_build_once(tmp_path: Path) -> None:
         subprocess.Popen([RIG, "env", "build", str(pack)], stdout=subprocess.PIPE, text=True, env=env)
         for _ in range(2)
     ]
-    outputs = [b.communicate(timeout=300)[0] for b in builders]
+    try:
+        outputs = [b.communicate(timeout=300)[0] for b in builders]
+    finally:
+        for builder in builders:
+            builder.kill()
+            builder.wait()
     assert [b.returncode for b in builders] == [0, 0], outputs
     assert sorted(out.splitlines()[-1].split(" ")[0] for out in outputs) == ["built", "cached:"], outputs
     (path,) = entries(cache)

@@ -7,6 +7,7 @@ The machine these tests run on has cgroup v2, unshare and bubblewrap (`make setu
 and RIG_PIDNS=off force the weaker backends.
 """
 
+import contextlib
 import json
 import os
 import secrets
@@ -275,11 +276,16 @@ def test_without_cgroup_kill_the_leaf_is_frozen_and_each_process_killed(tmp_path
         cwd=tmp_path,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 30
-    while not tick.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _empty_leaf(leaf, 10, use_kill_file=False) >= 3
-    proc.wait(timeout=10)
+    try:
+        deadline = time.monotonic() + 30
+        while not tick.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _empty_leaf(leaf, 10, use_kill_file=False) >= 3
+        proc.wait(timeout=10)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # its own session (start_new_session)
+        proc.wait()
     assert _alive(marker) == [] and not leaf.exists()
     _assert_nothing_writes(tick)
 

@@ -77,15 +77,20 @@ def test_concurrent_processes_never_interleave(tmp_path: Path) -> None:
         )
         for w in range(writers)
     ]
-    deadline = time.monotonic() + 30
-    while not all((tmp_path / f"ready-{w}").exists() for w in range(writers)):
-        assert time.monotonic() < deadline, "writers did not start"
-        assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
-        time.sleep(0.005)
-    (tmp_path / "go").touch()
-    for p in procs:
-        out, err = p.communicate(timeout=60)
-        assert p.returncode == 0, err.decode()
+    try:
+        deadline = time.monotonic() + 30
+        while not all((tmp_path / f"ready-{w}").exists() for w in range(writers)):
+            assert time.monotonic() < deadline, "writers did not start"
+            assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
+            time.sleep(0.005)
+        (tmp_path / "go").touch()
+        for p in procs:
+            out, err = p.communicate(timeout=60)
+            assert p.returncode == 0, err.decode()
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
 
     raw = lines_of(root / "runs.jsonl")
     assert len(raw) == writers * count

@@ -10,6 +10,7 @@ environment) and installed as `uv tool install` does, both offline from build/ri
 import os
 import subprocess
 import sys
+import tomllib
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,17 +24,8 @@ pytestmark = pytest.mark.slow
 
 WHEELS = REPO_ROOT / "build" / "rig-wheels"
 UV = Path(sys.executable).with_name("uv")
-# setup.py's SHIPPED: the checkout's top level as the wheel carries it under rig/shipped/.
-SHIPPED = [
-    "pack.toml",
-    "environment.lock.txt",
-    "tasks",
-    "fixtures/taskapp",
-    "hidden_tests",
-    "packs",
-    "experiments",
-    "extensions",
-]
+# What setup.py ships of the checkout's top level, under rig/shipped/.
+SHIPPED = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["rig"]["shipped"]
 
 
 def _tracked(*paths: str) -> set[str]:

@@ -13,7 +13,7 @@ them, it never probes for them.
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from harnesses.factors import Factors
 from harnesses.mock_model.server import WireProtocol
@@ -44,6 +44,7 @@ class HarnessAdapter(Protocol):
     installs_versions: ClassVar[bool]
     usage_fields: ClassVar[frozenset[str]]
     compaction_fields: ClassVar[frozenset[str]]
+    forced_compaction: ClassVar[Mapping[str, Any] | None]
     usage_folds: ClassVar[Mapping[str, str]]
     lacks: ClassVar[Mapping[str, str]]
     condition_mapping: str | None
@@ -107,7 +108,10 @@ class HarnessBase:
     condition's harness_version runs another version of its CLI); `usage_fields` and
     `compaction_fields` (the token figures and compaction metrics its parser reads from the session,
     harnesses.capabilities) with `usage_folds` (a figure the CLI does not tell apart -> the one it
-    counts it in, as the mock's ledger is compared with it); `lacks` (capability name -> why the
+    counts it in, as the mock's ledger is compared with it); `forced_compaction` (a condition's
+    `harness_options` and `harness_settings` that make the CLI compact against the mock model:
+    tests/test_compaction.py runs it for every harness that declares one; None where no compaction
+    can be forced offline, `lacks["forced_compaction"]` then saying why); `lacks` (capability name -> why the
     CLI or its session lacks it: every capability a harness does not have is named there with its
     reason, which the capability table and the refusal at load say).
     """
@@ -125,6 +129,7 @@ class HarnessBase:
     installs_versions: ClassVar[bool] = False
     usage_fields: ClassVar[frozenset[str]] = frozenset()
     compaction_fields: ClassVar[frozenset[str]] = frozenset()
+    forced_compaction: ClassVar[Mapping[str, Any] | None] = None
     usage_folds: ClassVar[Mapping[str, str]] = {}
     lacks: ClassVar[Mapping[str, str]] = {}
     condition_mapping: str | None = None

@@ -158,6 +158,12 @@ class ClaudeCodeHarness(CliHarness):
     final_event = staticmethod(final_answer)
     usage_fields = frozenset({"input", "output", "cache_read", "cache_write", "reasoning"})
     compaction_fields = frozenset({"compactions", "compaction_tokens_before", "compaction_tokens_after"})
+    # The study's earliest arm (experiments/claude_code_compaction.toml), every response reporting a
+    # context past it: it compacts, refills at once, and its own breaker stops it after three.
+    forced_compaction = {
+        "harness_options": {"mock_usage": {"input": 95000, "output": 100, "cache_read": 0}},
+        "harness_settings": {"autoCompactEnabled": True, "autoCompactWindow": 100000},
+    }
     lacks = {
         "compaction_tokens": "Claude Code counts its summarization requests in its totals without "
         "telling them apart",

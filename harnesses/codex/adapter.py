@@ -156,6 +156,14 @@ class CodexHarness(CliHarness):
     )
     usage_fields = frozenset({"input", "output", "cache_read", "cache_write", "reasoning"})
     compaction_fields = frozenset({"compactions", "compaction_tokens"})
+    # A first response past a low auto-compact limit, small ones after: one compaction.
+    forced_compaction = {
+        "harness_options": {
+            "mock_usage": {"input": 120000, "output": 100, "cache_read": 0},
+            "mock_later_usage": {"input": 1000, "output": 100, "cache_read": 500},
+        },
+        "harness_settings": {"model_auto_compact_token_limit": 50000},
+    }
     lacks = {
         "harness_args": "its options are config.toml keys, which harness_settings set",
         "extensions": "Codex has no extension mechanism the rig can load one through",

@@ -53,6 +53,8 @@ SUMMARY_MARKERS = (
     "Your task is to create a detailed summary of the conversation so far",
     "Do not mention the summary process or that context was compacted.",
     "You are a specialized system component responsible for distilling chat history into a structured XML",
+    # Codex's compaction prompt.
+    "You are performing a CONTEXT CHECKPOINT COMPACTION.",
 )
 # Claude Code keeps what is inside <summary>; Pi keeps the whole text.
 SUMMARY_TEXT = (

@@ -204,6 +204,14 @@ class OpenCodeHarness(CliHarness):
     # Its OpenAI-compatible provider reads `cached_tokens`, which holds the cache writes too.
     usage_folds = {"cache_write": "cache_read"}
     compaction_fields = frozenset({"compactions", "compaction_tokens_before", "compaction_tokens"})
+    # It compacts once the last response fills the model's usable window (on by default); small
+    # responses after, or it would compact after each.
+    forced_compaction = {
+        "harness_options": {
+            "mock_usage": {"input": 120000, "output": 100, "cache_read": 0},
+            "mock_later_usage": {"input": 1000, "output": 100, "cache_read": 500},
+        }
+    }
     lacks = {
         "cache_write": "its OpenAI-compatible provider counts cache writes as cache reads",
         "compaction_tokens_after": "OpenCode records no size of the context after a compaction",

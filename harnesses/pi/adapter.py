@@ -165,6 +165,12 @@ class PiHarness(CliHarness):
     final_event = staticmethod(final_answer)
     usage_fields = frozenset({"input", "output", "cache_read", "cache_write"})
     compaction_fields = frozenset({"compactions", "compaction_tokens_before"})
+    # The study's forced arm (experiments/pi_compaction.toml): a reserve the mock's window cannot hold.
+    forced_compaction = {
+        "harness_settings": {
+            "compaction": {"enabled": True, "reserveTokens": 190000, "keepRecentTokens": 2000}
+        }
+    }
     lacks = {
         "reasoning": "Pi's session records no reasoning count (pi-ai's usage has none); the reasoning "
         "tokens are inside output",

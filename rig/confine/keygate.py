@@ -28,7 +28,8 @@ UPSTREAM_TIMEOUT_S = 600
 _CHUNK = 64 * 1024
 _MAX_BODY = 64 * 2**20
 # Hop-by-hop headers (RFC 9110 7.6.1) belong to one connection, never forwarded; Host and the
-# length are set anew for the upstream request.
+# length are set anew for the upstream request, and the whole body is read before it is sent
+# (so no Expect: 100-continue).
 _HOP_BY_HOP = frozenset(
     {
         "connection",
@@ -42,6 +43,7 @@ _HOP_BY_HOP = frozenset(
         "upgrade",
         "host",
         "content-length",
+        "expect",
     }
 )
 

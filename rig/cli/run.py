@@ -298,13 +298,15 @@ def status(
 def _repair(store: "ResultsStore", name: str) -> None:
     """What `rig run` does on resume before it starts anything, without running anything."""
     from rig import paths
-    from rig.run.leftovers import clean_up
+    from rig.run.leftovers import clean_up, sweep_copies
     from rig.store.redact import Redactor
     from rig.workspace.build import default_runs_root
     from rig.workspace.scratch import verify_place
 
     if not store.root.is_dir():
-        typer.echo("nothing to repair")
+        # Copies of other experiments' stopped runners are this command's to remove all the same.
+        for message in sweep_copies().lines() or ["nothing to repair"]:
+            typer.echo(message)
         return
     runs_root = default_runs_root().resolve()
     redactor = Redactor.for_machine(

@@ -6,13 +6,18 @@ killed mid-run leaves the raw session, streams and agent home of the runs in fli
 redacts every attempt folder that has no record in runs.jsonl or quarantine.jsonl the way a
 recorded one is, and marks it with `abandoned.json` (why, when): evidence kept, nothing revealed.
 
-Every tree an attempt makes under the runs root (its workspace, a verification copy on disk) is
-claimed by the runner while it exists: a `.runner.lock` file inside it, flock-ed by the runner.
-The kernel releases the lock when the runner dies however it died, so a tree whose lock file is
-there but free belongs to nobody and is removed (`remove_stale`); a tree the runner was asked to
-keep (`--keep-workspaces`) has its lock file deleted first and is never taken for stale.
+Every tree an attempt makes (its workspace, the rig's verification copy) is claimed by the runner
+while it exists: a `.runner.lock` file inside it, flock-ed by the runner. The kernel releases the
+lock when the runner dies however it died, so a tree whose lock file is there but free belongs to
+nobody and is removed (`remove_stale`); a tree the runner was asked to keep (`--keep-workspaces`)
+has its lock file deleted first and is never taken for stale. Workspaces are removed by the next
+runner of their experiment; the verification copies under the one copy root
+(rig.workspace.scratch.copy_root) by the next runner of any experiment (`remove_stale_copies`),
+since a copy in memory holds memory until a reboot. Runners of other experiments sweep that root
+while this one makes copies in it, so a claim file is never seen unlocked.
 """
 
+import contextlib
 import fcntl
 import json
 import os
@@ -27,6 +32,7 @@ from rig.confine.untrusted import remove, remove_trees
 from rig.store import runs_cache
 from rig.store.redact import Redactor
 from rig.store.results import ATTEMPT_RE, RUN_ID_RE, ResultsStore
+from rig.workspace.scratch import COPY_PREFIX, copy_root
 
 CLAIM_FILE = ".runner.lock"
 ABANDONED_FILE = "abandoned.json"
@@ -36,8 +42,16 @@ ABANDONED_REASON = "the runner stopped (killed or crashed) before this attempt w
 def claim(tree: Path) -> int:
     """Mark `tree` (a directory just made by this runner) as in use; the returned descriptor holds
     the claim until `release`."""
-    fd = os.open(tree / CLAIM_FILE, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    # Locked under another name, then renamed: a sweep that found the claim file unlocked between
+    # its creation and its lock would remove a live tree, or hold the lock as it was taken.
+    making = tree / f"{CLAIM_FILE}.new"
+    fd = os.open(making, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.rename(making, tree / CLAIM_FILE)
+    except BaseException:
+        os.close(fd)
+        raise
     return fd
 
 
@@ -90,6 +104,33 @@ def remove_stale(workspaces: Path) -> tuple[list[Path], list[str]]:
     return [t for t, p in zip(stale, problems, strict=True) if p is None], [p for p in problems if p]
 
 
+def stale_copies(root: Path) -> list[Path]:
+    """The verification copies under `root` (the copy root: a folder per experiment, a `verify-*`
+    folder per copy) whose runner is gone. No link is followed; a copy a live runner holds, one not
+    claimed yet and one kept are never among them."""
+    return sorted(
+        copy
+        for folder in _dirs(root)
+        for copy in _dirs(folder)
+        if copy.name.startswith(COPY_PREFIX) and _is_stale(copy)
+    )
+
+
+def remove_stale_copies(root: Path | None) -> tuple[list[Path], list[str]]:
+    """Remove the copies `stale_copies` finds under `root` (None: there is no copy root), and the
+    experiments' folders they leave empty; (removed, problems with those that stayed)."""
+    if root is None:
+        return [], []
+    stale = stale_copies(root)
+    problems = remove_trees(stale)
+    for folder in sorted({copy.parent for copy in stale}):
+        # Only if empty: a runner of that experiment may have a copy in it, or be about to make one
+        # (it makes the folder again if it went: rig.run.steps.collect).
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+    return [c for c, p in zip(stale, problems, strict=True) if p is None], [p for p in problems if p]
+
+
 def _recorded(store: ResultsStore) -> set[str]:
     """The attempt folders (relative to the results folder) that have a record."""
     scored = runs_cache.scored(store, ["artifacts"]).column("artifacts").to_pylist()
@@ -140,6 +181,9 @@ class Cleanup:
     abandoned: list[Path] = field(default_factory=list)
     removed: list[Path] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    copies: list[Path] = field(default_factory=list)
+    """Verification copies of any experiment removed from the copy root."""
+    copy_problems: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         """One line per kind of thing done or left."""
@@ -151,16 +195,29 @@ class Cleanup:
             )
         if self.removed:
             out.append(f"{len(self.removed)} workspaces left by a stopped runner were removed")
+        if self.copies:
+            out.append(
+                f"{len(self.copies)} verification copies left by stopped runners were removed from "
+                f"{self.copies[0].parent.parent}"
+            )
         out += [f"warning: stale workspace not removed: {p}" for p in self.problems]
+        out += [f"warning: stale verification copy not removed: {p}" for p in self.copy_problems]
         return out
 
 
 def clean_up(store: ResultsStore, workspaces: Path, redactor: Redactor) -> Cleanup:
-    """`abandon` the unrecorded attempts of `store`, `remove_stale` the trees in `workspaces`; the
-    caller holds the experiment's one-writer lock."""
+    """`abandon` the unrecorded attempts of `store`, `remove_stale` the trees in `workspaces`, and
+    `remove_stale_copies` of every experiment from the copy root; the caller holds the experiment's
+    one-writer lock."""
     abandoned = abandon(store, redactor)
     removed, problems = remove_stale(workspaces)
-    return Cleanup(abandoned, removed, problems)
+    return Cleanup(abandoned, removed, problems, *remove_stale_copies(copy_root()))
+
+
+def sweep_copies() -> Cleanup:
+    """`remove_stale_copies` of every experiment from the copy root alone: what `rig status
+    --repair` of an experiment that never ran can still clean up."""
+    return Cleanup([], [], [], *remove_stale_copies(copy_root()))
 
 
 # How long `rig doctor` spends measuring the runs root: du walks any tree without recursion limits.

@@ -4,8 +4,8 @@
 drives many of them with N workers, quarantines infrastructure failures and reruns them
 interleaved, and stops after K infrastructure failures in a row, or once an experiment's
 `[stopping]` rule has decided (rig.analysis.sequential), or before a run that could take it past
-its budget (rig.experiment.budget). Resuming skips every run id already recorded, and starts
-nothing once the rule decided.
+its budget (rig.experiment.budget), or once a run found a disk full (infra rule `disk_full`).
+Resuming skips every run id already recorded, and starts nothing once the rule decided.
 """
 
 import json
@@ -65,6 +65,7 @@ from rig.store.redact import Redactor
 from rig.store.results import ResultsStore
 from rig.verify.audit import STOP_RULES, toolchain_digest
 from rig.verify.checks import default_pycache, forget_bytecode
+from rig.verify.classify import DISK_FULL
 from rig.version import rig_version
 from rig.workspace.bases import bases_root
 from rig.workspace.build import check_agent_root, tree_digest
@@ -629,8 +630,8 @@ def _drive(
     budget: BudgetMonitor | None = None,
 ) -> None:
     """Submit, collect and record runs until the queue is empty or the experiment stops (a stop
-    rule, the `[stopping]` rule's decision, or the budget: runs in flight still finish and are
-    recorded)."""
+    rule, a full disk, the `[stopping]` rule's decision, or the budget: runs in flight still finish
+    and are recorded)."""
     exp = ctx.experiment
     consecutive_infra = 0
     over_budget = False  # whether the budget kept the last round from starting a run
@@ -673,6 +674,12 @@ def _drive(
                 progress.successes += bool(record["success"])
                 if monitor is not None:
                     progress.sequential = monitor.record(item.run_id, bool(record["success"]))
+            infra = record["infra"]
+            if infra["rule"] == DISK_FULL and progress.stopped is None:
+                # Every run after it would fail the same way, and its disk takes the records too.
+                progress.stopped = (
+                    f"stopped: {infra['detail']} of run {item.run_id}; free space on it, then rerun to resume"
+                )
             broken = sorted({f["rule"] for f in record.get("audit", [])} & STOP_RULES)
             if broken and progress.stopped is None:
                 progress.stopped = (
@@ -680,7 +687,6 @@ def _drive(
                     "restore them (git checkout, reinstall the venv) before rerunning"
                 )
             if consecutive_infra >= exp.max_consecutive_infra and progress.stopped is None:
-                infra = record["infra"]
                 if infra["rule"] == "rig_error":
                     cause = f"last: {infra['detail']}; its traceback.txt has the details"
                     fix = "fix that"

@@ -108,9 +108,10 @@ class SandboxStatus(BaseModel):
 
 # Bumped whenever a field is added or changes meaning; rig.store.migrate brings older records up to date.
 RECORD_SCHEMA_VERSION = 11
-# Infrastructure rules of attempts the agent's outcome did not decide (the rig failed, or the Dask
-# worker running it was lost or refused it): nothing to re-derive them from.
-RIG_SIDE_RULES = frozenset({"rig_error", "worker_lost", "worker_refused"})
+# Infrastructure rules of attempts the agent's outcome did not decide (the rig failed, a disk it
+# wrote to was full, or the Dask worker running it was lost or refused it): nothing to re-derive
+# them from.
+RIG_SIDE_RULES = frozenset({"rig_error", "disk_full", "worker_lost", "worker_refused"})
 
 
 class InfraVerdict(BaseModel):

@@ -50,7 +50,10 @@ def _os_error(path: Path, action: str, exc: OSError, done: str = "") -> StoreErr
     """A one-line StoreError for an OS error on `path`, with the fix for the common causes."""
     reason = exc.strerror or str(exc)
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        fix = "free space on that disk (or raise the quota), then rerun to resume"
+        # Imported only here: reading the records needs none of the workspace's machinery.
+        from rig.workspace.scratch import disk_name
+
+        fix = f"free space on {disk_name(path)} (or raise the quota), then rerun to resume"
     elif exc.errno == errno.EROFS:
         fix = "the file system is read-only; give a writable results root (--results-root)"
     elif exc.errno in (errno.EACCES, errno.EPERM):

@@ -5,6 +5,10 @@ fraction of what it does on a disk (bench/README.md). The copy lives only from t
 agent to the end of the record, so it goes to a private directory under /dev/shm when that is a
 tmpfs with room for it, bounded per copy; a copy that outgrows its room is redone on the runs
 root (rig.run.steps.collect). `$RIG_VERIFY_ROOT` chooses the place instead, `$RIG_VERIFY_ROOM_MIB` the room.
+
+Every copy is claimed by its runner while it exists, as workspaces are (rig.run.leftovers): the
+copies under `copy_root()` whose runner is gone are removed by the next `rig run` of any experiment
+and by `rig status --repair`.
 """
 
 import contextlib
@@ -70,13 +74,14 @@ def _unescape(field: str) -> str:
     return field
 
 
-def filesystem_type(path: Path) -> str | None:
-    """The type of the file system `path` is on (the longest mount point above it), None if unknown."""
+def mount_of(path: Path) -> tuple[Path, str] | None:
+    """The mount point `path` is on (the longest one above it) and its file system's type, None if
+    unknown."""
     try:
         lines = MOUNTS.read_text().splitlines()
     except OSError:
         return None
-    resolved, best, kind = path.resolve(), -1, None
+    resolved, best, found = path.resolve(), -1, None
     for line in lines:
         fields = line.split()
         if len(fields) < 3:
@@ -84,8 +89,21 @@ def filesystem_type(path: Path) -> str | None:
         point = Path(_unescape(fields[1]))
         # The last mount on a point is the one in effect.
         if resolved.is_relative_to(point) and len(point.parts) >= best:
-            best, kind = len(point.parts), fields[2]
-    return kind
+            best, found = len(point.parts), (point, fields[2])
+    return found
+
+
+def filesystem_type(path: Path) -> str | None:
+    """The type of the file system `path` is on (the longest mount point above it), None if unknown."""
+    mount = mount_of(path)
+    return mount[1] if mount else None
+
+
+def disk_name(path: Path) -> str:
+    """The disk `path` is on as a user finds it: its mount point and file system type, e.g.
+    `/home (ext4)`; `path` itself where the mount table cannot be read."""
+    mount = mount_of(path)
+    return f"{mount[0]} ({mount[1]})" if mount else str(path)
 
 
 def _mem_available() -> int | None:
@@ -188,7 +206,7 @@ def verify_place(workers: int, keep_workspaces: bool = False) -> Place:
             f"${VERIFY_ROOM_VAR} is 0" if chosen_room else f"less than {MIN_ROOM // 2**20} MiB free per copy"
         )
         return _beside(why)
-    root = SHM / f"rig-{os.getuid()}"
+    root = default_root()
     problem = _private_dir(root)
     if problem is None:
         try:
@@ -198,6 +216,31 @@ def verify_place(workers: int, keep_workspaces: bool = False) -> Place:
     if problem:
         return _beside(problem)
     return Place(root, room, "in memory")
+
+
+def default_root() -> Path:
+    """The private directory in memory verification copies go under unless `$RIG_VERIFY_ROOT`
+    names another."""
+    return SHM / f"rig-{os.getuid()}"
+
+
+def copy_root() -> Path | None:
+    """The one directory every verification copy not beside its workspace is made under (one folder
+    per experiment, one `verify-*` folder per copy): `$RIG_VERIFY_ROOT`, else `default_root()`.
+
+    None while there is none yet, or when the directory in memory is not this user's own (/dev/shm
+    is shared: another user may have made one of that name, and nothing of this rig is in it).
+    """
+    chosen = os.environ.get(VERIFY_ROOT_VAR)
+    if chosen:
+        root = Path(chosen).expanduser().resolve()
+        return root if root.is_dir() else None
+    root = default_root()
+    try:
+        st = os.lstat(root)
+    except OSError:
+        return None
+    return root if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() else None
 
 
 def _beside(why: str) -> Place:

@@ -156,8 +156,7 @@ def _copy_for_verification(prepared: Prepared, limits: Limits, place: Scratch, t
 
     A copy that does not fit its room (NoRoom) is removed before this raises.
     """
-    place.folder.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix=COPY_PREFIX, dir=place.folder))
+    root = _new_copy_dir(place.folder)
     trail.made(root)
     limit: str | None = None
     staged = False
@@ -185,6 +184,25 @@ def _copy_for_verification(prepared: Prepared, limits: Limits, place: Scratch, t
             except WorkspaceError as exc:
                 trail.warnings.append(f"diff not collected: {exc}")
     return _Copy(root=root, stats=stats, limit=limit, staged=staged, paths=stager.paths)
+
+
+# How often a copy's folder is made again when it went just before the copy could be made in it.
+FOLDER_TRIES = 3
+
+
+def _new_copy_dir(folder: Path) -> Path:
+    """A new directory for one copy in the experiment's `folder`, which is made if missing."""
+    tries = FOLDER_TRIES
+    while True:
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            return Path(tempfile.mkdtemp(prefix=COPY_PREFIX, dir=folder))
+        except FileNotFoundError:
+            # A runner of another experiment removed the folder, empty, in between (its sweep of
+            # stale copies: rig.run.leftovers).
+            tries -= 1
+            if not tries:
+                raise
 
 
 def _audit(

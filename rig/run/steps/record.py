@@ -21,7 +21,7 @@ from rig.schema import (
     Tampering,
     WorkspaceStats,
 )
-from rig.verify.classify import classify, hang_kind
+from rig.verify.classify import DISK_FULL, classify, full_disk, hang_kind
 from rig.workspace.scope import out_of_scope
 
 TRACEBACK_FILE = "traceback.txt"
@@ -96,8 +96,19 @@ def record(
 def rig_error_record(attempt: Attempt, *, trail: Trail, run: AgentRun | None, exc: Exception) -> RunRecord:
     """The record of an attempt the rig itself failed with `exc` (infrastructure: quarantined and
     rerun), holding what `trail` and the agent's `run` (None before it ran) had reached; the
-    traceback goes in the attempt folder."""
+    traceback goes in the attempt folder.
+
+    Its rule is `disk_full`, naming the disk, when `exc` says a disk the attempt writes to was full
+    (rig.verify.classify.full_disk), else `rig_error`.
+    """
     detail = f"{type(exc).__name__} in step {trail.step!r}: {' '.join(str(exc).split())}"
+    disk = full_disk(exc, [attempt.folder, attempt.workspaces, attempt.scratch.folder])
+    if disk is not None:
+        infra = InfraVerdict(
+            is_infra=True, rule=DISK_FULL, detail=f"no space left on {disk} in step {trail.step!r}"
+        )
+    else:
+        infra = InfraVerdict(is_infra=True, rule="rig_error", detail=detail)
     try:
         write_artifact(attempt.folder / TRACEBACK_FILE, "".join(traceback.format_exception(exc)))
     except OSError as write_error:
@@ -111,7 +122,7 @@ def rig_error_record(attempt: Attempt, *, trail: Trail, run: AgentRun | None, ex
     )
     update: dict = {
         "rig_error": detail,
-        "infra": InfraVerdict(is_infra=True, rule="rig_error", detail=detail),
+        "infra": infra,
         "warnings": attempt.warnings() + trail.warnings,
     }
     if run is not None:

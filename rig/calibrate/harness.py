@@ -28,7 +28,7 @@ from harnesses.mock_model.session import LEDGER_FILE
 from harnesses.registry import adapter_class
 from rig.experiment.plan import run_id
 from rig.run.runner import RunContext, make_context, run_one
-from rig.schema import Condition, Experiment, HarnessCheck, PlanItem, Provider, Task, Timeouts
+from rig.schema import RIG_SIDE_RULES, Condition, Experiment, HarnessCheck, PlanItem, Provider, Task, Timeouts
 
 FAULT_TASK = "t1_fix_pagination"
 STALL_S = 20.0
@@ -145,9 +145,9 @@ def judge(harness: str, name: str, record: dict, folder: Path) -> tuple[bool, st
     """The verdict of one check of `harness` from its run record and artifacts."""
     infra = record["infra"]
     if name in FAULTS:
-        if infra["rule"] == "rig_error":
-            # The rig failing is no proof that the harness's failure was recognised.
-            return False, f"the rig itself failed ({infra['detail']})"
+        if infra["rule"] in RIG_SIDE_RULES:
+            # The rig failing (or its disk) is no proof that the harness's failure was recognised.
+            return False, f"the rig itself failed ({infra['rule']}: {infra['detail']})"
         if infra["is_infra"]:
             return True, f"infrastructure failure, rule {infra['rule']} ({record['wall_s']:.0f}s)"
         return (

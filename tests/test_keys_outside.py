@@ -341,3 +341,9 @@ def test_a_real_provider_without_an_endpoint_the_rig_knows_is_refused_before_run
         "error: harness pi: pi knows no endpoint for provider 'mystery'; set provider.base_url (the rig "
         "forwards the CLI's requests there, holding the key outside the agent's sandbox)"
     ]
+
+
+def test_rig_doctor_says_keys_are_kept_outside() -> None:
+    proc = subprocess.run([RIG, "doctor", "--json"], capture_output=True, text=True, timeout=300)
+    (row,) = [p for p in json.loads(proc.stdout) if p["name"] == "provider keys"]
+    assert row["active"] and row["detail"].startswith("kept outside the agent's sandbox")

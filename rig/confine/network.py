@@ -9,6 +9,13 @@ here, on the host side, which lets through only the policy's host:port, logs eve
 port, allowed or refused, bytes) and relays the bytes. Anything else the agent tries (a raw socket
 to another port, a DNS lookup) finds nothing listening in its namespace and fails there, unlogged.
 
+Without bubblewrap, a non-root user's namespace is made in a user namespace where the relay is
+root (it must be, to bring `lo` up); root's is a plain `unshare --net`. Either way the relay then
+runs the agent as the invoking uid and gid in a user namespace nested inside, where it has no
+capability over the network namespace: root's agent is still uid 0 to the files it touches, but can
+neither reconfigure its namespace nor leave it. Where nesting fails, the record's detail says what
+the agent could do.
+
 `open` runs the agent on the machine's network, and every record says so in a warning.
 """
 
@@ -55,7 +62,9 @@ class NetworkPlan:
     """How a confining policy is enforced for every agent of an experiment.
 
     `allow` holds the policy's own host:port (allowlist); each run adds its model's endpoint.
-    `unshare` is the prefix of a network namespace without bubblewrap (None under bubblewrap).
+    `unshare` is the prefix of a network namespace without bubblewrap (None under bubblewrap);
+    `as_user` the uid and gid the relay runs the agent as, in a user namespace nested in that
+    prefix's (None: the agent is the namespace's root).
     """
 
     policy: str
@@ -63,6 +72,7 @@ class NetworkPlan:
     backend: str
     detail: str
     unshare: tuple[str, ...] | None = None
+    as_user: tuple[int, int] | None = None
 
 
 def resolve_network(
@@ -83,7 +93,7 @@ def resolve_network(
         detail = "bubblewrap's network namespace; out only through the rig's egress proxy"
         plan = NetworkPlan(policy, endpoints, "bwrap-netns", detail)
     else:
-        prefix, how = _netns_probe()
+        prefix, as_user, how = _netns_probe()
         if prefix is None:
             problem = f"no network namespace here ({how})"
             if required:
@@ -92,32 +102,57 @@ def resolve_network(
                     'accept the risk, or set network = "open"'
                 )
             return None, NetworkOutcome(policy=policy, active=False, detail=problem, allowed=allowed)
-        plan = NetworkPlan(
-            policy, endpoints, "unshare-netns", f"{how}; out only through the rig's egress proxy", prefix
-        )
+        detail = f"{how}; out only through the rig's egress proxy"
+        plan = NetworkPlan(policy, endpoints, "unshare-netns", detail, prefix, as_user)
     return plan, NetworkOutcome(
         policy=policy, active=True, backend=plan.backend, detail=plan.detail, allowed=allowed
     )
 
 
-def _try_netns(prefix: tuple[str, ...]) -> str | None:
-    """None if `prefix` makes a network namespace whose loopback the relay can bring up, else why not."""
+def _try_netns(prefix: tuple[str, ...], as_user: tuple[int, int] | None = None) -> str | None:
+    """None if `prefix` makes a network namespace whose loopback the relay can bring up (and, given
+    `as_user`, where the relay can run a command as that uid and gid), else why not."""
     relay = [sys.executable, "-I", "-S", str(RELAY), "--socket", "-", "--proxy-port", "0", "--lo-up"]
+    if as_user is not None:
+        relay += ["--as-user", _ids(as_user), "--", "true"]
     return try_command([*prefix, "--", *relay])[1]
 
 
 @cache
-def _netns_probe() -> tuple[tuple[str, ...] | None, str]:
-    """(the unshare prefix of a network namespace, what it is), or (None, why there is none)."""
+def _netns_probe() -> tuple[tuple[str, ...] | None, tuple[int, int] | None, str]:
+    """(the unshare prefix of a network namespace, the uid and gid the agent runs as in a user
+    namespace nested in it or None, what it is), or (None, None, why there is none)."""
     if UNSHARE is None:
-        return None, "unshare not found (install util-linux)"
+        return None, None, "unshare not found (install util-linux)"
     problem = None
     for flags in _UNSHARE_FLAGS:
         prefix = (UNSHARE, *flags, "--net")
         problem = _try_netns(prefix)
-        if problem is None:
-            return prefix, f"a network namespace per agent ({' '.join(['unshare', *prefix[1:]])})"
-    return None, f"unshare cannot create a network namespace: {problem}"
+        if problem is not None:
+            continue
+        how = f"a network namespace per agent ({' '.join(['unshare', *prefix[1:]])})"
+        # The invoking uid, root's too: in a user namespace nested in the one owning the network
+        # namespace, even uid 0 has no capability over it (it can neither reconfigure nor leave it).
+        ids = (os.getuid(), os.getgid())
+        nested = _try_netns(prefix, ids)
+        if nested is None:
+            return (
+                prefix,
+                ids,
+                f"{how}, the agent as uid {ids[0]} in a user namespace nested in it, powerless over it",
+            )
+        return (
+            prefix,
+            None,
+            f"{how}, the agent {'root' if ids[0] == 0 else 'root of its user namespace'} ({nested}): "
+            "it could reconfigure the namespace" + (" or leave it" if "--user" not in flags else ""),
+        )
+    return None, None, f"unshare cannot create a network namespace: {problem}"
+
+
+def _ids(ids: tuple[int, int]) -> str:
+    """uid and gid as the relay's --as-user takes them."""
+    return f"{ids[0]}:{ids[1]}"
 
 
 # Where a real provider is reached when the experiment names no base_url (the harnesses' defaults).
@@ -235,7 +270,10 @@ class Egress:
         for host, port in self.transparent:
             relay += ["--endpoint", f"{host}:{port}"]
         if self.plan.unshare is not None:
-            return [*self.plan.unshare, "--", *relay, "--lo-up", "--", *command]
+            relay.append("--lo-up")
+            if self.plan.as_user is not None:
+                relay += ["--as-user", _ids(self.plan.as_user)]
+            return [*self.plan.unshare, "--", *relay, "--", *command]
         return [*relay, "--", *command]
 
     def stop(self) -> NetworkOutcome:

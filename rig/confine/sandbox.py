@@ -8,9 +8,10 @@ are shown again, read-only. The agent gets its own PID namespace, so every proce
 behind dies with it, and no capabilities, so as root it can neither remount nor raise its limits.
 
 Without bubblewrap (mode `auto`, or `off`) the agent's files are unconfined and every record
-carries a warning; mode `require` refuses to start instead. Its processes are contained in every
-mode, by the strongest means the machine allows (rig.confine.proc.containment: a cgroup leaf, a PID
-namespace of its own, the token reaper), which every record names.
+carries a warning; mode `require` refuses to start instead. The agent then runs as the rig's own
+user, so under root that warning says plainly that it runs as root (`AS_ROOT`). Its processes are
+contained in every mode, by the strongest means the machine allows (rig.confine.proc.containment: a
+cgroup leaf, a PID namespace of its own, the token reaper), which every record names.
 """
 
 import os
@@ -31,6 +32,12 @@ BWRAP = "bwrap"
 BWRAP_ENV = "RIG_BWRAP"
 INSTALL_HINT = "install the Debian package bubblewrap (apt-get install bubblewrap)"
 _PROBE_TIMEOUT_S = 30
+# What bubblewrap's absence leaves an agent of a rig run by root free to do (rig.confine.network
+# says what it leaves of its network namespace).
+AS_ROOT = (
+    "without bubblewrap the agent runs as root: it can read and change any file root can, "
+    "outside the workspace too"
+)
 
 
 class SandboxError(Exception):
@@ -169,6 +176,8 @@ def _status(mode: str, bwrap: Path | None, detail: str) -> SandboxStatus:
 
     The agent's process picks its containment the same way (rig.confine.agent.run_agent_process).
     """
+    if bwrap is None and os.geteuid() == 0:
+        detail = f"{detail}; {AS_ROOT}"
     processes = containment(sandboxed=bwrap is not None)
     return SandboxStatus(
         mode=mode,

@@ -46,8 +46,9 @@ def _network(sandboxed: bool) -> Protection:
         return Protection(
             name="network",
             active=True,
-            detail=f"{status.detail}: under model-only (the default) an agent reaches its model and "
-            "nothing else, allowlist adds the listed host:port, every attempt logged (network.jsonl); "
+            # The proxy's rule, not a promise: the detail says when an agent (root) could leave it.
+            detail=f"{status.detail}: under model-only (the default) the proxy lets an agent reach its model "
+            "and nothing else, allowlist adds the listed host:port, every attempt logged (network.jsonl); "
             f"{_machine_network()}",
         )
     return Protection(
@@ -112,6 +113,12 @@ def diagnose(pack: Pack | None = None) -> list[Protection]:
     return [
         _sandbox(status),
         _network(status.active),
+        Protection(
+            name="provider keys",
+            active=True,
+            detail="kept outside the agent's sandbox: the CLI holds a placeholder, and a per-run "
+            "gateway on 127.0.0.1 puts the key into its requests to the model (docs/keys.md)",
+        ),
         _runs_root(),
         _verification_copies(),
         _process_cleanup(status),

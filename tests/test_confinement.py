@@ -189,11 +189,15 @@ def test_interrupted_run_kills_its_agents(tmp_path: Path) -> None:
     )
     # Only the agent's command line names its session inside the attempt folder.
     session_root = str(tmp_path / "results" / "sleepy" / "runs")
-    deadline = time.monotonic() + 60
-    while not _alive(session_root) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert _alive(session_root), "the agent never started"
-    _out, err = interrupt(proc, 60)
+    try:
+        deadline = time.monotonic() + 60
+        while not _alive(session_root) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _alive(session_root), "the agent never started"
+        _out, err = interrupt(proc, 60)
+    finally:
+        proc.kill()
+        proc.wait()
     assert proc.returncode == 130, err
     assert "interrupted; running agents were killed" in err
     assert _alive(session_root) == []

@@ -6,6 +6,7 @@ against the mock model on 127.0.0.1, git, and a tiny tmpfs in a private mount na
 of the rig is mocked.
 """
 
+import contextlib
 import getpass
 import json
 import os
@@ -170,6 +171,14 @@ def start_runner(exp: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     )
 
 
+def stop_runner(runner: subprocess.Popen) -> None:
+    """Kill `runner`'s session (it and its agents) unless it has ended."""
+    if runner.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(runner.pid, signal.SIGKILL)
+    runner.wait()
+
+
 def attempt_dirs(root: Path) -> dict[Path, int]:
     """Every attempt folder with its inode: a folder deleted and created again gets a new one."""
     return {p: p.stat().st_ino for p in root.glob("runs/*/attempt-*")}
@@ -253,26 +262,31 @@ def test_kill_9_at_random_points_then_resume_loses_and_duplicates_nothing(tmp_pa
     while kills < KILL_TRIALS and trials < 3 * KILL_TRIALS:
         trials += 1
         runner = start_runner(exp, env)
-        # Kill after 0-1 more attempts were recorded, then a random part of a typical attempt's time:
-        # spread over startup, preparation, agent, verification and appends on a fast or slow machine.
-        # Near the end, kill early so that runs are left for the next trials and the final resume.
-        runs_so_far = store.read_runs()
-        endgame = len(planned) - len(runs_so_far) < 2 * workers + 2
-        more = 0 if endgame else rng.choice((0, 0, 1))
-        target = len(runs_so_far) + len(store.read_quarantine()) + more
-        walls = sorted(r["wall_s"] for r in runs_so_far) or [3.0]
-        delay = rng.uniform(0.05, (0.3 if endgame else 0.8) * walls[len(walls) // 2])
-        deadline = time.monotonic() + 300
-        while runner.poll() is None and time.monotonic() < deadline:
-            if len(complete_lines(store.runs_path)) + len(complete_lines(store.quarantine_path)) >= target:
-                break
-            time.sleep(0.05)
         try:
-            runner.wait(timeout=delay)
-        except subprocess.TimeoutExpired:
-            os.killpg(runner.pid, signal.SIGKILL)
-            runner.wait()
-            kills += 1
+            # Kill after 0-1 more attempts were recorded, then a random part of a typical attempt's
+            # time: spread over startup, preparation, agent, verification and appends on a fast or
+            # slow machine. Near the end, kill early so that runs are left for the next trials and
+            # the final resume.
+            runs_so_far = store.read_runs()
+            endgame = len(planned) - len(runs_so_far) < 2 * workers + 2
+            more = 0 if endgame else rng.choice((0, 0, 1))
+            target = len(runs_so_far) + len(store.read_quarantine()) + more
+            walls = sorted(r["wall_s"] for r in runs_so_far) or [3.0]
+            delay = rng.uniform(0.05, (0.3 if endgame else 0.8) * walls[len(walls) // 2])
+            deadline = time.monotonic() + 300
+            while runner.poll() is None and time.monotonic() < deadline:
+                if (
+                    len(complete_lines(store.runs_path)) + len(complete_lines(store.quarantine_path))
+                    >= target
+                ):
+                    break
+                time.sleep(0.05)
+            try:
+                runner.wait(timeout=delay)
+            except subprocess.TimeoutExpired:
+                kills += 1
+        finally:
+            stop_runner(runner)
         runs, quarantine = assert_store_sound(store)
         now = attempt_dirs(store.root)
         for path, inode in seen.items():
@@ -375,14 +389,15 @@ def test_kill_9_mid_run_leaves_every_attempt_redacted_and_no_stale_workspace(tmp
     env = rig_env(tmp_path)
     runner = start_runner(exp, env)
     leaky = store.root / "runs" / f"{ALL_TASKS[0]}__leaky__r01" / "attempt-1"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and runner.poll() is None:
-        session = leaky / "session.jsonl"
-        if len(complete_lines(store.runs_path)) == 1 and session.exists() and host in session.read_text():
-            break
-        time.sleep(0.05)
-    os.killpg(runner.pid, signal.SIGKILL)
-    runner.wait()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and runner.poll() is None:
+            session = leaky / "session.jsonl"
+            if len(complete_lines(store.runs_path)) == 1 and session.exists() and host in session.read_text():
+                break
+            time.sleep(0.05)
+    finally:
+        stop_runner(runner)
     redactor = machine_redactor(tmp_path)
     # What the kill left, so the test can fail: a raw session, home and streams, a claimed workspace.
     assert {"session.jsonl", "stdout.log", "home"} <= {p.name for p in leaky.iterdir()}
@@ -680,8 +695,14 @@ def test_malformed_experiment_is_one_clear_line_and_writes_nothing(tmp_path, cas
         )
         for command in ("run", "status", "report")
     }
+    try:
+        done = {command: popen.communicate(timeout=120) for command, popen in started.items()}
+    finally:
+        for popen in started.values():
+            popen.kill()
+            popen.wait()
     for command, popen in started.items():
-        out, err = popen.communicate(timeout=120)
+        out, err = done[command]
         proc = subprocess.CompletedProcess(popen.args, popen.returncode, out, err)
         assert is_one_line_error(proc), (command, proc.returncode, proc.stderr[-2000:])
         assert "Traceback" not in proc.stderr and proc.stdout == ""

@@ -12,12 +12,13 @@ stream and a request never answered must each be classified as infrastructure, a
 never returns as the agent's hang. Every check is a real run through the pipeline.
 """
 
+import contextlib
 import json
 import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
@@ -26,6 +27,8 @@ from typing import Any
 from harnesses.capabilities import USAGE_FIELDS
 from harnesses.mock_model.session import LEDGER_FILE
 from harnesses.registry import adapter_class
+from rig.confine.agent import kill_running_agents
+from rig.confine.proc import ContainmentError, kill_running_commands
 from rig.experiment.plan import run_id
 from rig.run.runner import RunContext, make_context, run_one
 from rig.schema import RIG_SIDE_RULES, Condition, Experiment, HarnessCheck, PlanItem, Provider, Task, Timeouts
@@ -276,6 +279,18 @@ def _run_check(harness: str, ctx: RunContext, check: Check) -> HarnessCheck:
     return HarnessCheck(harness=harness, name=name, passed=passed, reason=reason)
 
 
+def _stop_running(kind: type[BaseException] | None, contexts: Iterable[RunContext]) -> bool:
+    """On an interrupt, end every check in flight: runs stop at their next step, their agents and
+    verification commands are killed. Never swallows the exception."""
+    if kind is not None and issubclass(kind, KeyboardInterrupt):
+        for ctx in contexts:
+            ctx.stopping.set()
+        kill_running_commands()
+        with contextlib.suppress(ContainmentError):
+            kill_running_agents()
+    return False
+
+
 def calibrate_harnesses(
     harnesses: Sequence[str],
     tasks: list[Task],
@@ -302,6 +317,8 @@ def calibrate_harnesses(
         # Shut down before the contexts close; an error or interrupt drops the checks not started.
         stack.callback(busy.shutdown, cancel_futures=True)
         stack.callback(waiting.shutdown, cancel_futures=True)
+        # Run first: on Ctrl-C or SIGTERM, the checks running end now, not at their timeouts.
+        stack.push(lambda kind, _exc, _tb: _stop_running(kind, contexts.values()))
         spacing = _Spacing(START_GAP_S)
 
         def spaced(harness: str, check: Check) -> HarnessCheck:

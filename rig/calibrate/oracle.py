@@ -19,6 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from rig.confine.proc import kill_running_commands
 from rig.confine.project_env import ProjectEnv
 from rig.env.activate import activate_each, written_into
 from rig.packs.manifest import pack_digest
@@ -339,20 +340,28 @@ def calibrate(
     before = pack_digest(pack, skip_caches=False)
     root = Path(tempfile.mkdtemp(prefix="rig-calibrate-", dir=keep))
     results: list[ItemResult] = []
+    pool = ThreadPoolExecutor(max_workers=max(1, workers))
     try:
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            futures = []
-            for i, item in enumerate(items):
-                # A task with a base is verified from its own tree, in its own environment.
-                start = item.task.pack if item.task else pack
-                env = by_tree[start.fixture_dir]
-                futures.append(pool.submit(run_item, item, start, root / f"{i:03d}", env, measurements))
-            # Waiting in plan order keeps the output stable while items finish in any order.
-            for future in futures:
-                results.append(future.result())
-                if on_result:
-                    on_result(results[-1])
+        futures = []
+        for i, item in enumerate(items):
+            # A task with a base is verified from its own tree, in its own environment.
+            start = item.task.pack if item.task else pack
+            env = by_tree[start.fixture_dir]
+            futures.append(pool.submit(run_item, item, start, root / f"{i:03d}", env, measurements))
+        # Waiting in plan order keeps the output stable while items finish in any order.
+        for future in futures:
+            results.append(future.result())
+            if on_result:
+                on_result(results[-1])
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM (rig.cli.common.interruptible): the items not started are dropped and
+        # the commands of those running killed (they run in sessions of their own), so only what
+        # is left of those few is waited for.
+        kill_running_commands()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
     finally:
+        pool.shutdown()
         if keep is None:
             shutil.rmtree(root, ignore_errors=True)
     unchanged = pack_digest(pack, skip_caches=False) == before

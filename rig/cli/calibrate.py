@@ -9,7 +9,7 @@ import typer
 if TYPE_CHECKING:
     pass
 
-from rig.cli.common import fail
+from rig.cli.common import fail, interruptible
 from rig.cli.main import app
 
 
@@ -55,22 +55,27 @@ def calibrate(
         raise typer.Exit(2) from exc
 
     try:
-        # Built (or found in the cache) once, before the items run in parallel.
-        activate(loaded, lambda line: typer.echo(line, err=True))
+        with interruptible():
+            # Built (or found in the cache) once, before the items run in parallel.
+            activate(loaded, lambda line: typer.echo(line, err=True))
+            if harness is not None:
+                _calibrate_harnesses(harness, tasks, workers, as_json)
+                return
+
+            def show(result: ItemResult) -> None:
+                mark = "PASS" if result.passed else "FAIL"
+                color = typer.colors.GREEN if result.passed else typer.colors.RED
+                typer.echo(typer.style(f"[{mark}]", fg=color) + f" {result.name}: {result.reason}")
+
+            start = time.monotonic()
+            report = calibrate(loaded, tasks, workers, on_result=None if as_json else show)
     except EnvError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-    if harness is not None:
-        _calibrate_harnesses(harness, tasks, workers, as_json)
-        return
-
-    def show(result: ItemResult) -> None:
-        mark = "PASS" if result.passed else "FAIL"
-        color = typer.colors.GREEN if result.passed else typer.colors.RED
-        typer.echo(typer.style(f"[{mark}]", fg=color) + f" {result.name}: {result.reason}")
-
-    start = time.monotonic()
-    report = calibrate(loaded, tasks, workers, on_result=None if as_json else show)
+    except KeyboardInterrupt:
+        # Whatever started it (a background job ignores Ctrl-C): nothing of it is saved.
+        typer.echo("error: interrupted; the calibration stopped, no pins were saved", err=True)
+        raise typer.Exit(130) from None
     try:
         # Tasks or hidden tests from elsewhere are not the pack's: their calibration proves nothing of it.
         if tasks_dir is None and hidden_dir is None:

@@ -164,8 +164,9 @@ def load_runs(
     as a `warning:` line).
 
     Rows are ordered by folder, then condition in the order experiment.json declares them, then
-    task, repetition and attempt; so "the first condition" (the default reference arm of
-    `compare_conditions`) is the first declared one, not whichever the shuffled schedule ran first.
+    task, repetition and attempt. That declared order of the arms is also recorded in
+    `df.attrs["conditions"]` (pandas keeps it through filtering, sorting and sampling):
+    `compare_conditions`' default reference is its first arm, whatever order the rows are in.
     With `arm_by_experiment`, `condition` holds the experiment name instead (for `rig report
     --vs`: each experiment is one arm, in the order of `results`). With `paths=False`, `artifacts`
     holds the same absolute paths as strings (a Path object per run costs a second at 100,000).
@@ -229,7 +230,12 @@ def _load(folders: list[Path], arm_by_experiment: bool, paths: bool) -> pd.DataF
     order = sorted(range(len(sort_keys)), key=sort_keys.__getitem__)
     artifacts = [path for folder, table, _ in tables for path in runs_cache.absolute_artifacts(folder, table)]
     combined = pa.concat_tables([table for _, table, _ in tables]).take(pa.array(order, type=pa.int64()))
-    return _frame(combined, [Path(artifacts[i]) if paths else artifacts[i] for i in order])
+    df = _frame(combined, [Path(artifacts[i]) if paths else artifacts[i] for i in order])
+    # The arms in their declared order, present ones only: compare_conditions' reference is the
+    # first of them whatever order the rows are later put in.
+    present = set(df["condition"].unique())
+    df.attrs["conditions"] = [c for c in condition_rank if c in present]
+    return df
 
 
 def _frame(table: "pa.Table", artifacts: list[Path] | list[str]) -> pd.DataFrame:

@@ -25,6 +25,7 @@ from rig.store.results import ResultsStore
 
 METRIC_LABELS = {
     "success": "success rate",
+    "score": "mean score",
     "cost_usd": "cost (USD)",
     "total_tokens": "total tokens",
     "tool_calls": "tool calls",
@@ -59,10 +60,18 @@ def comparison_blocks(comparisons: list[Comparison], arms: list[str], vs: bool) 
     blocks.append(
         Para(
             f"Each row compares {what} B with the reference A ({code(arms[0])}). Success: difference in "
-            "success rate, B − A, in percentage points; cost, tokens, tool calls and wall time: ratio of "
+            "success rate, B − A, in percentage points; "
+            + (
+                "mean score (partial credit in [0, 1] per run): difference of means, B − A, in points "
+                "of 100, with a task-clustered Wald t-test; "
+                if any(c.metric == "score" for c in comparisons)
+                else ""
+            )
+            + "cost, tokens, tool calls and wall time: ratio of "
             "B to A (x-fold). Every effect has its 95% CI for the tasks as sampled: the effect on tasks like "
             "these (task-clustered, so it widens with few tasks), not only on the ones run; p-values are "
-            "Holm-adjusted across all rows."
+            "Holm-adjusted across all rows that have one (a metric with no data has no effect and no "
+            "p-value, and is left out of the adjustment)."
         )
     )
     rows = []

@@ -155,7 +155,8 @@ def _build(
     arms = _arm_order(df, sources)
     tasks = sorted(str(t) for t in df["task"].unique()) if not df.empty else []
     cells = cell_table(df) if not df.empty else pd.DataFrame(columns=["task", "condition", "n"])
-    comparisons = compare_conditions(df, reference=arms[0]) if len(arms) >= 2 else []
+    # The arms in the designs' declared order, the reference first: never the order of the rows.
+    comparisons = compare_conditions(df, reference=arms[0], conditions=arms) if len(arms) >= 2 else []
 
     out_dir.mkdir(parents=True, exist_ok=True)
     arm_word = "experiment" if vs else "condition"

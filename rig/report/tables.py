@@ -199,7 +199,8 @@ def cell_blocks(
             f"Scored runs per task and {arm_word}; success rate with its Wilson 95% CI; medians per run. "
             "Runs with incomplete metrics (the parser could not read all their usage) count for success "
             "but are left out of cost and token medians and comparisons. "
-            f"**ALL** pools every task of a {arm_word}."
+            f"**ALL** pools every task of a {arm_word}; its 95% CI is clustered by task (for tasks like "
+            "these: a task's runs are not independent evidence), so with few tasks it is wide."
         ),
     ]
     rows = []
@@ -218,11 +219,12 @@ def cell_blocks(
                     fmt_count(row["successes"]),
                     fmt_pct(row["success_rate"]),
                     fmt_ci_pct(row["ci_low"], row["ci_high"]),
-                    fmt_usd(row["median_cost_usd"]),
-                    fmt_count(row["median_total_tokens"]),
-                    fmt_count(row["median_tool_calls"]),
-                    fmt_seconds(row["median_wall_s"]),
-                    fmt_count(row["incomplete_metrics"]),
+                    # A metric whose column the runs lack has no median column (cell_table): a dash.
+                    fmt_usd(row.get("median_cost_usd")),
+                    fmt_count(row.get("median_total_tokens")),
+                    fmt_count(row.get("median_tool_calls")),
+                    fmt_seconds(row.get("median_wall_s")),
+                    fmt_count(row.get("incomplete_metrics")),
                 ]
             )
     headers = [

@@ -110,7 +110,8 @@ def success_by_task(
             ax.errorbar(
                 x + offset,
                 rate,
-                yerr=[[rate - lo], [hi - rate]],
+                # Wilson's bound at 0/n or n/n can land a rounding error past the rate itself.
+                yerr=[[max(rate - lo, 0.0)], [max(hi - rate, 0.0)]],
                 fmt="o",
                 color=arm_color(i),
                 capsize=3,

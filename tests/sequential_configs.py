@@ -19,6 +19,8 @@ tasks = {tasks}
 repetitions = {max_reps}
 workers = 2
 seed = 5
+# [stopping] decides about the tasks run: the comparisons answer the same question.
+estimand = "these_tasks"
 [timeouts]
 agent_s = 60
 stall_s = 30

@@ -17,6 +17,9 @@ from statsmodels.stats.proportion import proportion_confint
 from rig.analysis import (
     CMH_TEST,
     EXACT_TEST,
+    POPULATION,
+    THESE_TASKS,
+    WALD_TEST,
     DuplicateRunWarning,
     PoolingError,
     cell_table,
@@ -27,6 +30,7 @@ from rig.analysis import (
     infra_summary,
     load_runs,
     paired_median_test,
+    population_test,
     stratified_test,
     success_interval,
     wilcoxon_min_p,
@@ -37,9 +41,9 @@ from rig.analysis import stats as analysis_stats
 SMALL = Path(__file__).parent / "data" / "results_small" / "results_small"
 
 EXPECTED_COLUMNS = [
-    "experiment", "run_id", "task", "condition", "repetition", "attempt", "success", "failing_stage",
-    "cost_usd", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
-    "reasoning_tokens", "total_tokens", "tool_calls", "tool_errors", "metrics_complete",
+    "experiment", "run_id", "task", "condition", "repetition", "attempt", "success", "score", "group",
+    "source", "failing_stage", "cost_usd", "input_tokens", "output_tokens", "cache_read_tokens",
+    "cache_write_tokens", "reasoning_tokens", "total_tokens", "tool_calls", "tool_errors", "metrics_complete",
     "main_model_tokens", "main_model_cost_usd", "other_models", "wall_s",
     "agent_wall_s",
     "timed_out", "stalled", "hang", "ran_check_script", "ran_pytest", "ran_tests", "read_docs",
@@ -527,7 +531,7 @@ def test_success_interval_is_statsmodels_cluster_robust_ols() -> None:
     half = sps.t.ppf(0.975, len(ka) - 1) * se
     low, high = success_interval(ka, na, kb, nb)
     assert (float(low), float(high)) == pytest.approx((fit.params["arm"] - half, fit.params["arm"] + half))
-    these_low, these_high = success_interval(ka, na, kb, nb, "these tasks")
+    these_low, these_high = success_interval(ka, na, kb, nb, "these_tasks")
     assert these_low < fit.params["arm"] < these_high
     assert all(np.isnan(success_interval([1], [5], [3], [5])))
     with pytest.raises(ValueError, match="unknown estimand"):
@@ -600,13 +604,21 @@ def test_compare_conditions_small_set() -> None:
     assert success.effect == pytest.approx(5 / 15 - 9 / 15)
     assert success.ci_low < success.effect < success.ci_high
     assert 0 < success.p_value < 1 and success.n_tasks == 5
-    expected_p, _ = stratified_test(
-        [SMALL_SUCCESSES[(t, "agents_md")] for t in sorted({t for t, _ in SMALL_SUCCESSES})],
+    tasks = sorted({t for t, _ in SMALL_SUCCESSES})
+    counts = (
+        [SMALL_SUCCESSES[(t, "agents_md")] for t in tasks],
         [3] * 5,
-        [SMALL_SUCCESSES[(t, "no_agents_md")] for t in sorted({t for t, _ in SMALL_SUCCESSES})],
+        [SMALL_SUCCESSES[(t, "no_agents_md")] for t in tasks],
         [3] * 5,
     )
-    assert success.p_value == pytest.approx(expected_p)
+    # The default question is the population's: the Wald t-test of the interval's own estimand.
+    assert (success.estimand, success.test) == (POPULATION, WALD_TEST)
+    assert success.p_value == pytest.approx(population_test(*counts))
+    assert (success.p_value < 0.05) == (not success.ci_low <= 0 <= success.ci_high)
+    these = compare_conditions(df, metrics=["success"], estimand=THESE_TASKS)[0]
+    assert (these.estimand, these.test) == (THESE_TASKS, EXACT_TEST)
+    assert these.p_value == pytest.approx(stratified_test(*counts)[0]) != success.p_value
+    assert these.effect == success.effect and these.ci_high - these.ci_low < success.ci_high - success.ci_low
     cost = comparisons[1]
     assert cost.effect == pytest.approx(0.5) and cost.effect_kind == "ratio"
     flipped = compare_conditions(df, reference="no_agents_md", metrics=["success"])

@@ -8,8 +8,9 @@ from pathlib import Path
 import atif
 import pytest
 
-from rig.analysis import compare_success, load_runs
+from rig.analysis import THESE_TASKS, compare_success, load_runs
 from rig.paths import REPO_ROOT
+from rig.report.document import fmt_p
 
 RIG = str(Path(sys.executable).with_name("rig"))
 DEMO = REPO_ROOT / "experiments" / "demo_agents_md.toml"
@@ -48,6 +49,12 @@ def test_demo_report_finds_the_planted_effect_with_a_ci(tmp_path):
     # Planted: 0.9 with AGENTS.md vs 0.4 without; the interval must exclude no effect.
     assert effect.ci_low > 0 and effect.p_value < 0.05
     assert 0.2 < effect.effect < 0.8
+    # The README and docs/demo.md quote the report's numbers, for both questions.
+    these = compare_success(runs, "no_agents_md", "agents_md", THESE_TASKS)
+    quoted = f"{cells[2]} {cells[3]}, p = {cells[5]} (Holm {cells[6]})"
+    for doc in (REPO_ROOT / "README.md", REPO_ROOT / "docs" / "demo.md"):
+        words = " ".join(doc.read_text().split())
+        assert quoted in words and f"p = {fmt_p(these.p_value)}" in words, doc
     assert "| success rate | `agents_md` vs `no_agents_md` |" in text
     assert (folder / "failures.md").is_file() and (folder / "figures" / "effects_forest.png").is_file()
     # Every attempt, scored or quarantined, exports to a valid ATIF trajectory of its Pi session.

@@ -169,7 +169,8 @@ def test_agents_md_comparison(executed: dict[str, Notebook]) -> None:
     compare = text(cell(nb, "compare"))
     # 9/15 with AGENTS.md against 5/15 without, in the committed set.
     assert "difference agents_md - no_agents_md: +26.7 points, 95% CI [" in compare
-    assert "exact CMH" in compare
+    # The committed set's experiment.json declares no estimand: the population's question and test.
+    assert "(estimand: population)" in compare and "Wald t-test" in compare
     assert "fisher_p" in compare and "t2_add_endpoint" in compare
     holm = text(cell(nb, "holm"))
     assert "p_holm" in holm and "cost_usd" in holm and "95% CI" in holm

@@ -22,6 +22,7 @@ import pytest
 from scipy.special import expit
 
 from rig.analysis import (
+    POPULATION,
     THESE_TASKS,
     compare_metric,
     compare_success,
@@ -54,7 +55,8 @@ def _three_se(p: float, n: int) -> float:
     return 3 * math.sqrt(p * (1 - p) / n)
 
 
-def test_aa_success_rejects_at_most_nominal_and_the_interval_covers_zero() -> None:
+@pytest.mark.parametrize("estimand", [POPULATION, THESE_TASKS])
+def test_aa_success_rejects_at_most_nominal_and_the_interval_covers_zero(estimand: str) -> None:
     # Heterogeneous tasks, drawn independently of the power module's model: each task has its own
     # success rate anywhere in [0.05, 0.95], the same in both arms.
     rng = np.random.default_rng(2026)
@@ -63,12 +65,13 @@ def test_aa_success_rejects_at_most_nominal_and_the_interval_covers_zero() -> No
     for _ in range(N_EXPERIMENTS):
         rates = rng.uniform(0.05, 0.95, N_TASKS)
         df = _frame(rng.binomial(reps, rates), rng.binomial(reps, rates), reps)
-        comparison = compare_success(df, "a", "b")
+        comparison = compare_success(df, "a", "b", estimand)
         rejections += comparison.p_value < ALPHA
         covered += comparison.ci_low <= 0 <= comparison.ci_high
     rejection_rate = rejections / N_EXPERIMENTS
     print(
-        f"A/A success: rejection rate {rejection_rate:.4f}, interval coverage {covered / N_EXPERIMENTS:.4f}"
+        f"A/A success ({estimand}): rejection rate {rejection_rate:.4f}, "
+        f"interval coverage {covered / N_EXPERIMENTS:.4f}"
     )
     assert rejection_rate <= ALPHA + _three_se(ALPHA, N_EXPERIMENTS)
     # With no effect in any task, 0 is the value of both estimands: nominal coverage.
@@ -92,7 +95,8 @@ def test_aa_cost_rejects_at_most_nominal() -> None:
     assert rejections / n <= ALPHA + _three_se(ALPHA, n)
 
 
-def test_planted_effect_found_with_predicted_power() -> None:
+@pytest.mark.parametrize("estimand", [POPULATION, THESE_TASKS])
+def test_planted_effect_found_with_predicted_power(estimand: str) -> None:
     base, effect, reps = 0.4, 0.3, 5  # chosen so the power is mid-range, where a mismatch shows most
     # The design is what the power module says: check the planted effect really averages 0.3.
     p_a, p_b = _task_rates(base, effect, N_TASKS, 1.0, 20_000, np.random.default_rng(0))
@@ -100,16 +104,18 @@ def test_planted_effect_found_with_predicted_power() -> None:
     assert (p_b - p_a).mean() == pytest.approx(effect, abs=0.01)
 
     n_predict = 2000
-    predicted = power_success(base, effect, N_TASKS, reps, alpha=ALPHA, n_sim=n_predict, seed=1)
+    predicted = power_success(
+        base, effect, N_TASKS, reps, alpha=ALPHA, n_sim=n_predict, seed=1, estimand=estimand
+    )
     rng = np.random.default_rng(2)
     p_a, p_b = _task_rates(base, effect, N_TASKS, 1.0, N_EXPERIMENTS, rng)
     succ_a, succ_b = rng.binomial(reps, p_a), rng.binomial(reps, p_b)
     rejections = sum(
-        compare_success(_frame(succ_a[i], succ_b[i], reps), "a", "b").p_value < ALPHA
+        compare_success(_frame(succ_a[i], succ_b[i], reps), "a", "b", estimand).p_value < ALPHA
         for i in range(N_EXPERIMENTS)
     )
     observed = rejections / N_EXPERIMENTS
-    print(f"planted effect: predicted power {predicted:.4f}, observed {observed:.4f}")
+    print(f"planted effect ({estimand}): predicted power {predicted:.4f}, observed {observed:.4f}")
     # Both estimates are Monte Carlo: 3 standard errors of their difference plus 0.02 of slack.
     se = math.sqrt(predicted * (1 - predicted) * (1 / n_predict + 1 / N_EXPERIMENTS))
     assert abs(observed - predicted) <= 3 * se + 0.02
@@ -143,7 +149,9 @@ def test_planted_cost_effect_found_with_predicted_power() -> None:
 def test_power_grows_with_reps_and_effect() -> None:
     powers = [power_success(0.3, 0.3, N_TASKS, reps, n_sim=300, seed=5) for reps in (2, 6, 20)]
     assert powers[0] < powers[1] < powers[2]
-    assert power_success(0.3, 0.0, N_TASKS, 10, n_sim=1000, seed=5) <= ALPHA + _three_se(ALPHA, 1000)
+    for estimand in (POPULATION, THESE_TASKS):
+        null = power_success(0.3, 0.0, N_TASKS, 10, n_sim=1000, seed=5, estimand=estimand)
+        assert null <= ALPHA + _three_se(ALPHA, 1000), estimand
     small = reps_for_power(0.3, 0.2, N_TASKS, n_sim=200, seed=3)
     large = reps_for_power(0.3, 0.4, N_TASKS, n_sim=200, seed=3)
     assert large < small
@@ -223,7 +231,7 @@ def test_compare_success_reports_the_interval_of_success_interval() -> None:
     ka, kb = rng.binomial(4, rates), rng.binomial(4, expit(np.log(rates / (1 - rates)) + 1))
     runs = np.full(6, 4)
     df = _frame(ka, kb, 4)
-    for estimand, fields in (("tasks as sampled", {}), (THESE_TASKS, {"estimand": THESE_TASKS})):
+    for estimand, fields in ((POPULATION, {}), (THESE_TASKS, {"estimand": THESE_TASKS})):
         c = compare_success(df, "a", "b", **fields)
         low, high = success_interval(ka, runs, kb, runs, estimand)
         assert (c.ci_low, c.ci_high, c.estimand) == (

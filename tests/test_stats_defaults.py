@@ -19,6 +19,7 @@ from rig.analysis import (
     EXACT_TEST,
     METRICS,
     SCORE,
+    THESE_TASKS,
     WALD_TEST,
     arm_order,
     cell_table,
@@ -28,6 +29,7 @@ from rig.analysis import (
     compare_score,
     compare_success,
     load_runs,
+    newcombe_interval,
     pooled_rate_interval,
     stratified_test,
     success_interval,
@@ -383,9 +385,16 @@ def test_pooled_configurations_cluster_by_task_not_by_task_and_configuration() -
     # configuration halves the variance and takes t(11) for t(5), an interval 1.7x too narrow.
     assert (by_task.ci_high - by_task.ci_low) > 1.6 * (by_cell.ci_high - by_cell.ci_low)
     assert (by_task.n_tasks, by_cell.n_tasks) == (6, 12)
-    # The test depends on the strata only, and conditions on each task x configuration.
-    assert by_task.p_value == by_cell.p_value
-    assert by_task.test == EXACT_TEST.replace("by task", "by task x group")
+    # The population's test is its interval's own: it clusters as the interval does.
+    for c in (by_task, by_cell):
+        assert c.test == WALD_TEST and (c.p_value < 0.05) == (not c.ci_low <= 0 <= c.ci_high)
+    assert by_task.p_value > by_cell.p_value
+    # These tasks' exact test depends on the strata only, and conditions on each task x configuration.
+    these = [
+        compare_success(df, "a", "b", THESE_TASKS, strata=strata, cluster=c) for c in ("task", "task_group")
+    ]
+    assert these[0].p_value == these[1].p_value
+    assert these[0].test == EXACT_TEST.replace("by task", "by task x group")
     assert [t["task"] for t in by_task.per_task][:2] == ["t0 / g0", "t0 / g1"]
     (passed,) = compare_conditions(df, reference="a", metrics=["success"], strata=strata, cluster="task")
     assert (passed.ci_low, passed.ci_high, passed.p_value) == (
@@ -404,15 +413,15 @@ def test_the_test_stratifies_by_the_strata_columns_jointly() -> None:
             rows += [(f"t{t}", group, "a", i < ka) for i in range(na)]
             rows += [(f"t{t}", group, "b", i < kb) for i in range(nb)]
     df = pd.DataFrame(rows, columns=["task", "group", "condition", "success"])
-    joint = compare_success(df, "a", "b", strata=["task", "group"])
+    joint = compare_success(df, "a", "b", THESE_TASKS, strata=["task", "group"])
     expected, _ = stratified_test([7, 0] * 3, [8, 2] * 3, [2, 1] * 3, [2, 8] * 3)
     assert joint.p_value == pytest.approx(expected, rel=1e-12)
-    by_task = compare_success(df, "a", "b")
+    by_task = compare_success(df, "a", "b", THESE_TASKS)
     assert by_task.p_value == pytest.approx(
         stratified_test([7] * 3, [10] * 3, [3] * 3, [10] * 3)[0], rel=1e-12
     )
     assert by_task.p_value < 0.05 < joint.p_value  # the confounded test finds an effect that is not there
-    assert compare_success(df, "a", "b", strata="task", cluster="task") == by_task  # the defaults
+    assert compare_success(df, "a", "b", THESE_TASKS, strata="task", cluster="task") == by_task  # defaults
     with pytest.raises(ValueError, match=r"^strata column 'config' is not in the data"):
         compare_success(df, "a", "b", strata=["task", "config"])
     with pytest.raises(ValueError, match=r"^cluster column 'repo' is not in the data"):
@@ -466,3 +475,19 @@ def test_cell_table_pooled_row_is_clustered_by_task() -> None:
     assert none.loc[("ALL", "a"), ["ci_low", "ci_high"]].tolist() == pytest.approx(
         list(wilson_interval(0, 7))
     )
+
+
+def test_these_tasks_interval_with_one_run_per_task_is_never_a_point() -> None:
+    # Public per-task tables often hold one run per task and configuration: no task then says how
+    # much its own runs vary. The interval of these tasks must not read that as certainty (it was
+    # [-4.3, -4.3] pp on such a table): each run counts as a draw at the pooled rate, the Wilson
+    # interval of independent runs, combined by Newcombe's method.
+    rows = []
+    for t in range(40):
+        rows += [(f"t{t}", "a", t % 3 == 0), (f"t{t}", "b", t % 2 == 0)]
+    df = pd.DataFrame(rows, columns=["task", "condition", "success"])
+    c = compare_success(df, "a", "b", THESE_TASKS)
+    ka, kb = sum(t % 3 == 0 for t in range(40)), sum(t % 2 == 0 for t in range(40))
+    assert c.effect == pytest.approx(kb / 40 - ka / 40)
+    assert (c.effect, c.ci_low, c.ci_high) == pytest.approx(newcombe_interval(ka, 40, kb, 40))
+    assert c.ci_high - c.ci_low > 0.3

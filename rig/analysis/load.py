@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from rig.analysis.stats import POPULATION
 from rig.store import runs_cache
 from rig.store.columns import FRAME_COLUMNS
 from rig.store.migrate import DuplicateRunWarning
@@ -37,17 +38,20 @@ INFRA_COLUMNS: tuple[str, ...] = ("experiment", "task", "condition", "infra_reru
 # Which pin must agree within which group of rows: None means across every row. The pack (its
 # manifest: the gate, the runner, the protected paths) and its fixture are one project for the whole
 # comparison; a task's prompt and its hidden tests define what "success on
-# that task" means; the harness version and the model are part of what an arm is. The rig's own
+# that task" means; the harness version and the model are part of what an arm is, within its group
+# where an import has one (a harness-model configuration: each group of an arm is its own
+# configuration; without groups, `group` is None throughout and the arm is the scope). The rig's own
 # code and the toolchain that verifies (interpreter, ruff, pytest, their startup hooks; the
 # project environment the agent and the tests run in) are the judge: one judge for every run, or
-# a difference between arms may be a difference between judges.
-_PIN_SCOPES: tuple[tuple[str, str | None], ...] = (
+# a difference between arms may be a difference between judges. An imported record has only the
+# pins its source records (the others are None, one value, as in every other record of its import).
+_PIN_SCOPES: tuple[tuple[str, tuple[str, ...] | None], ...] = (
     ("pack_hash", None),
     ("fixture_hash", None),
-    ("task_hash", "task"),
-    ("hidden_tests_hash", "task"),
-    ("harness_version", "condition"),
-    ("model", "condition"),
+    ("task_hash", ("task",)),
+    ("hidden_tests_hash", ("task",)),
+    ("harness_version", ("condition", "group")),
+    ("model", ("condition", "group")),
     ("rig_version", None),
     ("toolchain_hash", None),
     ("environment_hash", None),
@@ -84,15 +88,23 @@ def _store(folder: Path) -> ResultsStore:
     return ResultsStore(folder)
 
 
-def _declared(folder: Path) -> tuple[list[str], list[str]]:
-    """Condition names and task ids in the order experiment.json declares them ([] if unknown)."""
+def _declared(folder: Path) -> tuple[list[str], list[str], str | None]:
+    """Condition names and task ids in the order experiment.json declares them ([] if unknown), and
+    the estimand it declares (None if unknown)."""
     try:
         design = json.loads((folder / "experiment.json").read_text()).get("experiment", {})
     except (OSError, ValueError, AttributeError):
-        return [], []
+        return [], [], None
     conditions = [c.get("name") for c in design.get("conditions", []) if isinstance(c, dict)]
     tasks = design.get("tasks")
-    return [c for c in conditions if isinstance(c, str)], tasks if isinstance(tasks, list) else []
+    # A design stored before the field: a [stopping] one tested these tasks, the others reported
+    # the population's interval.
+    estimand = design.get("estimand", "these_tasks" if design.get("stopping") else None)
+    return (
+        [c for c in conditions if isinstance(c, str)],
+        tasks if isinstance(tasks, list) else [],
+        estimand if isinstance(estimand, str) else None,
+    )
 
 
 def _show(value: Any) -> str:
@@ -109,15 +121,17 @@ def _plain(value: Any) -> Any:
 def _check_pins(df: pd.DataFrame) -> None:
     for pin, scope in _PIN_SCOPES:
         # None and NaN are one value here (_plain), as they are to nunique: most pins have one value,
-        # and only a pin with several needs the runs listed.
+        # and only a pin with several needs the runs listed. A scope's None values (no group) are a
+        # group of their own, not dropped.
+        keys = list(scope) if scope is not None else []
         distinct = (
-            df[pin].nunique(dropna=False)
-            if scope is None
-            else df.groupby(scope)[pin].nunique(dropna=False).max()
+            df.groupby(keys, dropna=False)[pin].nunique(dropna=False).max()
+            if keys
+            else df[pin].nunique(dropna=False)
         )
         if distinct <= 1:
             continue
-        groups = [(None, df)] if scope is None else list(df.groupby(scope, sort=False))
+        groups = list(df.groupby(keys, sort=False, dropna=False)) if keys else [((), df)]
         for key, group in groups:
             seen: dict[Any, list[int]] = {}
             for position, value in enumerate(group[pin].tolist()):
@@ -130,7 +144,12 @@ def _check_pins(df: pd.DataFrame) -> None:
                 parts.append(
                     f"{_show(value)} ({len(positions)} runs, e.g. {first['experiment']}/{first['run_id']})"
                 )
-            where = "across the runs" if scope is None else f"within {scope} {key!r}"
+            named = [
+                f"{column} {value!r}"
+                for column, value in zip(keys, key, strict=True)
+                if _plain(value) is not None
+            ]
+            where = f"within {', '.join(named)}" if named else "across the runs"
             raise PoolingError(
                 f"cannot pool runs: {pin} differs {where}: {', '.join(parts)}; "
                 "pass --allow-mixed-pins to pool them anyway"
@@ -146,9 +165,12 @@ def load_runs(
 ) -> pd.DataFrame:
     """One row per scored run (runs.jsonl) of every results folder in `results`.
 
-    Columns are `COLUMNS`: identifiers, the verdict (`success`, `failing_stage`), cost and token
-    counts (`cost_usd` is NaN when the harness reported no cost; `metrics_complete` is False when
-    the parser could not read every usage figure: cost and tokens are then a lower bound;
+    Columns are `COLUMNS`: identifiers, the verdict (`success`, `failing_stage`; `score`, partial
+    credit in [0, 1], NaN for a binary outcome; `group`, a further stratum an import may have, None
+    without one; `source`, the format an imported record was read from, None for a run this rig
+    measured: see docs/importing.md), cost and token counts (`cost_usd` is NaN when the harness
+    reported no cost; `metrics_complete` is False when the parser could not read every usage figure:
+    cost and tokens are then a lower bound;
     `main_model_tokens` and `main_model_cost_usd` are the main model's part where the harness records
     usage per model, else None and NaN, and `other_models` names the side and subagent models), tool
     use, times (`wall_s` of the whole run, `agent_wall_s` of the agent alone), behaviour flags read
@@ -157,7 +179,10 @@ def load_runs(
     policy refused a connection, None where the network was not confined; `out_of_scope`: how many
     changes fell outside the task's scope, None for a task without one; `compactions`: the context
     compactions the session records, None where the harness records none), the pins, and
-    `artifacts`, the absolute path of the attempt folder. A torn last line of runs.jsonl (a crash
+    `artifacts`, the absolute path of the attempt folder. A figure an imported record's source
+    did not report is missing, never 0: NaN in a count column, which is then of float dtype (pandas'
+    own conversion of a nullable integer), and None in a flag column (object dtype); a frame of this
+    rig's own runs keeps int64 and bool. A torn last line of runs.jsonl (a crash
     mid-append) is skipped; records of an older schema are migrated (rig.store.migrate); a run id
     recorded more than once counts once, by its first record, and the others are reported with a
     `rig.store.migrate.DuplicateRunWarning` (a notebook shows it under the cell; `rig report` prints it
@@ -167,9 +192,16 @@ def load_runs(
     task, repetition and attempt. That declared order of the arms is also recorded in
     `df.attrs["conditions"]` (pandas keeps it through filtering, sorting and sampling):
     `compare_conditions`' default reference is its first arm, whatever order the rows are in.
+    The estimand the (first) experiment declares is `df.attrs["estimand"]`, which the comparisons
+    answer unless told another.
     With `arm_by_experiment`, `condition` holds the experiment name instead (for `rig report
     --vs`: each experiment is one arm, in the order of `results`). With `paths=False`, `artifacts`
     holds the same absolute paths as strings (a Path object per run costs a second at 100,000).
+
+    Flakiness per task is one call on the frame: `rig.analysis.flakiness(df)` gives per condition
+    pass^1 .. pass^K (the chance that k runs of a task all pass, averaged over tasks) and the flip
+    rate (the share of tasks whose repetitions disagree) with its exact interval over tasks, and
+    `rig.analysis.task_flakiness(df)` the same per task (rig.analysis.flakiness).
 
     Raises PoolingError when pack_hash, fixture_hash, rig_version, toolchain_hash, the project
     environment's hash or packages, python_version, ruff_version or pytest_version differs between
@@ -191,9 +223,11 @@ def _load(folders: list[Path], arm_by_experiment: bool, paths: bool) -> pd.DataF
     tables = []
     condition_rank: dict[str, int] = {}
     experiment_folder: dict[str, Path] = {}
+    estimands: list[str | None] = []
     for folder_index, folder in enumerate(folders):
         table = runs_cache.scored(_store(folder), list(COLUMNS))
-        declared_conditions, declared_tasks = _declared(folder)
+        declared_conditions, declared_tasks, estimand = _declared(folder)
+        estimands.append(estimand)
         for name in declared_conditions:
             condition_rank.setdefault(name, len(condition_rank))
         experiments = table.column("experiment").to_pylist()
@@ -235,6 +269,8 @@ def _load(folders: list[Path], arm_by_experiment: bool, paths: bool) -> pd.DataF
     # first of them whatever order the rows are later put in.
     present = set(df["condition"].unique())
     df.attrs["conditions"] = [c for c in condition_rank if c in present]
+    # The question the first experiment asks (a design older than the field asked the population's).
+    df.attrs["estimand"] = estimands[0] or POPULATION
     return df
 
 

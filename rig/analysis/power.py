@@ -1,9 +1,10 @@
 """Power by simulation: how many repetitions an experiment needs before its test can see an effect.
 
 Each function simulates the rig's own design (n_tasks tasks, `reps` runs per task per arm) many
-times and analyses every simulated experiment with exactly the test a report would use
-(`stratified_test` for success, `paired_median_test` for cost), so the power printed by `rig power`
-is the power of the analysis that will actually run, discreteness and all.
+times and analyses every simulated experiment with exactly the test a report would use (for success
+the test of the experiment's estimand: `population_test` or `stratified_test`; `paired_median_test`
+for cost), so the power printed by `rig power` is the power of the analysis that will actually run,
+discreteness and all.
 
 Success model: tasks differ in difficulty. Each task's success rate under the reference arm is
 logit-normal: logit p_a = mu + task_spread * Z, Z standard normal, with mu chosen so that the
@@ -29,7 +30,14 @@ import numpy as np
 from scipy import optimize
 from scipy.special import expit
 
-from rig.analysis.stats import paired_median_test, stratified_test, wilcoxon_min_p
+from rig.analysis.stats import (
+    ESTIMANDS,
+    POPULATION,
+    paired_median_test,
+    population_test,
+    stratified_test,
+    wilcoxon_min_p,
+)
 
 _NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(80)
 _WEIGHTS = _WEIGHTS / _WEIGHTS.sum()
@@ -89,21 +97,34 @@ def power_success(
     n_sim: int = 400,
     seed: int = 0,
     task_spread: float = 1.0,
+    estimand: str = POPULATION,
 ) -> float:
-    """Probability that compare_success's test gives p < alpha for a true difference `effect`.
+    """Probability that compare_success's test of `estimand` gives p < alpha for a true difference
+    `effect`.
 
     Simulates `n_sim` experiments of `n_tasks` heterogeneous tasks (the logit-normal model of the
     module docstring: average reference rate `base_rate`, average difference `effect`), `reps`
-    runs per task per arm, and tests each with `stratified_test` (the exact conditional test
-    stratified by task, exactly as compare_success does). Returns the fraction with p < alpha; with
-    effect 0 that is the test's false-positive rate (at most alpha: the test is exact).
+    runs per task per arm, and tests each as compare_success does for that estimand: POPULATION,
+    `population_test` (the Wald t-test of the task-clustered difference; where every task shows the
+    same difference, the exact test, as compare_success falls back); THESE_TASKS, `stratified_test`
+    (the exact conditional test stratified by task). Returns the fraction with p < alpha; with
+    effect 0 that is the test's false-positive rate.
     """
     _check_design(n_tasks, reps, alpha, n_sim)
+    if estimand not in ESTIMANDS:
+        raise ValueError(f"unknown estimand {estimand!r}; use {' or '.join(map(repr, ESTIMANDS))}")
     rng = np.random.default_rng(seed)
     p_a, p_b = _task_rates(base_rate, effect, n_tasks, task_spread, n_sim, rng)
     succ_a = rng.binomial(reps, p_a)
     succ_b = rng.binomial(reps, p_b)
     runs = np.full(n_tasks, reps)
+    if estimand == POPULATION:
+        p = population_test(
+            succ_a, np.broadcast_to(runs, succ_a.shape), succ_b, np.broadcast_to(runs, succ_b.shape)
+        )
+        for i in np.flatnonzero(np.isnan(p)) if n_tasks > 1 else ():
+            p[i] = stratified_test(succ_a[i], runs, succ_b[i], runs)[0]
+        return float(np.mean(p < alpha))
     # The p-value depends only on the multiset of per-task (successes a, successes b) when every
     # cell has `reps` runs, and simulated experiments repeat a lot: test each distinct one once.
     cache: dict[bytes, float] = {}
@@ -154,8 +175,9 @@ def reps_for_power(
     seed: int = 0,
     max_reps: int = 200,
     task_spread: float = 1.0,
+    estimand: str = POPULATION,
 ) -> int:
-    """Smallest repetitions per task per arm for which power_success reaches `target`.
+    """Smallest repetitions per task per arm for which power_success (of `estimand`) reaches `target`.
 
     Searched upward (doubling, then bisection) with the same seed at every candidate; raises
     ValueError if `max_reps` repetitions are not enough.
@@ -163,7 +185,7 @@ def reps_for_power(
     _logit_design(base_rate, effect, task_spread)  # validate once, with a clear message
 
     def power_at(reps: int) -> float:
-        return power_success(base_rate, effect, n_tasks, reps, alpha, n_sim, seed, task_spread)
+        return power_success(base_rate, effect, n_tasks, reps, alpha, n_sim, seed, task_spread, estimand)
 
     what = f"success {base_rate:g} -> {base_rate + effect:g} over {n_tasks} tasks"
     return _smallest_reps(power_at, target, max_reps, what)
@@ -230,3 +252,75 @@ def reps_for_power_cost(
 
     what = f"median cost x{ratio:g} (sigma {sigma:g}) over {n_tasks} tasks"
     return _smallest_reps(power_at, target, max_reps, what)
+
+
+def min_detectable_effect(
+    base_rate: float,
+    n_tasks: int,
+    reps: int,
+    alpha: float = 0.05,
+    target: float = 0.8,
+    n_sim: int = 400,
+    seed: int = 0,
+    task_spread: float = 1.0,
+    estimand: str = POPULATION,
+    tolerance: float = 0.005,
+) -> float:
+    """Smallest difference in success rate that compare_success's test of `estimand` finds (p <
+    alpha) with probability at least `target`, at `n_tasks` tasks x `reps` runs per task per arm.
+
+    The inverse of power_success, with its task model (average reference rate `base_rate`,
+    logit-normal task difficulty of spread `task_spread`, a common logit shift): bisection on the
+    difference to within `tolerance`, with the same seed at every candidate (common random numbers,
+    as reps_for_power). The difference is searched toward 0.5, where there is more room (an increase
+    from a base rate up to 0.5, a decrease from one above): the two-sided test treats both
+    directions alike, and the other side may not leave room for any detectable difference. Returns
+    the difference's size (positive), the upper end of the last bisection interval; NaN when even
+    the largest difference there is room for (to within 0.001 of 0 or 1) has power below `target`:
+    nothing is detectable at this size.
+    """
+    _check_probability("base_rate", base_rate)
+    _check_design(n_tasks, reps, alpha, n_sim)
+    if not 0 < target < 1:
+        raise ValueError(f"target power must be strictly between 0 and 1, got {target:g}")
+    if tolerance <= 0:
+        raise ValueError(f"tolerance must be > 0, got {tolerance:g}")
+    sign = 1.0 if base_rate <= 0.5 else -1.0
+    room = (1 - base_rate if sign > 0 else base_rate) - 1e-3
+
+    def power_at(size: float) -> float:
+        return power_success(
+            base_rate, sign * size, n_tasks, reps, alpha, n_sim, seed, task_spread, estimand=estimand
+        )
+
+    if room <= 0 or power_at(room) < target:
+        return float("nan")
+    low, high = 0.0, room
+    while high - low > tolerance:
+        middle = (low + high) / 2
+        if power_at(middle) >= target:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def task_spread_for(base_rate: float, variance: float, max_spread: float = 4.0) -> float:
+    """The `task_spread` of the logit-normal task model whose task success rates, averaging
+    `base_rate`, have variance `variance` across tasks (0 for no variance; `max_spread` where that
+    spread is not enough: the rates' variance can never reach base_rate (1 - base_rate)).
+
+    Lets a simulation use the spread of a real experiment's tasks, e.g. estimated from observed
+    per-task rates with the binomial noise of their runs taken out.
+    """
+    _check_probability("base_rate", base_rate)
+    if variance <= 0:
+        return 0.0
+
+    def variance_at(spread: float) -> float:
+        mu = optimize.brentq(lambda x: _mean_rate(x, spread) - base_rate, -60, 60, xtol=1e-12)
+        return float(np.dot(_WEIGHTS, expit(mu + spread * _NODES) ** 2)) - base_rate**2
+
+    if variance_at(max_spread) <= variance:
+        return max_spread
+    return float(optimize.brentq(lambda s: variance_at(s) - variance, 0.0, max_spread, xtol=1e-6))

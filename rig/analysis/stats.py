@@ -50,7 +50,7 @@ the difference and drop out of both tests; with no informative task the p-value 
 
 Intervals and their estimands (bench/coverage_intervals.py measures their coverage):
 
-- TASKS_AS_SAMPLED (the default, and what reports show): the effect over the population of tasks
+- POPULATION (the default, and what reports show): the effect over the population of tasks
   these were drawn from, i.e. the expected pooled difference (or ratio of pooled medians) if the
   experiment were rerun on fresh tasks like these. Its interval is a cluster-robust (task-clustered
   sandwich, CR1) interval: the effect's linearisation summed per task, variance
@@ -98,12 +98,13 @@ EXACT_TEST = "exact conditional test (exact CMH, stratified by task)"
 CMH_TEST = "Cochran-Mantel-Haenszel test (stratified by task, continuity-corrected)"
 WILCOXON_TEST = "Wilcoxon signed-rank test on per-task medians"
 WALD_TEST = "Wald t-test of the task-clustered mean difference (CR1)"
+THESE_TASKS_Z_TEST = "z-test of the mean difference over these tasks' runs"
 # Probabilities within this relative tolerance of the observed one count as "as likely": the
 # floating-point guard of Fisher's exact test in R and scipy, so one stratum gives the same p.
 _REL_TOL = 1 + 1e-7
-TASKS_AS_SAMPLED = "tasks as sampled"
-THESE_TASKS = "these tasks"
-ESTIMANDS: tuple[str, ...] = (TASKS_AS_SAMPLED, THESE_TASKS)
+POPULATION = "population"
+THESE_TASKS = "these_tasks"
+ESTIMANDS: tuple[str, ...] = (POPULATION, THESE_TASKS)
 
 CELL_COLUMNS: tuple[str, ...] = (
     "task",
@@ -128,7 +129,7 @@ class Comparison:
 
     `effect` is rate_b - rate_a for success and mean_b - mean_a for score (`effect_kind`
     "difference"), median_b / median_a for the other metrics ("ratio"); [`ci_low`, `ci_high`] is
-    its 95% interval for `estimand` (TASKS_AS_SAMPLED or THESE_TASKS, see the module docstring);
+    its 95% interval for `estimand` (POPULATION or THESE_TASKS, see the module docstring);
     `p_value` comes from `test`, NaN when there was nothing to test (no data for the metric);
     `p_adjusted` is the Holm-adjusted p-value across all comparisons of one report that have a
     p-value (set by `compare_conditions`; NaN for those without). `n_tasks` counts the clusters
@@ -155,7 +156,7 @@ class Comparison:
     n_b: int = 0
     per_task: list[dict[str, Any]] = field(default_factory=list)
     note: str | None = None
-    estimand: str = TASKS_AS_SAMPLED
+    estimand: str = POPULATION
 
 
 # -- intervals and cells ---------------------------------------------------------------------
@@ -273,13 +274,17 @@ def _these_tasks_bounds(k: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.nd
     """Pooled rate over the last axis and its Wilson bounds at the effective number of runs.
 
     The pooled rate's variance given the tasks' true rates is V = sum_t k_t (n_t - k_t) / (n_t - 1)
-    / N**2 (unbiased within each task); N_eff = P (1 - P) / V is Kish's effective size. Returns
-    (rate, low, high) over the leading axes.
+    / N**2 (unbiased within each task; a task run once adds P (1 - P)); N_eff = P (1 - P) / V is
+    Kish's effective size. Returns (rate, low, high) over the leading axes.
     """
     total = n.sum(axis=-1)
     rate = k.sum(axis=-1) / total
-    # A task run once has no within-task variance estimate; it adds 0 (0 / 1).
-    variance = (k * (n - k) / np.maximum(n - 1, 1)).sum(axis=-1) / total**2
+    # A task run once has no within-task variance estimate: its run counts as a draw at the pooled
+    # rate, P (1 - P), which holds the spread between tasks as well and so errs wide (with every
+    # task run once: the Wilson interval of N independent runs), never as certain (0).
+    once = n == 1
+    within = np.where(once, 0.0, k * (n - k) / np.maximum(n - 1, 1)).sum(axis=-1)
+    variance = (within + once.sum(axis=-1) * rate * (1 - rate)) / total**2
     with np.errstate(divide="ignore", invalid="ignore"):
         n_eff = np.where(variance > 0, rate * (1 - rate) / variance, np.inf)
     # All runs failed or all passed: no spread to estimate, so the runs count as independent.
@@ -325,7 +330,8 @@ def cell_table(df: pd.DataFrame) -> pd.DataFrame:
     refused). n runs, successes, success_rate = successes / n with its 95% interval (ci_low,
     ci_high): per cell the Wilson interval of its runs, for the ALL row the task-clustered interval
     of the pooled rate (`pooled_rate_interval`: tasks, not runs, are the independent units). Then,
-    each only when its column is in `df` (the columns follow CELL_COLUMNS): the mean score, the
+    each only when its column is in `df` (the columns follow CELL_COLUMNS): the mean score (when
+    any run has one), the
     medians of cost (NaN runs without a cost ignored), total tokens, tool calls and wall time, and
     the count of `incomplete_metrics` runs (from `metrics_complete`), which cost and tokens leave
     out (see `usage_values`) but which still count in n and successes. Rows follow the order tasks
@@ -340,7 +346,8 @@ def cell_table(df: pd.DataFrame) -> pd.DataFrame:
     # Positions, not index labels: a frame concatenated without ignore_index repeats labels.
     groups = df.groupby(["task", "condition"], sort=False).indices
     medians = [m for m in ("cost_usd", "total_tokens", "tool_calls", "wall_s") if m in df.columns]
-    has_score = SCORE in df.columns
+    # load_runs' frame always has the column; runs measured by the rig leave it empty.
+    has_score = SCORE in df.columns and bool(df[SCORE].notna().any())
     if has_score:
         _score_values(df)  # refuses values outside [0, 1]
     columns = [
@@ -526,6 +533,15 @@ def _arm_sums(
     )
 
 
+def _estimand(df: pd.DataFrame, estimand: str | None) -> str:
+    """The estimand asked for, else the one the experiment declares (`load_runs` records it in
+    `df.attrs["estimand"]`), else POPULATION; ValueError for an unknown one."""
+    chosen = estimand or df.attrs.get("estimand") or POPULATION
+    if chosen not in ESTIMANDS:
+        raise ValueError(f"unknown estimand {chosen!r}; use {' or '.join(map(repr, ESTIMANDS))}")
+    return chosen
+
+
 def _unit(cluster: str) -> str:
     return "task" if cluster == "task" else cluster
 
@@ -559,15 +575,15 @@ def success_interval(
     n_a: np.ndarray,
     successes_b: np.ndarray,
     n_b: np.ndarray,
-    estimand: str = TASKS_AS_SAMPLED,
+    estimand: str = POPULATION,
 ) -> tuple[np.ndarray, np.ndarray]:
     """95% interval of the pooled difference rate_b - rate_a, as compare_success computes it.
 
     Inputs have one entry per task on the last axis (leading axes: independent experiments, so a
     simulation computes thousands of intervals at once); returns (low, high) over the leading axes.
-    For TASKS_AS_SAMPLED the entries are the clusters (`compare_success` passes its `cluster`
+    For POPULATION the entries are the clusters (`compare_success` passes its `cluster`
     counts), for THESE_TASKS the strata. Fractional counts are refused (ValueError), not truncated.
-    TASKS_AS_SAMPLED: cluster-robust t interval (see the module docstring); the pooled difference's
+    POPULATION: cluster-robust t interval (see the module docstring); the pooled difference's
     linearisation in task t is (k_bt - n_bt P_b) / N_b - (k_at - n_at P_a) / N_a, the same sandwich
     statsmodels' OLS of success on the arm with `cov_type="cluster"` gives, without its (N - 1) /
     (N - 2) run-count factor (tasks, not runs, are the units here). With a single task it is NaN:
@@ -602,11 +618,32 @@ def success_interval(
     return np.where(same, low, np.clip(diff - half, -1, 1)), np.where(same, high, np.clip(diff + half, -1, 1))
 
 
+def population_test(
+    successes_a: np.ndarray, n_a: np.ndarray, successes_b: np.ndarray, n_b: np.ndarray
+) -> np.ndarray:
+    """Two-sided p of the POPULATION success difference: the Wald t-test of the pooled difference
+    with `success_interval`'s task-clustered CR1 standard error and t(clusters - 1), so it rejects at
+    5% exactly when that interval excludes 0. Counts per cluster on the last axis (leading axes:
+    independent experiments). NaN with one cluster, or the same difference in every cluster (no
+    spread: `compare_success` then decides with these tasks' exact test, as its interval is theirs).
+    """
+    ka, na, kb, nb = (
+        _whole_counts(x, name).astype(float)
+        for x, name in (
+            (successes_a, "successes_a"),
+            (n_a, "n_a"),
+            (successes_b, "successes_b"),
+            (n_b, "n_b"),
+        )
+    )
+    return clustered_mean_difference(ka, na, kb, nb)[3]
+
+
 def compare_success(
     df: pd.DataFrame,
     a: str,
     b: str,
-    estimand: str = TASKS_AS_SAMPLED,
+    estimand: str | None = None,
     *,
     strata: str | Sequence[str] = DEFAULT_STRATA,
     cluster: str = DEFAULT_CLUSTER,
@@ -615,26 +652,29 @@ def compare_success(
 
     `success` must be binary (`binary_outcomes`): a fractional one is refused in one line (compare
     it with `compare_score`). `strata` (default ["task"]) are the columns the test conditions on,
-    jointly; `cluster` (default "task") the column whose units the TASKS_AS_SAMPLED interval treats
+    jointly; `cluster` (default "task") the column whose units the POPULATION interval treats
     as independent. To pool configurations of one task set, stratify by task and configuration and
     cluster by task: `strata=["task", "configuration"]`. Only strata run under both arms are used;
     the effect, the interval and the test all use the same runs.
 
-    Interval (`success_interval`): 95%, by default for TASKS_AS_SAMPLED, the difference over tasks
-    like these (a cluster-robust t interval with clusters - 1 degrees of freedom: NaN with one
-    cluster), because a harness change is adopted for the tasks still to come, not for the five
-    that were run; THESE_TASKS gives the narrower interval for exactly the strata run (run noise
-    only). Both keep 95% coverage within Monte Carlo error from 5 to 50 tasks and 3 to 10
-    repetitions (bench/coverage_intervals.py; tests/test_stats_calibration.py checks it).
+    `estimand`: the question asked; default the experiment's (`df.attrs["estimand"]`, which
+    `load_runs` sets), else POPULATION. Interval (`success_interval`): 95%; for POPULATION, the
+    difference over tasks like these (a cluster-robust t interval with clusters - 1 degrees of
+    freedom: NaN with one cluster), because a harness change is adopted for the tasks still to come,
+    not for the five that were run; THESE_TASKS gives the narrower interval for exactly the strata
+    run (run noise only). Both keep 95% coverage within Monte Carlo error from 5 to 50 tasks and 3
+    to 10 repetitions (bench/coverage_intervals.py; tests/test_stats_calibration.py checks it).
 
-    p-value: `stratified_test` (exact conditional test stratified by `strata`; asymptotic CMH only
-    for huge experiments). Per stratum, Fisher's exact test of that stratum alone (unadjusted) is
-    reported in `per_task`. The interval and the test can disagree near the boundary: the test is
-    the decision. With no stratum run under both arms there is nothing to compare: effect,
-    interval and p are NaN.
+    p-value: the test of the same estimand as the interval, so a decision answers one question.
+    POPULATION: `population_test`, the Wald t-test with the interval's own standard error and
+    quantile: p < 0.05 exactly when the interval excludes 0. THESE_TASKS: `stratified_test` (the
+    exact conditional test stratified by `strata`; asymptotic CMH only for huge experiments), with
+    Newcombe's interval; the two can differ a hair from the 5% boundary, where the note says so and
+    the exact test decides. Per stratum, Fisher's exact test of that stratum alone (unadjusted) is
+    reported in `per_task`. With no stratum run under both arms there is nothing to compare:
+    effect, interval and p are NaN.
     """
-    if estimand not in ESTIMANDS:
-        raise ValueError(f"unknown estimand {estimand!r}; use {' or '.join(map(repr, ESTIMANDS))}")
+    estimand = _estimand(df, estimand)
     _check_arms(df, a, b)
     strata_columns = _columns(strata, "strata")
     sub = df[df["condition"].isin([a, b]).to_numpy()]
@@ -660,12 +700,26 @@ def compare_success(
     clusters, cluster_labels = _codes(sub[runs], [cluster])
     by_cluster = _arm_sums(clusters, outcome[runs], is_b[runs], len(cluster_labels))
     effect = float(kb.sum() / nb.sum() - ka.sum() / na.sum())
-    if estimand == TASKS_AS_SAMPLED:
-        ci = success_interval(*(np.rint(x) for x in by_cluster))
+    note = None
+    unit = _unit(cluster)
+    exact_p, exact_test = stratified_test(ka, na, kb, nb)
+    if estimand == POPULATION:
+        cluster_counts = [np.rint(x) for x in by_cluster]
+        ci_low, ci_high = (float(x) for x in success_interval(*cluster_counts))
+        p_value, test = float(population_test(*cluster_counts)), WALD_TEST
+        if math.isnan(p_value) and len(cluster_labels) > 1:
+            # The same difference in every task: no spread to test against, and the interval is
+            # these tasks' (success_interval); so is the decision, to keep the two one question.
+            p_value, test = exact_p, exact_test
+            note = f"the same difference in every {unit}: interval and test are these {unit}s'"
     else:
-        ci = success_interval(ka, na, kb, nb, THESE_TASKS)
-    ci_low, ci_high = (float(x) for x in ci)
-    p_value, test = stratified_test(ka, na, kb, nb)
+        ci_low, ci_high = (float(x) for x in success_interval(ka, na, kb, nb, THESE_TASKS))
+        p_value, test = exact_p, exact_test
+        if not math.isnan(ci_low) and (p_value < 1 - CONFIDENCE) == (ci_low <= 0 <= ci_high):
+            note = (
+                "the exact test and Newcombe's interval disagree at the 5% boundary: "
+                "the exact test is the decision"
+            )
     per_task = []
     for label, sa, n_ta, sb, n_tb in zip(
         labels, ka.tolist(), na.tolist(), kb.tolist(), nb.tolist(), strict=True
@@ -677,12 +731,11 @@ def compare_success(
         )
     m = ka + kb
     informative = (m > 0) & (m < na + nb)
-    note = None
-    unit = _unit(cluster)
     if not informative.any():
+        p_value = 1.0
         note = "every task's outcome was the same in all runs of both arms: no information, p = 1"
-    elif len(cluster_labels) == 1 and estimand == TASKS_AS_SAMPLED:
-        note = f"a single {unit}: no interval over {unit}s"
+    elif len(cluster_labels) == 1 and estimand == POPULATION:
+        note = f"a single {unit}: no interval or test over {unit}s"
     return Comparison(
         metric="success",
         a=a,
@@ -784,7 +837,7 @@ def compare_metric(
     Runs whose value is missing (NaN, e.g. a harness that reports no cost) are dropped, as are,
     for cost and tokens, runs whose metrics are incomplete (`usage_values`); only clusters (tasks,
     unless `cluster` names another column) with values in both arms are used. Interval:
-    `median_ratio_interval`, 95% over tasks like these (TASKS_AS_SAMPLED; with the same ratio in
+    `median_ratio_interval`, 95% over tasks like these (POPULATION; with the same ratio in
     every task the ratio for these tasks is the same number); NaN with one task. p-value: Wilcoxon
     signed-rank test on the per-task paired medians (median_b - median_a per task;
     `paired_median_test`): a test over tasks, so with few tasks it is weak and with 5 or fewer it
@@ -883,7 +936,7 @@ def clustered_mean_difference(
     its CR1 variance V = m / (m - 1) * sum of squares over the m clusters; the interval is
     diff -/+ t(0.975, m - 1) sqrt(V), clipped to [-1, 1], and the p-value 2 P(T_(m-1) > |diff| /
     sqrt(V)): the same estimand, standard error and quantile, so the interval excludes 0 exactly
-    when p < 0.05. For 0/1 values it is `success_interval`'s TASKS_AS_SAMPLED interval. Returns
+    when p < 0.05. For 0/1 values it is `success_interval`'s POPULATION interval. Returns
     (diff, low, high, p); interval and p are NaN with one cluster, and where V is 0 (the same
     difference in every cluster: no spread to estimate the uncertainty from).
     """
@@ -921,8 +974,42 @@ def _score_values(df: pd.DataFrame, column: str = SCORE) -> np.ndarray:
     return values
 
 
+def these_tasks_mean_difference(
+    values: np.ndarray, codes: np.ndarray, is_b: np.ndarray, groups: int
+) -> tuple[float, float, float, float]:
+    """Pooled mean difference M_b - M_a of exactly the tasks run, its 95% interval and z-test p.
+
+    Only run-to-run noise is uncertain: Var(M) = sum_t n_t s_t^2 / N^2 per arm, with s_t^2 the
+    unbiased variance of the task's runs in that arm (a task with one run in an arm gives no
+    estimate and adds 0); interval diff -/+ z(0.975) sqrt(Var_a + Var_b), p = 2 P(Z > |diff| / se):
+    one standard error, so the interval excludes 0 exactly when p < 0.05. NaN interval and p when
+    every run agreed within its task and arm (se 0).
+    """
+    total = []
+    for arm in (~is_b, is_b):
+        n = np.bincount(codes, weights=arm, minlength=groups)
+        s1 = np.bincount(codes, weights=values * arm, minlength=groups)
+        s2 = np.bincount(codes, weights=values * values * arm, minlength=groups)
+        safe_n = np.where(n > 0, n, 1)
+        var = np.where(n > 1, (s2 - s1 * s1 / safe_n) / np.where(n > 1, n - 1, 1), 0.0)
+        total.append((s1.sum() / n.sum(), float((n * np.clip(var, 0, None)).sum() / n.sum() ** 2)))
+    (mean_a, var_a), (mean_b, var_b) = total
+    diff, se = float(mean_b - mean_a), math.sqrt(var_a + var_b)
+    if se <= 1e-12:
+        return diff, math.nan, math.nan, math.nan
+    half = float(sps.norm.ppf(1 - (1 - CONFIDENCE) / 2)) * se
+    p = float(2 * sps.norm.sf(abs(diff) / se))
+    return diff, max(diff - half, -1.0), min(diff + half, 1.0), p
+
+
 def compare_score(
-    df: pd.DataFrame, a: str, b: str, *, column: str = SCORE, cluster: str = DEFAULT_CLUSTER
+    df: pd.DataFrame,
+    a: str,
+    b: str,
+    estimand: str | None = None,
+    *,
+    column: str = SCORE,
+    cluster: str = DEFAULT_CLUSTER,
 ) -> Comparison:
     """Mean score of arm b minus arm a: a fractional outcome in [0, 1] per run (partial credit).
 
@@ -930,11 +1017,14 @@ def compare_score(
     both arms are used; runs without a score (NaN) are dropped and counted in the note; a value
     outside [0, 1] is refused. The effect is the pooled mean difference (other - reference), its
     95% interval the task-clustered CR1 t interval (clusters - 1 degrees of freedom) the success
-    difference uses for TASKS_AS_SAMPLED, and its p-value the Wald t-test of the same estimand with
+    difference uses for POPULATION, and its p-value the Wald t-test of the same estimand with
     the same standard error (`clustered_mean_difference`), so the two never disagree. With one task,
     or the very same difference in every task, interval and p are NaN (the note says why); with no
     score in an arm, or no task scored in both, effect, interval and p are NaN.
+    THESE_TASKS: the same effect for exactly the tasks run, with run-to-run noise only
+    (`these_tasks_mean_difference`: a z-test and the interval of its own standard error).
     """
+    estimand = _estimand(df, estimand)
     _check_arms(df, a, b)
     if column not in df.columns:
         raise ValueError(f"no column {column!r}: a score comparison needs a value in [0, 1] per run")
@@ -962,14 +1052,21 @@ def compare_score(
     sums_a, n_a, sums_b, n_b = (
         x[used] for x in _arm_sums(codes[runs], values[runs], is_b[runs], len(labels))
     )
-    diff, low, high, p = (float(x) for x in clustered_mean_difference(sums_a, n_a, sums_b, n_b))
-    if used.sum() == 1:
-        notes.append(f"a single {unit}: no interval or test over {unit}s")
-    elif math.isnan(p):
-        notes.append(
-            f"the same difference in every {unit}: "
-            f"no spread over {unit}s to estimate its uncertainty, no test"
-        )
+    if estimand == THESE_TASKS:
+        diff, low, high, p = these_tasks_mean_difference(values[runs], codes[runs], is_b[runs], len(labels))
+        test = THESE_TASKS_Z_TEST
+        if math.isnan(p):
+            notes.append("every run agreed within its task and arm: no run-to-run noise, no test")
+    else:
+        diff, low, high, p = (float(x) for x in clustered_mean_difference(sums_a, n_a, sums_b, n_b))
+        test = WALD_TEST
+        if used.sum() == 1:
+            notes.append(f"a single {unit}: no interval or test over {unit}s")
+        elif math.isnan(p):
+            notes.append(
+                f"the same difference in every {unit}: "
+                f"no spread over {unit}s to estimate its uncertainty, no test"
+            )
     labels = [label for label, keep in zip(labels, used, strict=True) if keep]
     per_task = [
         {"task": label, "mean_a": sa / na, "n_a": int(na), "mean_b": sb / nb, "n_b": int(nb)}
@@ -984,12 +1081,13 @@ def compare_score(
         ci_low=low,
         ci_high=high,
         p_value=p,
-        test=WALD_TEST,
+        test=test,
         n_tasks=len(labels),
         n_a=int(n_a.sum()),
         n_b=int(n_b.sum()),
         per_task=per_task,
         note="; ".join(notes) or None,
+        estimand=estimand,
     )
 
 
@@ -1062,6 +1160,7 @@ def compare_conditions(
     conditions: Sequence[str] | None = None,
     strata: str | Sequence[str] = DEFAULT_STRATA,
     cluster: str = DEFAULT_CLUSTER,
+    estimand: str | None = None,
 ) -> list[Comparison]:
     """Every condition against the reference on every metric, with Holm-adjusted p-values.
 
@@ -1076,28 +1175,43 @@ def compare_conditions(
     effect, interval and p-value and a note. p_adjusted is Holm's adjustment across the
     comparisons that have a p-value, so a report of many comparisons still controls the chance of
     any false positive and an absent metric does not dilute the others; the others get NaN.
+    `estimand` (POPULATION or THESE_TASKS; default: the one the experiment declares, which
+    `load_runs` records in `df.attrs["estimand"]`, else POPULATION) is the question success and
+    score answer: each gets the interval and the test of that one estimand; the ratio metrics are
+    always over tasks like these.
     """
+    estimand = _estimand(df, estimand)
     arms = arm_order(df, reference, conditions)
     if metrics is None:
-        metrics = (METRICS[0], SCORE, *METRICS[1:]) if SCORE in df.columns else METRICS
+        scored = SCORE in df.columns and bool(df[SCORE].notna().any())
+        metrics = (METRICS[0], SCORE, *METRICS[1:]) if scored else METRICS
     comparisons = []
     for other in arms[1:]:
         for metric in metrics:
-            comparisons.append(_compare(df, metric, arms[0], other, strata, cluster))
+            comparisons.append(_compare(df, metric, arms[0], other, strata, cluster, estimand))
     for comparison, adjusted in zip(comparisons, holm([c.p_value for c in comparisons]), strict=True):
         comparison.p_adjusted = adjusted
     return comparisons
 
 
 def _compare(
-    df: pd.DataFrame, metric: str, a: str, b: str, strata: str | Sequence[str], cluster: str
+    df: pd.DataFrame,
+    metric: str,
+    a: str,
+    b: str,
+    strata: str | Sequence[str],
+    cluster: str,
+    estimand: str,
 ) -> Comparison:
     kind = "difference" if metric in ("success", SCORE) else "ratio"
-    test = {"success": EXACT_TEST, SCORE: WALD_TEST}.get(metric, WILCOXON_TEST)
+    tests = {"success": EXACT_TEST, SCORE: THESE_TASKS_Z_TEST}
+    if estimand == POPULATION:
+        tests = {"success": WALD_TEST, SCORE: WALD_TEST}
+    test = tests.get(metric, WILCOXON_TEST)
     if metric not in df.columns:
-        return _no_data(metric, a, b, kind, test, f"no {metric} column in the data")
+        return _no_data(metric, a, b, kind, test, f"no {metric} column in the data", estimand=estimand)
     if metric == "success":
-        return compare_success(df, a, b, strata=strata, cluster=cluster)
+        return compare_success(df, a, b, estimand, strata=strata, cluster=cluster)
     if metric == SCORE:
-        return compare_score(df, a, b, cluster=cluster)
+        return compare_score(df, a, b, estimand, cluster=cluster)
     return compare_metric(df, metric, a, b, cluster=cluster)

@@ -8,7 +8,21 @@ from importlib import import_module
 
 from rig.cli.main import app
 
-GROUPS = ("demo", "init", "calibrate", "run", "packs", "env", "harness", "mock", "results", "power", "doctor")
+GROUPS = (
+    "demo",
+    "init",
+    "calibrate",
+    "run",
+    "packs",
+    "env",
+    "harness",
+    "mock",
+    "results",
+    "imports",
+    "power",
+    "aa",
+    "doctor",
+)
 for _group in GROUPS:
     import_module(f"rig.cli.{_group}")
 

@@ -190,10 +190,19 @@ ResultsOption = Annotated[
 
 
 def results_folder(experiment_path: Path, results_root: Path | None) -> Path:
-    """The results folder `rig run` wrote for the experiment at `experiment_path`; it must hold runs."""
+    """The results folder `rig run` wrote for the experiment at `experiment_path`, or
+    `experiment_path` itself when it is a results folder (of `rig run` or `rig import`); it must
+    hold runs."""
     from rig import paths
     from rig.experiment.load import ExperimentError, load_experiment
 
+    if experiment_path.is_dir():
+        if not (experiment_path / "runs.jsonl").is_file():
+            raise fail(
+                f"{experiment_path} is a folder without runs.jsonl; give an experiment file, or the "
+                "results folder `rig run` or `rig import` wrote"
+            )
+        return experiment_path
     try:
         name = load_experiment(experiment_path).name
     except ExperimentError as exc:

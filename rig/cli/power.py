@@ -42,24 +42,36 @@ def power(
         Path | None,
         typer.Option(
             help="Take the sequential design from this experiment's [stopping] (its tasks, conditions, "
-            "alpha, min_effect and max_repetitions)."
+            "alpha, min_effect, max_repetitions and estimand)."
         ),
     ] = None,
+    estimand: Annotated[
+        str,
+        typer.Option(
+            help="The question the test answers: population (tasks like these: the Wald t-test of the "
+            "task-clustered difference) or these_tasks (the tasks run: the exact test)."
+        ),
+    ] = "population",
 ) -> None:
     """Repetitions per task needed to detect an effect, by simulating the experiment's design; with
     --max-reps or --experiment, also the runs a sequential ([stopping]) design uses."""
-    from rig.analysis import reps_for_power, reps_for_power_cost
+    from rig.analysis import ESTIMANDS, reps_for_power, reps_for_power_cost
 
+    if estimand not in ESTIMANDS:
+        raise fail(f"unknown estimand {estimand!r}; use {' or '.join(ESTIMANDS)}")
     conditions = 2
     if experiment is not None:
-        tasks, conditions, alpha, min_effect, max_reps = _stopping_design(experiment)
+        tasks, conditions, alpha, min_effect, max_reps, estimand = _stopping_design(experiment)
     try:
-        reps = reps_for_power(base_rate, effect, tasks, alpha=alpha, target=target, n_sim=sims, seed=seed)
+        reps = reps_for_power(
+            base_rate, effect, tasks, alpha=alpha, target=target, n_sim=sims, seed=seed, estimand=estimand
+        )
     except ValueError as exc:
         raise fail(str(exc)) from exc
     typer.echo(
         f"success {base_rate:.2f} -> {base_rate + effect:.2f} over {tasks} tasks: "
-        f"{reps} repetitions per task per condition for power {target:.2f} at alpha {alpha}"
+        f"{reps} repetitions per task per condition for power {target:.2f} at alpha {alpha} "
+        f"({'tasks like these' if estimand == 'population' else 'these tasks'}: estimand {estimand})"
     )
     if max_reps is not None:
         _sequential_power(
@@ -78,8 +90,8 @@ def power(
         )
 
 
-def _stopping_design(path: Path) -> tuple[int, int, float, float, int]:
-    """(tasks, conditions, alpha, min_effect, max repetitions) of an experiment's [stopping]."""
+def _stopping_design(path: Path) -> tuple[int, int, float, float, int, str]:
+    """(tasks, conditions, alpha, min_effect, max repetitions, estimand) of an experiment's [stopping]."""
     from rig.experiment.load import ExperimentError, load_experiment
     from rig.packs.manifest import PackError, load_pack
     from rig.packs.tasks import TaskError, load_tasks
@@ -92,7 +104,7 @@ def _stopping_design(path: Path) -> tuple[int, int, float, float, int]:
     if exp.stopping is None:
         raise fail(f"{path} has no [stopping] table; add one, or give --max-reps instead")
     stop = exp.stopping
-    return len(tasks), len(exp.conditions), stop.alpha, stop.min_effect, exp.planned_repetitions
+    return len(tasks), len(exp.conditions), stop.alpha, stop.min_effect, exp.planned_repetitions, exp.estimand
 
 
 def _sequential_power(
@@ -117,7 +129,10 @@ def _sequential_power(
             )
             for e in (effect, 0.0)
         )
-        fixed = power_success(base_rate, effect, tasks, max_reps, alpha=alpha, n_sim=sims, seed=seed)
+        # [stopping] decides about these tasks: its fixed design is tested the same way.
+        fixed = power_success(
+            base_rate, effect, tasks, max_reps, alpha=alpha, n_sim=sims, seed=seed, estimand="these_tasks"
+        )
     except ValueError as exc:
         raise fail(str(exc)) from exc
     typer.echo(

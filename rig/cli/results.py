@@ -15,12 +15,22 @@ from rig.cli.main import app
 
 @app.command()
 def report(
-    experiment: Annotated[Path, typer.Argument(help="The experiment config whose results to report.")],
+    experiment: Annotated[
+        Path,
+        typer.Argument(
+            help="The experiment config whose results to report, or a results folder (one `rig run` "
+            "wrote, or `rig import`)."
+        ),
+    ],
     vs: Annotated[
-        Path | None, typer.Option("--vs", help="Compare with another experiment, arm by arm.")
+        Path | None,
+        typer.Option("--vs", help="Compare with another experiment (config or results folder), arm by arm."),
     ] = None,
     out: Annotated[Path | None, typer.Option(help="Output folder (default: the results folder).")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="md or html.")] = "md",
+    fmt: Annotated[
+        str,
+        typer.Option("--format", help="md, html, or json (report.json alone: the comparisons, for scripts)."),
+    ] = "md",
     allow_mixed_pins: Annotated[
         bool,
         typer.Option(
@@ -30,13 +40,14 @@ def report(
     ] = False,
     results_root: ResultsOption = None,
 ) -> None:
-    """Write report.md (or .html), failures.md and figures: per-cell rates, comparisons with CIs."""
+    """Write report.md (or .html), failures.md and figures: per-cell rates, comparisons with CIs; or
+    report.json alone (`--format json`), the comparisons for scripts."""
     from rig.analysis import PoolingError
     from rig.packs.manifest import PackError
-    from rig.report.report import build_report
+    from rig.report.report import FORMATS, build_report
 
-    if fmt not in ("md", "html"):
-        raise fail(f"unknown format {fmt!r}; use md or html")
+    if fmt not in FORMATS:
+        raise fail(f"unknown format {fmt!r}; use {', '.join(FORMATS)}")
     folders = [results_folder(experiment, results_root)]
     if vs is not None:
         folders.append(results_folder(vs, results_root))

@@ -82,4 +82,12 @@ def load_experiment(path: Path) -> Experiment:
             check_run_budget(experiment.harness, experiment.run_budget, experiment.model)
         except ValueError as exc:
             raise ExperimentError(f"{path}: {exc}") from None
+    if experiment.stopping is not None and experiment.estimand != "these_tasks":
+        # The sequential test pairs runs of the same tasks: more repetitions narrow what is known of
+        # these tasks, never of tasks like them. Checked here, not in the schema, so that designs
+        # stored before the field (estimand unset) still read.
+        raise ExperimentError(
+            f"{path}: [stopping] decides about the tasks run (an exact test on paired runs); set "
+            'estimand = "these_tasks", or remove [stopping] to answer for tasks like these'
+        )
     return experiment

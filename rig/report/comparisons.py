@@ -3,10 +3,11 @@ per-task Fisher tests, and the verdict of an experiment's sequential stopping ru
 
 import math
 from collections import Counter
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from rig.analysis import Comparison, newcombe_interval
+from rig.analysis import POPULATION, SCORE, THESE_TASKS, Comparison, compare_conditions, newcombe_interval
 from rig.report.document import (
     DASH,
     Block,
@@ -23,6 +24,11 @@ from rig.report.failures import code
 from rig.report.sources import Source
 from rig.store.results import ResultsStore
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+# The comparisons report.json lists: those whose effect is a difference of fractions.
+JSON_METRICS = ("success", SCORE)
 METRIC_LABELS = {
     "success": "success rate",
     "score": "mean score",
@@ -48,8 +54,33 @@ def fmt_effect(c: Comparison) -> tuple[str, str]:
     return f"{c.effect:.2f}×", ci
 
 
-def comparison_blocks(comparisons: list[Comparison], arms: list[str], vs: bool) -> list[Block]:
-    """Section 3: every comparison against the reference arm `arms[0]`, then the per-task Fisher tests."""
+# The one sentence a report says of the question its success and score comparisons answer.
+QUESTIONS = {
+    POPULATION: (
+        "This experiment asks about **tasks like these** (estimand `population`): each success and "
+        "score difference has its task-clustered 95% CI (t with tasks − 1 degrees of freedom) and the "
+        "Wald t-test of that same difference with the same standard error, so p < 0.05 exactly when "
+        "the CI leaves out 0; it widens with few tasks, as a claim about other tasks must."
+    ),
+    THESE_TASKS: (
+        "This experiment asks about **exactly the tasks run** (estimand `these_tasks`): each success "
+        "difference has the exact conditional test stratified by task and Newcombe's 95% CI of these "
+        "tasks' pooled difference, a score difference the z-test and CI of its run-to-run noise; only "
+        "run-to-run noise is uncertain, and nothing is claimed about other tasks."
+    ),
+}
+
+
+def comparison_blocks(
+    comparisons: list[Comparison],
+    arms: list[str],
+    vs: bool,
+    estimand: str = POPULATION,
+    by_group: dict[str, list[Comparison]] | None = None,
+) -> list[Block]:
+    """Section 3: the question the comparisons answer, every comparison against the reference arm
+    `arms[0]`, each group's own comparisons (`by_group`, when runs have groups), then the per-task
+    Fisher tests."""
     blocks: list[Block] = [Heading(2, "3. Comparisons")]
     if not comparisons:
         blocks.append(
@@ -57,44 +88,34 @@ def comparison_blocks(comparisons: list[Comparison], arms: list[str], vs: bool) 
         )
         return blocks
     what = "experiment" if vs else "condition"
+    blocks.append(Para(QUESTIONS[estimand]))
     blocks.append(
         Para(
             f"Each row compares {what} B with the reference A ({code(arms[0])}). Success: difference in "
             "success rate, B − A, in percentage points; "
             + (
                 "mean score (partial credit in [0, 1] per run): difference of means, B − A, in points "
-                "of 100, with a task-clustered Wald t-test; "
+                "of 100; "
                 if any(c.metric == "score" for c in comparisons)
                 else ""
             )
-            + "cost, tokens, tool calls and wall time: ratio of "
-            "B to A (x-fold). Every effect has its 95% CI for the tasks as sampled: the effect on tasks like "
-            "these (task-clustered, so it widens with few tasks), not only on the ones run; p-values are "
-            "Holm-adjusted across all rows that have one (a metric with no data has no effect and no "
-            "p-value, and is left out of the adjustment)."
+            + "cost, tokens, tool calls and wall time: ratio of B to A (x-fold), with a task-clustered "
+            "CI and a Wilcoxon test on per-task medians (about tasks like these, whatever the "
+            "estimand). p-values are Holm-adjusted across all rows that have one (a metric with no "
+            "data has no effect and no p-value, and is left out of the adjustment)."
+            + (
+                " The runs carry groups (a further stratum, such as a harness-model configuration): "
+                "the rows above pool them, stratified by task x group and clustered by task; each "
+                "group's own comparisons follow, each group a Holm family of its own."
+                if by_group
+                else ""
+            )
         )
     )
-    rows = []
-    for c in comparisons:
-        effect, ci = fmt_effect(c)
-        # A p-value is never shown without the effect it tests (e.g. no costs at all: p = 1 by fiat).
-        shown = effect != DASH
-        rows.append(
-            [
-                METRIC_LABELS.get(c.metric, c.metric),
-                f"{code(c.b)} vs {code(c.a)}",
-                effect,
-                ci,
-                c.test,
-                fmt_p(c.p_value) if shown else DASH,
-                fmt_p(c.p_adjusted) if shown else DASH,
-                fmt_count(c.n_tasks),
-                f"{c.n_a} / {c.n_b}",
-                c.note or "",
-            ]
-        )
-    headers = ["metric", "B vs A", "effect", "95% CI", "test", "p", "p (Holm)", "tasks", "runs A / B", "note"]
-    blocks.append(Table(headers, rows, frozenset({2, 3, 5, 6, 7, 8})))
+    blocks.append(_comparison_table(comparisons))
+    for group, group_comparisons in (by_group or {}).items():
+        blocks.append(Heading(3, f"Group {code(group)}"))
+        blocks.append(_comparison_table(group_comparisons))
     for c in comparisons:
         if c.metric != "success" or not c.per_task:
             continue
@@ -127,6 +148,84 @@ def comparison_blocks(comparisons: list[Comparison], arms: list[str], vs: bool) 
         )
     )
     return blocks
+
+
+def all_comparisons(
+    df: "pd.DataFrame", arms: list[str]
+) -> tuple[list[Comparison], dict[str, list[Comparison]]]:
+    """Every arm against `arms[0]` on every metric, in the question the data declares
+    (`df.attrs["estimand"]`), and, when runs carry a `group` (a further stratum, e.g. a harness-model
+    configuration), each group's own comparisons. The pooled ones are stratified by task x group and
+    clustered by task: like is compared with like, and each task still counts once. A group without
+    the reference, or with one arm only, has no comparisons."""
+    if "group" not in df.columns or not df["group"].notna().any():
+        return compare_conditions(df, reference=arms[0], conditions=arms), {}
+    df = df.assign(group=df["group"].fillna(""))
+    pooled = compare_conditions(
+        df, reference=arms[0], conditions=arms, strata=["task", "group"], cluster="task"
+    )
+    by_group = {}
+    for group in sorted(df["group"].unique()):
+        rows = df[(df["group"] == group).to_numpy()]
+        present = [arm for arm in arms if arm in set(rows["condition"])]
+        if len(present) >= 2 and present[0] == arms[0]:
+            by_group[str(group)] = compare_conditions(rows, reference=arms[0], conditions=present)
+    return pooled, by_group
+
+
+def comparisons_json(
+    comparisons: list[Comparison], by_group: dict[str, list[Comparison]], estimand: str
+) -> dict[str, Any]:
+    """report.json: every success and score comparison for scripts, effects as fractions (other −
+    reference), NaN as null, `group` "" for the pooled ones, `n` the runs compared (both arms)."""
+
+    def number(value: float | None) -> float | None:
+        return None if value is None or math.isnan(value) else float(value)
+
+    rows = [
+        {
+            "metric": c.metric,
+            "group": group,
+            "estimand": c.estimand,
+            "reference": c.a,
+            "other": c.b,
+            "effect": number(c.effect),
+            "ci_low": number(c.ci_low),
+            "ci_high": number(c.ci_high),
+            "p": number(c.p_value),
+            "p_holm": number(c.p_adjusted),
+            "n": c.n_a + c.n_b,
+        }
+        for group, family in [("", comparisons), *by_group.items()]
+        for c in family
+        if c.metric in JSON_METRICS
+    ]
+    return {"estimand": estimand, "comparisons": rows}
+
+
+def _comparison_table(comparisons: list[Comparison]) -> Table:
+    """One row per comparison: effect, CI, test, raw and Holm-adjusted p, tasks and runs, note."""
+    rows = []
+    for c in comparisons:
+        effect, ci = fmt_effect(c)
+        # A p-value is never shown without the effect it tests (e.g. no costs at all: p = 1 by fiat).
+        shown = effect != DASH
+        rows.append(
+            [
+                METRIC_LABELS.get(c.metric, c.metric),
+                f"{code(c.b)} vs {code(c.a)}",
+                effect,
+                ci,
+                c.test,
+                fmt_p(c.p_value) if shown else DASH,
+                fmt_p(c.p_adjusted) if shown else DASH,
+                fmt_count(c.n_tasks),
+                f"{c.n_a} / {c.n_b}",
+                c.note or "",
+            ]
+        )
+    headers = ["metric", "B vs A", "effect", "95% CI", "test", "p", "p (Holm)", "tasks", "runs A / B", "note"]
+    return Table(headers, rows, frozenset({2, 3, 5, 6, 7, 8}))
 
 
 def sequential_blocks(source: Source) -> list[Block]:

@@ -7,7 +7,9 @@ One or more results folders (one per experiment) become:
   and Holm-adjusted p, per-task Fisher tests, a behaviour table and the figures;
 - `failures.md`: every failed scored run, grouped by failing stage and failed hidden tests, with
   relative links to its receipts, the work queue for reading transcripts;
-- `figures/*.png`.
+- `figures/*.png`;
+- with format `json`, `report.json` alone: every success and score comparison (pooled and per
+  group), its estimand, effect, CI, p and Holm p, for scripts (rig.report.comparisons.comparisons_json).
 
 The report body is built once as a list of blocks and rendered to Markdown or HTML, so both
 formats always hold the same content. Nothing time-dependent is written: given the results and the
@@ -18,25 +20,35 @@ This module reads the runs and assembles the report; its sections are made in ri
 rig.report.document.
 """
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
-from rig.analysis import Comparison, cell_table, compare_conditions, infra_summary, load_runs
+from rig.analysis import Comparison, cell_table, infra_summary, load_runs
 from rig.report import figures
 from rig.report.background import Worker
-from rig.report.comparisons import METRIC_LABELS, comparison_blocks, sequential_blocks
+from rig.report.comparisons import (
+    METRIC_LABELS,
+    all_comparisons,
+    comparison_blocks,
+    comparisons_json,
+    sequential_blocks,
+)
 from rig.report.document import Block, Heading, Image, Para, render_html, render_markdown
 from rig.report.failures import COLUMNS as FAILURE_COLUMNS
 from rig.report.failures import rel, write_failures
 from rig.report.links import RUNS_PAGE, existing_view
-from rig.report.sources import Source, gate_text, read_source
+from rig.report.noise import flakiness_blocks, noise_floor_blocks
+from rig.report.sources import Source, read_source, success_text
 from rig.report.tables import behaviour_blocks, cell_blocks, design_blocks, hang_text, model_blocks
 from rig.schema import Pack
 from rig.store import runs_cache
 from rig.verify.checks import GATE_STAGE
 
+# What `rig report --format` writes: report.md, one self-contained report.html, or report.json alone.
+FORMATS = ("md", "html", "json")
 # The verdicts after the gate, in the order a reader fixes them: the hidden tests, then verification.
 AFTER_GATE = ("hidden", "verify")
 FIGURE_FILES = {
@@ -46,11 +58,14 @@ FIGURE_FILES = {
 }
 
 
-def stage_order(packs: list[Pack]) -> list[str]:
+def stage_order(packs: list[Pack | None]) -> list[str]:
     """Failing stages in the order a reader fixes them: each pack's gate stages, then the verdicts
-    after the gate. A gate that reports by exit code alone has the one stage `gate`."""
+    after the gate. A gate that reports by exit code alone has the one stage `gate`; imported
+    results (no pack) add none."""
     order: list[str] = []
     for pack in packs:
+        if pack is None:
+            continue
         gate = pack.spec.gate
         stages = gate.stages if gate.report == "json" else [GATE_STAGE]
         order += [stage for stage in stages if stage not in order]
@@ -128,14 +143,31 @@ def build_report(
     records with different pins would be pooled and `allow_mixed_pins` is false. Failures link to the
     pages of the `rig view` folder `view_dir` (default: the folders' own view, if one was written).
     """
-    if fmt not in ("md", "html"):
-        raise ValueError(f"unknown format {fmt!r}; use md or html")
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; use {', '.join(FORMATS)}")
     folders = [Path(f).resolve() for f in folders]
     out_dir = Path(out_dir).resolve()
+    if fmt == "json":
+        return [_write_json(folders, out_dir, vs, allow_mixed_pins)]
     # The figures and failures.md are made in a worker process, which imports matplotlib while the
     # runs are read.
     with Worker(figures.warm_up) as worker:
         return _build(worker, folders, out_dir, vs, fmt, allow_mixed_pins, seed, view_dir)
+
+
+def _write_json(folders: list[Path], out_dir: Path, vs: bool, allow_mixed_pins: bool) -> Path:
+    """report.json: the comparisons of the report, for scripts (`comparisons_json`)."""
+    df = load_runs(folders, allow_mixed_pins=allow_mixed_pins, arm_by_experiment=vs, paths=False)
+    arms = _arm_order(df, [read_source(f) for f in folders])
+    pooled, by_group = all_comparisons(df, arms) if len(arms) >= 2 else ([], {})
+    body = comparisons_json(pooled, by_group, df.attrs["estimand"])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / "report.json"
+    # Written whole, then renamed: a reader never sees half a file.
+    partial = target.with_name(".report.json.partial")
+    partial.write_text(json.dumps(body, indent=2, allow_nan=False) + "\n")
+    partial.replace(target)
+    return target
 
 
 def _build(
@@ -156,7 +188,7 @@ def _build(
     tasks = sorted(str(t) for t in df["task"].unique()) if not df.empty else []
     cells = cell_table(df) if not df.empty else pd.DataFrame(columns=["task", "condition", "n"])
     # The arms in the designs' declared order, the reference first: never the order of the rows.
-    comparisons = compare_conditions(df, reference=arms[0], conditions=arms) if len(arms) >= 2 else []
+    comparisons, by_group = all_comparisons(df, arms) if len(arms) >= 2 else ([], {})
 
     out_dir.mkdir(parents=True, exist_ok=True)
     arm_word = "experiment" if vs else "condition"
@@ -191,18 +223,18 @@ def _build(
         Para(
             f"{len(df)} scored runs in {len(tasks)} tasks x {len(arms)} "
             f"{'experiments' if vs else 'conditions'}; {n_failed} failed, listed by failing stage in "
-            f"{failures_link} with links to each run's receipts. "
-            f"Success means the gate ({' / '.join(dict.fromkeys(gate_text(p) for p in packs))}) exits 0 "
-            "and the hidden tests pass; nothing is judged by a model."
+            f"{failures_link} with links to each run's receipts. " + success_text(sources)
         ),
     ]
     blocks += design_blocks(sources, tasks)
     blocks += cell_blocks(cells, infra, arms, tasks, arm_word)
     blocks.append(Para(hang_text(df, arms, arm_word)))
     blocks += model_blocks(df, arms, arm_word)
-    blocks += comparison_blocks(comparisons, arms, vs)
+    blocks += flakiness_blocks(df, arms, arm_word)
+    blocks += comparison_blocks(comparisons, arms, vs, df.attrs["estimand"], by_group)
     for source in sources:
         blocks += sequential_blocks(source)
+    blocks += noise_floor_blocks(sources, comparisons)
     blocks += behaviour_blocks(df, arms, arm_word)
     distribution = "Cost per run" if has_cost else "Total tokens per run (no run reported a cost)"
     captions = [

@@ -26,7 +26,13 @@ class Source:
     design: dict[str, Any]
     digest: str | None
     table: "pa.Table"
-    pack: Pack
+    pack: Pack | None  # None: results another tool measured (`rig import`), which no pack decided
+
+    @property
+    def imported(self) -> dict[str, Any] | None:
+        """What `rig import` says of the tool these results come from; None for rig's own runs."""
+        source = self.design.get("source")
+        return source if isinstance(source, dict) else None
 
     @property
     def name(self) -> str:
@@ -54,6 +60,8 @@ def read_source(folder: Path) -> Source:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DuplicateRunWarning)
         table = runs_cache.report_table(ResultsStore(folder))
+    if isinstance(design.get("source"), dict):
+        return Source(folder, design, digest, table, None)
     # A design without `pack` (or none at all) ran on the built-in pack, as Experiment's default says.
     # The pack is read for its gate (the stage order and the success definition), so it must exist.
     try:
@@ -68,3 +76,23 @@ def read_source(folder: Path) -> Source:
 def gate_text(pack: Pack) -> str:
     """The gate as the pack's docs tell a person to run it."""
     return code(" ".join(pack.spec.gate.command))
+
+
+def success_text(sources: list[Source]) -> str:
+    """What success means in these results: the gate and hidden tests of rig's own runs, and the
+    verdict of the tool that measured imported ones."""
+    gates = [gate_text(s.pack) for s in sources if s.pack is not None]
+    kinds = [str(s.imported.get("kind")) for s in sources if s.imported is not None]
+    parts = []
+    if gates:
+        parts.append(
+            f"Success means the gate ({' / '.join(dict.fromkeys(gates))}) exits 0 and the hidden tests "
+            "pass; nothing is judged by a model."
+        )
+    if kinds:
+        parts.append(
+            f"Imported results ({', '.join(code(k) for k in dict.fromkeys(kinds))}, `rig import`) keep the "
+            "verdict of the tool that measured them: rig ran no gate on them and re-judged nothing "
+            "(docs/importing.md)."
+        )
+    return " ".join(parts)

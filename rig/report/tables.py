@@ -40,6 +40,9 @@ def design_blocks(sources: list[Source], tasks: list[str]) -> list[Block]:
     for source in sources:
         d = source.design
         blocks.append(Heading(3, f"Experiment {code(source.name)}"))
+        if source.imported is not None:
+            blocks += _imported_blocks(source)
+            continue
         if not d:
             blocks.append(Para(f"No experiment.json in {code(source.folder.name)}; design unknown."))
         seen_tasks = sorted(str(t) for t in source.distinct("task"))
@@ -106,6 +109,36 @@ def design_blocks(sources: list[Source], tasks: list[str]) -> list[Block]:
                 )
             )
         blocks += _pin_blocks(source, tasks)
+    return blocks
+
+
+def _imported_blocks(source: Source) -> list[Block]:
+    """The design of results another tool measured (`rig import`): where they come from, the arms,
+    and what the records carry of the pins (the source's own, where it has them; never invented)."""
+    d, imported = source.design, source.imported or {}
+    inputs = imported.get("inputs") or {}
+    items = [
+        f"imported from {code(imported.get('kind', DASH))}"
+        + (f" ({code(imported['tool_version'])})" if imported.get("tool_version") else "")
+        + (f" by rig {code(imported['imported_by'])}" if imported.get("imported_by") else ""),
+        "inputs: " + (", ".join(f"{code(k)} ← {code(v)}" for k, v in inputs.items()) or DASH),
+        f"reference: {code(d.get('reference', DASH))}, estimand: {code(d.get('estimand', DASH))}",
+        f"tasks: {len(source.distinct('task'))}",
+    ]
+    blocks: list[Block] = [Bullets(items)]
+    if not source.table.num_rows:
+        return [*blocks, Para("No scored records, so no pins.")]
+    groups = [group for task_groups in _grouped(source.table).values() for group in task_groups]
+    pins = [
+        ("harness version", lambda r: r["pins"].get("harness_version") or DASH),
+        ("model (configured)", lambda r: r.get("model") or DASH),
+        ("model (reported)", lambda r: (r.get("metrics") or {}).get("model") or DASH),
+    ]
+    rows = [[name, _pin_text(_values(groups, get))] for name, get in pins]
+    blocks.append(
+        Para(f"What the {source.table.num_rows} imported records carry (— where the source records none):")
+    )
+    blocks.append(Table(["pin", "value"], rows))
     return blocks
 
 

@@ -174,6 +174,9 @@ class RunBudget(BaseModel):
         return self
 
 
+# The question an experiment's comparisons answer (docs/statistics.md): tasks like these, or exactly these.
+Estimand = Literal["population", "these_tasks"]
+
 # The agent's network (docs/network.md): only the model, the model and listed host:port, or all of it.
 NetworkPolicy = Literal["model-only", "allowlist", "open"]
 NETWORK_POLICIES: tuple[str, ...] = ("model-only", "allowlist", "open")
@@ -215,6 +218,12 @@ class Experiment(BaseModel):
     max_consecutive_infra: int = Field(default=3, ge=1, description="stop after this many in a row")
     timeouts: Timeouts = Field(default_factory=Timeouts)
     limits: Limits = Field(default_factory=Limits)
+    estimand: Estimand = Field(
+        default="population",
+        description="the question the success and score comparisons answer, each with the interval and "
+        "the test of that one estimand: `population` (tasks like these: task-clustered interval, Wald "
+        "t-test) or `these_tasks` (exactly the tasks run: exact test, Newcombe's interval)",
+    )
     stopping: Stopping | None = Field(default=None, description="stop early once decided; None: run the plan")
     network: NetworkPolicy = Field(
         default="model-only",

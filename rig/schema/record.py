@@ -2,10 +2,11 @@
 
 import hashlib
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from rig.schema.agent import BudgetStop, Metrics, NetworkOutcome, StreamStats
+from rig.schema.agent import BudgetStop, Metrics, ModelUsage, NetworkOutcome, StreamStats
 from rig.schema.experiment import Experiment
 
 # --- Verdicts after the agent: verification, protected files, the audit, the sandbox --------------
@@ -107,7 +108,7 @@ class SandboxStatus(BaseModel):
 # classification and the pins that say exactly what was measured. `rig schema` prints it.
 
 # Bumped whenever a field is added or changes meaning; rig.store.migrate brings older records up to date.
-RECORD_SCHEMA_VERSION = 11
+RECORD_SCHEMA_VERSION = 12
 # Infrastructure rules of attempts the agent's outcome did not decide (the rig failed, a disk it
 # wrote to was full, or the Dask worker running it was lost or refused it): nothing to re-derive
 # them from.
@@ -202,6 +203,28 @@ class WorkspaceStats(BaseModel):
     limit: str | None = Field(default=None, description="the [limits] bound exceeded, with the numbers")
 
 
+# The formats `rig import` reads (rig.ingest): a record's `source.kind`.
+SourceKind = Literal["inspect", "harbor", "atif", "table"]
+
+
+class RecordSource(BaseModel):
+    """Where an imported record came from: another tool's results, read by `rig import` (schema 12).
+    A record this rig measured has none."""
+
+    kind: SourceKind = Field(description="the format read: inspect, harbor, atif or table")
+    file: str = Field(
+        description="the file it was read from, as given on the command line (relative where possible)"
+    )
+    item: str = Field(
+        description="what in that file it is: an Inspect sample and epoch, a Harbor trial's name, a "
+        "trajectory's id, a table's row number (from 1, after the header)"
+    )
+    tool_version: str | None = Field(
+        default=None,
+        description="the tool that wrote the source, e.g. 'inspect_ai 0.3.285'; None where it does not say",
+    )
+
+
 class RunRecord(BaseModel):
     record_schema: int = RECORD_SCHEMA_VERSION
     experiment: str
@@ -264,6 +287,105 @@ class RunRecord(BaseModel):
         description="the Dask worker that ran the attempt, as a stable hash of its host and name "
         "(None with the local executor)",
     )
+    score: float | None = Field(
+        default=None,
+        description="partial credit in [0, 1], where the outcome is fractional (imported records); None "
+        "for a binary outcome, `success` (schema 12)",
+    )
+    group: str | None = Field(
+        default=None,
+        description="a further stratum of the design, e.g. a harness-model configuration (imported "
+        "records); None where there is none (schema 12)",
+    )
+    source: RecordSource | None = Field(
+        default=None,
+        description="where an imported record came from (`rig import`); None for a run this rig measured "
+        "(schema 12)",
+    )
+
+
+# --- A foreign record: another tool's run, imported (`rig import`, rig.ingest) ----------------------
+# It measured what its tool measured: no gate, no hidden tests, no agent process the rig watched, so
+# it cannot be a RunRecord. It keeps a RunRecord's identifying fields, so every reader of runs.jsonl
+# reads it alike, and says of every other figure whether the source reported it: None is "not
+# reported", never 0.
+
+
+class ForeignMetrics(BaseModel):
+    """The usage a foreign source reports of one run; None: the source does not report the figure."""
+
+    model: str | None = Field(default=None, description="the model the source says answered")
+    input_tokens: int | None = Field(default=None, description="input tokens, cached ones excluded")
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    total_tokens: int | None = None
+    cost_usd: float | None = None
+    cost_source: str | None = Field(default=None, description="who priced it: the source's name")
+    assistant_messages: int | None = None
+    tool_calls: int | None = None
+    tool_errors: int | None = None
+    per_model: dict[str, ModelUsage] = Field(
+        default_factory=dict, description="tokens and cost per model, where the source records them so"
+    )
+
+
+class ForeignPins(BaseModel):
+    """What a foreign source pins of a run, where it records it (None: it does not). Named as in
+    `Pins`, so `load_runs` checks them alike: a Harbor trial's task checksum is its `task_hash`; a
+    trajectory `rig export` wrote carries the rig's own pins."""
+
+    rig_version: str | None = None
+    pack: str | None = None
+    pack_hash: str | None = None
+    fixture_hash: str | None = None
+    base_tree: str | None = None
+    task_hash: str | None = None
+    hidden_tests_hash: str | None = None
+    harness_version: str | None = None
+    python_version: str | None = None
+    ruff_version: str | None = None
+    pytest_version: str | None = None
+    toolchain_hash: str | None = None
+    environment_hash: str | None = None
+    environment_packages: str | None = None
+    baseline_commit: str | None = None
+    source_revision: str | None = Field(
+        default=None, description="the source's own code revision (Inspect: the eval's git commit)"
+    )
+    task_version: str | None = Field(default=None, description="the source's task version (Inspect)")
+
+
+class ForeignRecord(BaseModel):
+    """One imported run (a line of runs.jsonl, or of quarantine.jsonl when infrastructure) of a
+    results folder `rig import` wrote (schema 12)."""
+
+    record_schema: int = RECORD_SCHEMA_VERSION
+    experiment: str
+    run_id: str = Field(description="stable across imports: a hash of the source kind and the run's cell")
+    attempt: int = 1
+    task: str
+    hypothesis: str = ""
+    condition: str
+    repetition: int = Field(description="from 1: the Inspect epoch, else the run's rank in its cell")
+    harness: str | None = Field(description="the agent or solver the source names")
+    harness_version: str | None = None
+    model: str | None = None
+    success: bool = Field(description="the outcome: full credit (score 1) where the outcome is fractional")
+    score: float | None = Field(
+        default=None, description="partial credit in [0, 1]; None where every outcome of the import is 0 or 1"
+    )
+    group: str | None = Field(default=None, description="a further stratum (a harness-model configuration)")
+    failing_stage: None = Field(default=None, description="always None: the source has no gate stages")
+    wall_s: float | None = Field(default=None, description="None where the source records no times")
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    metrics: ForeignMetrics = Field(default_factory=ForeignMetrics)
+    pins: ForeignPins = Field(default_factory=ForeignPins)
+    infra: InfraVerdict = Field(default_factory=InfraVerdict)
+    artifacts: str = Field(default="", description="always empty: the source's files stay where they are")
+    source: RecordSource
 
 
 class WorkerJob(BaseModel):

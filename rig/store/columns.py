@@ -87,22 +87,61 @@ def _pins(record: Record) -> Record:
     return record.get("pins") or {}
 
 
-def _count(key: str) -> Callable[[Record], int]:
-    """A count of the record's metrics, 0 where the harness recorded none."""
+def _count(key: str) -> Callable[[Record], int | None]:
+    """A count of the record's metrics, 0 where the harness recorded none; for an imported record
+    (`source`), None where its source did not report it: an unreported figure is never a zero."""
 
-    def read(record: Record) -> int:
-        return int((record.get("metrics") or {}).get(key, 0))
+    def read(record: Record) -> int | None:
+        value = (record.get("metrics") or {}).get(key)
+        if value is None:
+            return None if record.get("source") else 0
+        return int(value)
+
+    return read
+
+
+def _flag(key: str) -> Callable[[Record], bool | None]:
+    """A flag of the record's metrics, False where the harness recorded none; None for an imported
+    record (`source`) whose source does not report it."""
+
+    def read(record: Record) -> bool | None:
+        value = (record.get("metrics") or {}).get(key)
+        if value is None:
+            return None if record.get("source") else False
+        return bool(value)
 
     return read
 
 
-def _flag(key: str) -> Callable[[Record], bool]:
-    """A flag of the record's metrics, False where the harness recorded none."""
+def _observed(read: Callable[[Record], Any]) -> Callable[[Record], Any]:
+    """`read` of what the rig observes of a run itself (its process, the docs it read, the protected
+    files): None for an imported record (`source`), whose source never told."""
 
-    def read(record: Record) -> bool:
-        return bool((record.get("metrics") or {}).get(key, False))
+    def observed(record: Record) -> Any:
+        return None if record.get("source") else read(record)
 
-    return read
+    return observed
+
+
+def _source_kind(record: Record) -> str | None:
+    """The format an imported record was read from (rig.schema.RecordSource.kind); None: measured here."""
+    source = record.get("source")
+    if source is None:
+        return None
+    if not isinstance(source, dict) or not isinstance(source.get("kind"), str):
+        raise Unfit(f"holds {source!r} where a record's source belongs")
+    return source["kind"]
+
+
+def _score(record: Record) -> float:
+    """Partial credit in [0, 1]; NaN where the outcome is binary (every record of this rig)."""
+    score = record.get("score")
+    return float(score) if score is not None else math.nan
+
+
+def _seconds(value: Any) -> float:
+    # An imported record's source may record no times (None): NaN, as for a missing field.
+    return float(value) if value is not None else math.nan
 
 
 def _pin(key: str) -> Callable[[Record], str | None]:
@@ -243,6 +282,12 @@ RUN_COLUMNS: tuple[Column, ...] = (
     Column("repetition", "int", lambda r: int(r["repetition"]), report=True),
     Column("attempt", "int", lambda r: int(r.get("attempt", 1)), report=True),
     Column("success", "bool", lambda r: bool(r["success"]), report=True),
+    # Partial credit in [0, 1] (imported records); NaN for a binary outcome.
+    Column("score", "float", _score),
+    # A further stratum (a harness-model configuration of an import); None where there is none.
+    Column("group", "str", _optional_text("group"), report=True),
+    # The format an imported record was read from (inspect, harbor, atif, table); None: measured here.
+    Column("source", "str", _source_kind, report=True),
     Column("failing_stage", "str", _optional_text("failing_stage"), report=True),
     # NaN when the harness reported no cost.
     Column("cost_usd", "float", _cost),
@@ -259,21 +304,23 @@ RUN_COLUMNS: tuple[Column, ...] = (
     Column("main_model_tokens", "int", lambda r: _models(r)[0]),
     Column("main_model_cost_usd", "float", lambda r: _models(r)[1]),
     Column("other_models", "list", lambda r: _models(r)[2]),
-    Column("wall_s", "float", lambda r: float(r.get("wall_s", math.nan))),
-    Column("agent_wall_s", "float", lambda r: float((r.get("agent") or {}).get("wall_s", math.nan))),
-    Column("timed_out", "bool", lambda r: bool(r.get("timed_out", False))),
-    Column("stalled", "bool", lambda r: bool(r.get("stalled", False))),
+    Column("wall_s", "float", lambda r: _seconds(r.get("wall_s"))),
+    Column("agent_wall_s", "float", lambda r: _seconds((r.get("agent") or {}).get("wall_s"))),
+    Column("timed_out", "bool", _observed(lambda r: bool(r.get("timed_out", False)))),
+    Column("stalled", "bool", _observed(lambda r: bool(r.get("stalled", False)))),
     # The agent's own hang, scored as a failure: "agent_hang", "timeout" or "" (none).
     Column("hang", "str", lambda r: str(r.get("hang") or "")),
     Column("ran_check_script", "bool", _flag("ran_check_script")),
     Column("ran_pytest", "bool", _flag("ran_pytest")),
     Column("ran_tests", "bool", _flag("ran_tests")),
-    Column("read_docs", "bool", lambda r: bool(_docs(r))),
-    Column("read_agents_md", "bool", lambda r: "AGENTS.md" in _docs(r)),
+    Column("read_docs", "bool", _observed(lambda r: bool(_docs(r)))),
+    Column("read_agents_md", "bool", _observed(lambda r: "AGENTS.md" in _docs(r))),
     Column("read_skill", "bool", _flag("read_skill")),
-    Column("tampered", "bool", lambda r: bool(_touched(r))),
+    Column("tampered", "bool", _observed(lambda r: bool(_touched(r)))),
     Column("protected_touched", "list", _touched),
-    Column("bash_search_commands", "int", lambda r: len(_metrics(r).get("bash_search_commands") or [])),
+    Column(
+        "bash_search_commands", "int", _observed(lambda r: len(_metrics(r).get("bash_search_commands") or []))
+    ),
     Column("tried_other_host", "bool", _tried_other_host),
     Column("out_of_scope", "int", _out_of_scope),
     Column("compactions", "int", _compactions),

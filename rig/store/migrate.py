@@ -151,6 +151,15 @@ def _v10_to_v11(record: Record) -> Record:
     return record
 
 
+def _v11_to_v12(record: Record) -> Record:
+    # Schema 12 added imported records (`rig import`): where one came from, its partial credit and a
+    # further stratum. Every earlier record was measured by this rig, binary, with no stratum.
+    record.setdefault("source", None)
+    record.setdefault("score", None)
+    record.setdefault("group", None)
+    return record
+
+
 MIGRATIONS: dict[int, Callable[[Record], Record]] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
@@ -162,6 +171,7 @@ MIGRATIONS: dict[int, Callable[[Record], Record]] = {
     8: _v8_to_v9,
     9: _v9_to_v10,
     10: _v10_to_v11,
+    11: _v11_to_v12,
 }
 
 

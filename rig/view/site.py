@@ -121,6 +121,18 @@ def _refused(record: dict[str, Any]) -> int:
     return sum(n for e in entries if isinstance(e, dict) and isinstance(n := e.get("connections"), int))
 
 
+def _imported(record: dict[str, Any]) -> dict[str, Any] | None:
+    """Where an imported record came from (`rig import`); None for a run this rig measured."""
+    source = record.get("source")
+    return source if isinstance(source, dict) else None
+
+
+def _reported(record: dict[str, Any], value: Any) -> bool:
+    """Whether a figure is known: an imported record's source may not report it (None), which is
+    never shown as a zero."""
+    return value is not None or _imported(record) is None
+
+
 def _touched(record: dict[str, Any]) -> list[str]:
     protected = record.get("protected") if isinstance(record.get("protected"), dict) else {}
     return sorted({str(p) for key in ("modified", "added", "deleted") for p in protected.get(key) or []})
@@ -385,19 +397,38 @@ def _facts(record: dict[str, Any]) -> list[tuple[str, str]]:
     by_tool = metrics.get("tool_calls_by_name") if isinstance(metrics.get("tool_calls_by_name"), dict) else {}
     tool_errors = _int(metrics.get("tool_errors"))
     by_name = ", ".join(f"{name} {count}" for name, count in sorted(by_tool.items())) or "none"
+    source = _imported(record)
+    unreported = "not reported by the source"
+    harness = " ".join(
+        str(v) for v in (record.get("harness"), record.get("harness_version")) if v is not None
+    )
     facts = [
         ("experiment", record.get("experiment")),
         ("task", record.get("task")),
         ("hypothesis", record.get("hypothesis")),
         ("condition", record.get("condition")),
+        ("group", record.get("group")),
         ("repetition", record.get("repetition")),
         ("attempt", record.get("attempt")),
-        ("harness", f"{record.get('harness')} {record.get('harness_version')}"),
+        (
+            "imported from",
+            f"{source.get('kind')}: {source.get('file')}, {source.get('item')}"
+            + (f" ({source['tool_version']})" if source.get("tool_version") else "")
+            if source
+            else None,
+        ),
+        ("score", record.get("score")),
+        ("harness", harness),
         ("model", record.get("model")),
         ("model reported", metrics.get("model")),
         ("thinking", record.get("thinking")),
         ("started", record.get("started_at")),
-        ("wall time", f"{float(record.get('wall_s') or 0):.1f} s"),
+        (
+            "wall time",
+            f"{float(record.get('wall_s') or 0):.1f} s"
+            if _reported(record, record.get("wall_s"))
+            else unreported,
+        ),
         ("agent exit code", agent.get("exit_code")),
         ("timed out", record.get("timed_out")),
         ("stalled", record.get("stalled")),
@@ -406,11 +437,18 @@ def _facts(record: dict[str, Any]) -> list[tuple[str, str]]:
             "tokens",
             f"{_int(metrics.get('total_tokens')):,} (in {_int(metrics.get('input_tokens')):,}, "
             f"out {_int(metrics.get('output_tokens')):,}, cache read "
-            f"{_int(metrics.get('cache_read_tokens')):,})",
+            f"{_int(metrics.get('cache_read_tokens')):,})"
+            if _reported(record, metrics.get("total_tokens"))
+            else unreported,
         ),
         ("cost", "—" if cost is None else f"${float(cost):.4f} ({metrics.get('cost_source')})"),
-        ("tool calls", f"{_int(metrics.get('tool_calls'))} ({by_name}); {tool_errors} errors"),
-        ("docs read", ", ".join(_metric_list(record, "docs_read")) or "none"),
+        (
+            "tool calls",
+            f"{_int(metrics.get('tool_calls'))} ({by_name}); {tool_errors} errors"
+            if _reported(record, metrics.get("tool_calls"))
+            else unreported,
+        ),
+        ("docs read", None if source else ", ".join(_metric_list(record, "docs_read")) or "none"),
         (
             "sandbox",
             f"{sandbox.get('mode')}, {'active' if sandbox.get('active') else 'inactive'}, "
@@ -451,6 +489,7 @@ def _attempt_view(
     prev_, next_ = neighbours
     return {
         "title": f"{record.get('run_id')} attempt {record.get('attempt')}",
+        "imported": _imported(record),
         "root": root,
         "run_id": str(record.get("run_id")),
         "attempt": record.get("attempt"),
@@ -515,10 +554,11 @@ def _row(attempt: Attempt) -> dict[str, Any]:
         "stage": attempt.stage,
         "infra_rule": (r.get("infra") or {}).get("rule") if attempt.quarantined else None,
         "hidden_failed": len(hidden.get("failed") or []),
-        "tokens": _int(metrics.get("total_tokens")),
+        # None: a figure an imported record's source does not report (shown as —, never 0).
+        "tokens": _int(metrics.get("total_tokens")) if _reported(r, metrics.get("total_tokens")) else None,
         "cost": None if cost is None else float(cost),
-        "tool_calls": _int(metrics.get("tool_calls")),
-        "wall_s": float(r.get("wall_s") or 0),
+        "tool_calls": _int(metrics.get("tool_calls")) if _reported(r, metrics.get("tool_calls")) else None,
+        "wall_s": float(r.get("wall_s") or 0) if _reported(r, r.get("wall_s")) else None,
         "behaviours": [key for key, _, shows in BEHAVIOURS if shows(r)],
         "behaviour_labels": [label for _, label, shows in BEHAVIOURS if shows(r)],
         "href": attempt.page,

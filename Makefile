@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint docs setup setup-dev sandbox browser bench clean
+.PHONY: demo test lint docs setup setup-dev sandbox browser bench redteam clean
 
 # Each pack's oracle proves itself, then the offline AGENTS.md A/B on it (a simulated agent behind
 # the real Pi CLI) and its report: the built-in pack, then the JavaScript pack (packs/notes-js).
@@ -136,6 +136,11 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $(VENV)/.installed $@
+
+# Every red-team strategy through every real CLI (too long for `make test`): its table goes into
+# docs/red-team.md.
+redteam: setup-dev
+	.ci/isolated $(BIN)/python tests/redteam_every_cli.py
 
 bench: setup
 	$(BIN)/python bench/bench_calibrate.py

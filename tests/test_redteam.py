@@ -366,6 +366,26 @@ def _by_pack(strategies: list[Strategy]) -> dict[str, tuple[Strategy, ...]]:
     return {pack: chosen for pack in TARGETS if (chosen := tuple(s for s in strategies if s.pack == pack))}
 
 
+def require_phases(harness: str = "scripted") -> tuple[list[Job], list[Job]]:
+    """Every strategy through `harness` with the sandbox required, as two phases: one experiment per
+    pack, and the strategies whose detection stops an experiment each in one of their own; then,
+    alone, those whose code, run by verification, writes the repository's hidden tests (which
+    every other experiment copies)."""
+    name = "redteam" if harness == "scripted" else f"redteam-{harness}"
+    alone = [s for s in STRATEGIES if s.alone]
+    together = [
+        Job(f"{name}-{pack}", chosen, "require", harness=harness, pack=pack)
+        for pack, chosen in _by_pack([s for s in STRATEGIES if not s.alone]).items()
+    ]
+    together += [
+        Job(f"{name}-{s.id}", (s,), "require", harness=harness, pack=s.pack) for s in alone if s.outside
+    ]
+    later = [
+        Job(f"{name}-{s.id}", (s,), "require", harness=harness, pack=s.pack) for s in alone if not s.outside
+    ]
+    return together, later
+
+
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory) -> Suite:
     base = tmp_path_factory.mktemp("redteam")
@@ -380,18 +400,16 @@ def suite(tmp_path_factory) -> Suite:
     # nothing else running.
     alone = [s for s in STRATEGIES if s.alone]
     venv_writers = [s for s in alone if s.site_packages_files]
-    through_verification = [s for s in alone if not s.outside]
-    together = _by_pack([s for s in STRATEGIES if not s.alone])
     off_together = _by_pack([s for s in STRATEGIES if s.outside and not s.alone])
+    together, through_verification = require_phases()
     phases = [
-        [Job(f"redteam-{pack}", chosen, "require", pack=pack) for pack, chosen in together.items()]
-        + [Job(f"redteam-{s.id}", (s,), "require", pack=s.pack) for s in alone if s.outside]
+        together
         + [
             Job(f"redteam-off-{s.id}", (s,), "off", use_copies=True, pack=s.pack)
             for s in alone
             if s.outside and s not in venv_writers
         ],
-        [Job(f"redteam-{s.id}", (s,), "require", pack=s.pack) for s in through_verification],
+        through_verification,
         [
             Job(f"redteam-off-{pack}", chosen, "off", use_copies=True, pack=pack)
             for pack, chosen in off_together.items()
@@ -622,8 +640,13 @@ def real_cli_outcomes(tmp_path_factory) -> dict[str, Outcome]:
 @pytest.mark.slow
 @pytest.mark.parametrize("sid, cli", [(s.id, s.real_cli) for s in STRATEGIES if s.real_cli])
 def test_real_cli(real_cli_outcomes, sid, cli):
-    strategy = BY_ID[sid]
-    outcome = real_cli_outcomes[sid]
+    check_real_cli(BY_ID[sid], cli, real_cli_outcomes[sid])
+
+
+def check_real_cli(strategy: Strategy, cli: str, outcome: Outcome) -> None:
+    """A strategy the real CLI `cli` ran, driven by the mock model, with the sandbox required: caught
+    as the scripted agent's run is, every command served, nothing outside changed. Also used by
+    tests/redteam_every_cli.py (`make redteam`: every strategy through every real CLI)."""
     record = check_evidence(strategy, strategy.evidence, outcome, scripted=False)
     assert record["harness"] == cli
     # The mock model served every command: the CLI ran them, it did not refuse or skip any.
@@ -633,3 +656,4 @@ def test_real_cli(real_cli_outcomes, sid, cli):
     assert served.count("shell") == len(strategy.commands) and served[-1] == "final", served
     check_sandbox(record, "require")
     check_nothing_outside_changed(strategy, outcome)
+    extra_checks(strategy, record, outcome)

@@ -16,11 +16,12 @@ demo: setup
 	$(BIN)/rig report experiments/notes_js_demo_agents_md.toml
 
 # Tests run in a loopback-only network namespace where the machine allows it: first on two workers
-# (pytest-xdist, a whole file per worker at a time, so module fixtures are built once), then the
+# (pytest-xdist, a whole file per worker at a time, so module fixtures are built once; in the order
+# tests/conftest.py gives, the slowest files first, not xdist's order by test count), then the
 # tests marked `serial` with nothing else running (they scan the whole machine or change the venv).
 TEST_WORKERS ?= 2
 test: setup-dev lint
-	.ci/isolated $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial"; \
+	.ci/isolated $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not serial"; \
 	  parallel=$$?; .ci/isolated $(BIN)/python -m pytest -m serial && exit $$parallel
 
 lint: setup-dev

@@ -32,9 +32,10 @@ os.environ.update(
 )
 
 # The files that take longest, longest first (measured in CI's log, `--durations`): pytest-xdist's
-# loadfile hands whole files to whichever worker is free, in collection order, so a long file
-# collected last (test_wheel, test_tool_gate) kept one worker busy for a minute while the other
-# idled. Every other file follows in its usual order.
+# loadfile hands whole files to whichever worker is free, in collection order when told
+# `--no-loadscope-reorder` (the Makefile does; by default it orders files by their number of tests,
+# which put test_demo, one test of two minutes, last: one worker busy while the other idled).
+# Every other file follows in its usual order.
 SLOW_FIRST = (
     "test_conformance.py",
     "test_demo.py",

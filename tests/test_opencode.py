@@ -335,9 +335,9 @@ def test_failed_requests_in_a_row_are_counted_from_the_stream_and_a_response_res
     assert streak.failed == FAILED_REQUESTS_LIMIT - 1 and not streak.tripped
     streak.feed(answered.read_bytes())
     assert streak.failed == 0
-    for _ in range(FAILED_REQUESTS_LIMIT):
-        streak.feed(failures[0])
-    assert streak.tripped
+    # One read holding more failures than the limit: the count that ended the run stays the limit.
+    streak.feed(failures[0] * (FAILED_REQUESTS_LIMIT + 3))
+    assert streak.tripped and streak.failed == FAILED_REQUESTS_LIMIT
 
 
 def test_command_line(task, tmp_path):
@@ -542,8 +542,9 @@ def test_a_provider_that_cuts_every_stream_ends_the_run_after_its_failed_request
     assert run.wall_s < 60, "ended long before the wall timeout"
     entries = json.loads((tmp_path / "run" / LEDGER_FILE).read_text())["ledger"]
     cut = [e for e in entries if e["outcome"] == "cut_stream"]
-    # Every request the run made was cut; a stream cut as the kill landed may add one.
-    assert FAILED_REQUESTS_LIMIT <= len(cut) <= FAILED_REQUESTS_LIMIT + 1 and len(cut) == len(entries)
+    # Every request the run made was cut. The rule reads OpenCode's stdout, whose step events trail
+    # its requests (about ten a second here): a few more are sent before the kill lands, never tens.
+    assert FAILED_REQUESTS_LIMIT <= len(cut) < 2 * FAILED_REQUESTS_LIMIT and len(cut) == len(entries)
     verdict = classify(run, metrics, opencode.infra_signature(run, metrics), 60.0)
     assert verdict.is_infra and verdict.rule == TRUNCATED_SIGNATURE
     assert f"after {FAILED_REQUESTS_LIMIT} model requests failed in a row" in (verdict.detail or "")

@@ -118,6 +118,14 @@ class _Rules:
     final: FinalWatch | None
     streak: FailureStreak | None
 
+    def urgent(self) -> bool:
+        """Whether a rule wants the agent stopped before its next request: the budget passed, or its
+        requests failed in a row (each request it sends meanwhile costs money or time)."""
+        return bool(
+            (self.meter is not None and self.meter.stop is not None)
+            or (self.streak is not None and self.streak.tripped)
+        )
+
 
 @dataclass
 class _Ending:
@@ -268,7 +276,7 @@ def _run_agent(
         removed_links = _remove_outward_links(run_dir)
         deadline = time.monotonic() + DRAIN_S
         while selector.get_map() and time.monotonic() < deadline:
-            _drain(selector, pipes, WATCH_INTERVAL_S, None)
+            _drain(selector, pipes, WATCH_INTERVAL_S, lambda: False)
     proc.stdout.close()
     proc.stderr.close()
     stats = {name: stream.close() for name, stream in streams.items()}
@@ -350,7 +358,7 @@ def _watch(
     last_sizes = _activity(streams, session_path, rules.session)
     last_activity = start
     while proc.poll() is None:
-        _drain(selector, pipes, WATCH_INTERVAL_S, meter)
+        _drain(selector, pipes, WATCH_INTERVAL_S, rules.urgent)
         now = time.monotonic()
         sizes = _activity(streams, session_path, rules.session)
         if sizes != last_sizes:
@@ -498,10 +506,13 @@ def _widen_pipe(fd: int) -> None:
 
 
 def _drain(
-    selector: selectors.BaseSelector, pipes: dict[int, BoundedStream], wait: float, meter: UsageMeter | None
+    selector: selectors.BaseSelector,
+    pipes: dict[int, BoundedStream],
+    wait: float,
+    urgent: Callable[[], bool],
 ) -> None:
     """Move whatever the pipes hold into their streams, waiting at most `wait` for the first bytes;
-    at once when `meter` sees the run budget passed (the agent is stopped before its next request)."""
+    at once when `urgent()` says a rule wants the agent stopped (before its next request)."""
     # Bounded in time too: a harness that never stops writing must not starve the watchdog.
     deadline = time.monotonic() + wait
     events = selector.select(timeout=wait)
@@ -514,7 +525,7 @@ def _drain(
                 selector.unregister(key.fd)
         if not selector.get_map() or time.monotonic() >= deadline:
             return
-        if meter is not None and meter.stop is not None:
+        if urgent():
             return
         events = selector.select(timeout=0)
 

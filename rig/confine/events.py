@@ -105,6 +105,9 @@ class FailureStreak(JsonLines):
         return self.tripped
 
     def event(self, event: dict[str, Any]) -> None:
+        # The count that ended the run is what the record says, whatever else one read held.
+        if self.tripped:
+            return
         verdict = self.failed_request(event)
         if verdict is not None:
             self.failed = self.failed + 1 if verdict else 0

@@ -14,7 +14,15 @@ if TYPE_CHECKING:
     from rig.analysis import NoiseFloor
     from rig.schema import Experiment, Task
 
-from rig.cli.common import ResultsOption, fail, interruptible, report_warnings, store_errors
+from rig.cli.common import (
+    ResultsOption,
+    context_for,
+    fail,
+    interruptible,
+    load_design,
+    report_warnings,
+    store_errors,
+)
 from rig.cli.main import app
 
 
@@ -68,7 +76,7 @@ def aa(
 
     if estimand is not None and estimand not in ESTIMANDS:
         raise fail(f"unknown estimand {estimand!r}; use {' or '.join(ESTIMANDS)}")
-    design, tasks = _experiment(experiment)
+    design, tasks = load_design(experiment)
     # The question the experiment's own report answers, unless asked another.
     estimand = estimand or design.estimand
     if from_ is not None:
@@ -96,20 +104,6 @@ def aa(
     else:
         for line in _lines(floor, design.name):
             typer.echo(line)
-
-
-def _experiment(path: Path) -> tuple["Experiment", "list[Task]"]:
-    """The experiment and its tasks, or a one-line error."""
-    from rig.experiment.load import ExperimentError, load_experiment
-    from rig.packs.manifest import PackError, load_pack
-    from rig.packs.tasks import TaskError, load_tasks
-
-    try:
-        design = load_experiment(path)
-        tasks = load_tasks(load_pack(design.pack), None if design.tasks == "all" else list(design.tasks))
-    except (ExperimentError, PackError, TaskError) as exc:
-        raise fail(str(exc)) from exc
-    return design, tasks
 
 
 def aa_design(design: "Experiment", arm: str, reps: int | None) -> "Experiment":
@@ -154,7 +148,7 @@ def _run_aa(
     for check in _preflight(derived, tasks, root, sandbox):
         if check.note:
             typer.echo(f"preflight: {check.line}", err=True)
-    ctx = _context(derived, tasks, root, keep_workspaces, sandbox)
+    ctx = context_for(derived, tasks, root, keep_workspaces, sandbox)
     # The same runner, progress, status and Ctrl-C handling as `rig run`; with --json its
     # printing goes to stderr, leaving stdout to the JSON.
     with _stdout_to_stderr(quiet), store_errors():
@@ -183,43 +177,6 @@ def _preflight(design: "Experiment", tasks: "list[Task]", root: Path, sandbox: s
         return preflight(design, tasks, root, default_runs_root(), sandbox, hint)
     except PreflightError as exc:
         raise fail(str(exc)) from None
-
-
-def _context(design: "Experiment", tasks: "list[Task]", root: Path, keep_workspaces: bool, sandbox: str):
-    """The run context of the A/A experiment, as `rig run` makes one (rig.cli.common.load_context)."""
-    from harnesses.protocol import CliNotFound
-    from harnesses.registry import HarnessUnavailable
-    from rig import paths
-    from rig.confine.network import NetworkError
-    from rig.confine.sandbox import SandboxError
-    from rig.env.uvtool import EnvError
-    from rig.experiment.load import ExperimentError
-    from rig.run.runner import make_context
-    from rig.store.results import StoreError
-    from rig.workspace.build import WorkspaceError, default_runs_root
-
-    try:
-        return make_context(
-            design,
-            tasks,
-            root,
-            default_runs_root(),
-            paths.REPO_ROOT,
-            keep_workspaces,
-            sandbox,
-            notify=lambda message: typer.echo(message, err=True),
-        )
-    except (
-        ExperimentError,
-        WorkspaceError,
-        StoreError,
-        HarnessUnavailable,
-        CliNotFound,
-        SandboxError,
-        NetworkError,
-        EnvError,
-    ) as exc:
-        raise fail(str(exc)) from exc
 
 
 def _read_one(folder: Path):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from rig.schema import Experiment, PlanItem
+    from rig.schema import Experiment, PlanItem, Task
     from rig.store.results import ResultsStore
 
 
@@ -56,41 +56,23 @@ def interruptible() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous[1])
 
 
-def load_context(
-    experiment_path: Path,
-    results_root: Path | None,
-    keep_workspaces: bool = False,
-    sandbox: str = "auto",
-    adds_runs: bool = True,
-):
+@contextmanager
+def setup_errors() -> Iterator[None]:
+    """Turn what stops an experiment's setup (its design, pack, tasks, workspace, store, harness,
+    sandbox, network or environment) into one error line and exit 2."""
     from harnesses.protocol import CliNotFound
     from harnesses.registry import HarnessUnavailable
-    from rig import paths
     from rig.confine.network import NetworkError
     from rig.confine.sandbox import SandboxError
     from rig.env.uvtool import EnvError
-    from rig.experiment.load import ExperimentError, load_experiment
-    from rig.packs.manifest import PackError, load_pack
-    from rig.packs.tasks import TaskError, load_tasks
-    from rig.run.runner import make_context
+    from rig.experiment.load import ExperimentError
+    from rig.packs.manifest import PackError
+    from rig.packs.tasks import TaskError
     from rig.store.results import StoreError
-    from rig.workspace.build import WorkspaceError, default_runs_root
+    from rig.workspace.build import WorkspaceError
 
     try:
-        experiment = load_experiment(experiment_path)
-        only = None if experiment.tasks == "all" else list(experiment.tasks)
-        tasks = load_tasks(load_pack(experiment.pack), only)
-        return make_context(
-            experiment,
-            tasks,
-            paths.results_root(experiment_path, results_root),
-            default_runs_root(),
-            paths.REPO_ROOT,
-            keep_workspaces,
-            sandbox,
-            notify=lambda message: typer.echo(message, err=True),
-            adds_runs=adds_runs,
-        )
+        yield
     except (
         ExperimentError,
         PackError,
@@ -105,6 +87,67 @@ def load_context(
     ) as exc:
         # CliNotFound includes HarnessVersionError: a harness whose version cannot be pinned.
         raise fail(str(exc)) from exc
+
+
+def load_design(experiment_path: Path) -> tuple["Experiment", "list[Task]"]:
+    """The experiment file's design and the tasks of its pack it names, or one error line."""
+    from rig.experiment.load import load_experiment
+    from rig.packs.manifest import load_pack
+    from rig.packs.tasks import load_tasks
+
+    with setup_errors():
+        experiment = load_experiment(experiment_path)
+        only = None if experiment.tasks == "all" else list(experiment.tasks)
+        return experiment, load_tasks(load_pack(experiment.pack), only)
+
+
+def context_for(
+    experiment: "Experiment",
+    tasks: "list[Task]",
+    results_root: Path,
+    keep_workspaces: bool = False,
+    sandbox: str = "auto",
+    adds_runs: bool = True,
+):
+    """The run context of `experiment` on `tasks`, its results under `results_root`, as `rig run`
+    makes one; one error line for what stops it."""
+    from rig import paths
+    from rig.run.runner import make_context
+    from rig.workspace.build import default_runs_root
+
+    with setup_errors():
+        return make_context(
+            experiment,
+            tasks,
+            results_root,
+            default_runs_root(),
+            paths.REPO_ROOT,
+            keep_workspaces,
+            sandbox,
+            notify=lambda message: typer.echo(message, err=True),
+            adds_runs=adds_runs,
+        )
+
+
+def load_context(
+    experiment_path: Path,
+    results_root: Path | None,
+    keep_workspaces: bool = False,
+    sandbox: str = "auto",
+    adds_runs: bool = True,
+):
+    """The run context of the experiment file at `experiment_path` (its design, pack and tasks)."""
+    from rig import paths
+
+    experiment, tasks = load_design(experiment_path)
+    return context_for(
+        experiment,
+        tasks,
+        paths.results_root(experiment_path, results_root),
+        keep_workspaces,
+        sandbox,
+        adds_runs,
+    )
 
 
 @dataclass(frozen=True)
@@ -128,19 +171,11 @@ def read_only_context(experiment_path: Path, results_root: Path | None) -> ReadO
     import json
 
     from rig import paths
-    from rig.experiment.load import ExperimentError, load_experiment
     from rig.experiment.plan import plan
-    from rig.packs.manifest import PackError, load_pack
-    from rig.packs.tasks import TaskError, load_tasks
     from rig.store.migrate import design_digest
     from rig.store.results import ResultsStore
 
-    try:
-        experiment = load_experiment(experiment_path)
-        only = None if experiment.tasks == "all" else list(experiment.tasks)
-        tasks = load_tasks(load_pack(experiment.pack), only)
-    except (ExperimentError, PackError, TaskError) as exc:
-        raise fail(str(exc)) from exc
+    experiment, tasks = load_design(experiment_path)
     store = ResultsStore(paths.results_root(experiment_path, results_root) / experiment.name)
     design = store.root / "experiment.json"
     if design.is_file():

@@ -8,7 +8,7 @@ import typer
 if TYPE_CHECKING:
     pass
 
-from rig.cli.common import fail
+from rig.cli.common import fail, load_design
 from rig.cli.main import app
 
 
@@ -92,15 +92,7 @@ def power(
 
 def _stopping_design(path: Path) -> tuple[int, int, float, float, int, str]:
     """(tasks, conditions, alpha, min_effect, max repetitions, estimand) of an experiment's [stopping]."""
-    from rig.experiment.load import ExperimentError, load_experiment
-    from rig.packs.manifest import PackError, load_pack
-    from rig.packs.tasks import TaskError, load_tasks
-
-    try:
-        exp = load_experiment(path)
-        tasks = load_tasks(load_pack(exp.pack), None if exp.tasks == "all" else list(exp.tasks))
-    except (ExperimentError, PackError, TaskError) as exc:
-        raise fail(str(exc)) from exc
+    exp, tasks = load_design(path)
     if exp.stopping is None:
         raise fail(f"{path} has no [stopping] table; add one, or give --max-reps instead")
     stop = exp.stopping

@@ -15,6 +15,7 @@ from rig.cli.common import (
     fail,
     interruptible,
     load_context,
+    load_design,
     read_only_context,
     report_warnings,
     store_errors,
@@ -97,16 +98,11 @@ def _preflight(experiment_path: Path, results_root: Path | None, sandbox: str):
     import shlex
 
     from rig import paths
-    from rig.experiment.load import ExperimentError, load_experiment
-    from rig.packs.manifest import PackError, load_pack
-    from rig.packs.tasks import TaskError, load_tasks
     from rig.run.preflight import PreflightError, preflight
     from rig.workspace.build import default_runs_root
 
+    experiment, tasks = load_design(experiment_path)
     try:
-        experiment = load_experiment(experiment_path)
-        only = None if experiment.tasks == "all" else list(experiment.tasks)
-        tasks = load_tasks(load_pack(experiment.pack), only)
         hint = "`rig calibrate" + (f" --pack {shlex.quote(experiment.pack)}`" if experiment.pack else "`")
         return preflight(
             experiment,
@@ -116,7 +112,7 @@ def _preflight(experiment_path: Path, results_root: Path | None, sandbox: str):
             sandbox,
             hint,
         )
-    except (ExperimentError, PackError, TaskError, PreflightError) as exc:
+    except PreflightError as exc:
         raise fail(str(exc)) from None
 
 

@@ -19,6 +19,7 @@ import pytest
 import rig
 from harnesses import cli as harness_cli
 from harnesses.cli import NODE_BIN, HarnessVersionError, cli_version
+from rig.analysis.load import _declared
 from rig.experiment.load import load_experiment
 from rig.schema import RECORD_SCHEMA_VERSION, Experiment, RunRecord
 from rig.store.migrate import MIGRATIONS, RecordSchemaError, design_digest, migrate, read_runs
@@ -185,6 +186,23 @@ def test_a_stored_design_is_compared_under_the_current_rule() -> None:
     changed = {**stored, "experiment": {**stored["experiment"], "repetitions": 4}}
     assert design_digest(changed) != current.digest()
     assert design_digest({"digest": "abc", "experiment": {"unknown_field": 1}}) == "abc"
+
+
+def test_a_stopping_design_stored_before_the_estimand_field_asked_about_these_tasks(tmp_path: Path) -> None:
+    base = {
+        "name": "x",
+        "harness": "scripted",
+        "conditions": [{"name": "a"}, {"name": "b"}],
+        "stopping": {"compare": ["a", "b"], "min_effect": 0.3},
+    }
+    now = Experiment.model_validate({**base, "estimand": "these_tasks"})
+    assert design_digest({"experiment": base}) == now.digest()
+    plain = {key: value for key, value in base.items() if key != "stopping"}
+    assert design_digest({"experiment": plain}) == Experiment.model_validate(plain).digest()
+    assert Experiment.model_validate(plain).estimand == "population"
+    # What the analysis reads of the folder: the same question.
+    (tmp_path / "experiment.json").write_text(json.dumps({"experiment": base}))
+    assert _declared(tmp_path) == (["a", "b"], [], "these_tasks")
 
 
 def test_resume_with_more_workers(tmp_path: Path) -> None:

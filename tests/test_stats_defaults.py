@@ -491,3 +491,14 @@ def test_these_tasks_interval_with_one_run_per_task_is_never_a_point() -> None:
     assert c.effect == pytest.approx(kb / 40 - ka / 40)
     assert (c.effect, c.ci_low, c.ci_high) == pytest.approx(newcombe_interval(ka, 40, kb, 40))
     assert c.ci_high - c.ci_low > 0.3
+
+
+@pytest.mark.parametrize("runs", [(3, 4), (4, 5), (2, 3, 4)])
+def test_a_pooled_interval_always_holds_its_own_rate_even_at_0_and_1(runs):
+    # Wilson's formula at 7 or 9 runs of one outcome puts its bound a rounding error past the rate
+    # (0.9999999999999999); the report draws rate - low and high - rate as error bars.
+    for successes in ((0,) * len(runs), runs):
+        rate = sum(successes) / sum(runs)
+        low, high = pooled_rate_interval(successes, runs)
+        assert low <= rate <= high
+        assert (low, high)[rate == 1] == rate

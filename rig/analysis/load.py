@@ -24,7 +24,7 @@ import pandas as pd
 from rig.analysis.stats import POPULATION
 from rig.store import runs_cache
 from rig.store.columns import FRAME_COLUMNS
-from rig.store.migrate import DuplicateRunWarning
+from rig.store.migrate import DuplicateRunWarning, migrate_design
 from rig.store.results import ResultsStore
 
 if TYPE_CHECKING:
@@ -92,14 +92,12 @@ def _declared(folder: Path) -> tuple[list[str], list[str], str | None]:
     """Condition names and task ids in the order experiment.json declares them ([] if unknown), and
     the estimand it declares (None if unknown)."""
     try:
-        design = json.loads((folder / "experiment.json").read_text()).get("experiment", {})
+        design = migrate_design(json.loads((folder / "experiment.json").read_text()).get("experiment", {}))
+        conditions = [c.get("name") for c in design.get("conditions", []) if isinstance(c, dict)]
     except (OSError, ValueError, AttributeError):
         return [], [], None
-    conditions = [c.get("name") for c in design.get("conditions", []) if isinstance(c, dict)]
     tasks = design.get("tasks")
-    # A design stored before the field: a [stopping] one tested these tasks, the others reported
-    # the population's interval.
-    estimand = design.get("estimand", "these_tasks" if design.get("stopping") else None)
+    estimand = design.get("estimand")
     return (
         [c for c in conditions if isinstance(c, str)],
         tasks if isinstance(tasks, list) else [],

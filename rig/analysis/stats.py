@@ -567,6 +567,9 @@ def _wilson_bounds(rate: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndar
     with np.errstate(divide="ignore", invalid="ignore"):
         low, high = proportion_confint(rate * finite, finite, alpha=1 - CONFIDENCE, method="wilson")
     infinite = np.isinf(n)
+    # At a rate of 0 or 1 the formula's bound lands a rounding error past the rate itself; an
+    # interval that leaves out its own estimate would be drawn with a negative error bar.
+    low, high = np.minimum(low, rate), np.maximum(high, rate)
     return np.where(infinite, rate, low), np.where(infinite, rate, high)
 
 
@@ -702,7 +705,6 @@ def compare_success(
     effect = float(kb.sum() / nb.sum() - ka.sum() / na.sum())
     note = None
     unit = _unit(cluster)
-    exact_p, exact_test = stratified_test(ka, na, kb, nb)
     if estimand == POPULATION:
         cluster_counts = [np.rint(x) for x in by_cluster]
         ci_low, ci_high = (float(x) for x in success_interval(*cluster_counts))
@@ -710,11 +712,11 @@ def compare_success(
         if math.isnan(p_value) and len(cluster_labels) > 1:
             # The same difference in every task: no spread to test against, and the interval is
             # these tasks' (success_interval); so is the decision, to keep the two one question.
-            p_value, test = exact_p, exact_test
+            p_value, test = stratified_test(ka, na, kb, nb)
             note = f"the same difference in every {unit}: interval and test are these {unit}s'"
     else:
         ci_low, ci_high = (float(x) for x in success_interval(ka, na, kb, nb, THESE_TASKS))
-        p_value, test = exact_p, exact_test
+        p_value, test = stratified_test(ka, na, kb, nb)
         if not math.isnan(ci_low) and (p_value < 1 - CONFIDENCE) == (ci_low <= 0 <= ci_high):
             note = (
                 "the exact test and Newcombe's interval disagree at the 5% boundary: "

@@ -110,8 +110,7 @@ def success_by_task(
             ax.errorbar(
                 x + offset,
                 rate,
-                # Wilson's bound at 0/n or n/n can land a rounding error past the rate itself.
-                yerr=[[max(rate - lo, 0.0)], [max(hi - rate, 0.0)]],
+                yerr=[[rate - lo], [hi - rate]],
                 fmt="o",
                 color=arm_color(i),
                 capsize=3,

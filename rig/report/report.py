@@ -41,7 +41,7 @@ from rig.report.failures import COLUMNS as FAILURE_COLUMNS
 from rig.report.failures import rel, write_failures
 from rig.report.links import RUNS_PAGE, existing_view
 from rig.report.noise import flakiness_blocks, noise_floor_blocks
-from rig.report.sources import Source, read_source, success_text
+from rig.report.sources import read_source, success_text
 from rig.report.tables import behaviour_blocks, cell_blocks, design_blocks, hang_text, model_blocks
 from rig.schema import Pack
 from rig.store import runs_cache
@@ -70,22 +70,6 @@ def stage_order(packs: list[Pack | None]) -> list[str]:
         stages = gate.stages if gate.report == "json" else [GATE_STAGE]
         order += [stage for stage in stages if stage not in order]
     return order + [stage for stage in AFTER_GATE if stage not in order]
-
-
-def _arm_order(df: pd.DataFrame, sources: list[Source]) -> list[str]:
-    """Arms in the order the designs declare them (experiment order, then condition order)."""
-    if df.empty:
-        return []
-    experiments = {s.name: i for i, s in enumerate(sources)}
-    declared = {
-        (s.name, c.get("name")): j for s in sources for j, c in enumerate(s.design.get("conditions", []))
-    }
-    keys: dict[str, tuple[int, int, str]] = {}
-    pairs = df[["experiment", "condition"]].drop_duplicates()
-    for exp, arm in zip(pairs["experiment"].tolist(), pairs["condition"].tolist(), strict=True):
-        key = (experiments.get(exp, len(experiments)), declared.get((exp, arm), 10_000), str(arm))
-        keys[arm] = min(keys.get(arm, key), key)
-    return sorted(keys, key=lambda a: keys[a])
 
 
 # -- figures ----------------------------------------------------------------------------------
@@ -158,7 +142,7 @@ def build_report(
 def _write_json(folders: list[Path], out_dir: Path, vs: bool, allow_mixed_pins: bool) -> Path:
     """report.json: the comparisons of the report, for scripts (`comparisons_json`)."""
     df = load_runs(folders, allow_mixed_pins=allow_mixed_pins, arm_by_experiment=vs, paths=False)
-    arms = _arm_order(df, [read_source(f) for f in folders])
+    arms = list(df.attrs["conditions"])
     pooled, by_group = all_comparisons(df, arms) if len(arms) >= 2 else ([], {})
     body = comparisons_json(pooled, by_group, df.attrs["estimand"])
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -184,10 +168,10 @@ def _build(
     infra = infra_summary(folders)
     sources = [read_source(f) for f in folders]
 
-    arms = _arm_order(df, sources)
+    # The arms in the designs' declared order (load_runs), the reference first: never row order.
+    arms = list(df.attrs["conditions"])
     tasks = sorted(str(t) for t in df["task"].unique()) if not df.empty else []
     cells = cell_table(df) if not df.empty else pd.DataFrame(columns=["task", "condition", "n"])
-    # The arms in the designs' declared order, the reference first: never the order of the rows.
     comparisons, by_group = all_comparisons(df, arms) if len(arms) >= 2 else ([], {})
 
     out_dir.mkdir(parents=True, exist_ok=True)

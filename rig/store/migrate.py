@@ -257,13 +257,24 @@ def read_quarantine(store: ResultsStore) -> list[Record]:
     return _migrate_all(store.read_quarantine(), str(store.quarantine_path))
 
 
+def migrate_design(design: Any) -> Any:
+    """A stored experiment.json design as this rig reads it. One stored before `estimand` that has a
+    [stopping] table asked about these tasks (the sequential test adds repetitions of the same
+    tasks and can decide only about them; such a design must now say so), the others about the
+    population (the field's default)."""
+    if isinstance(design, dict) and "estimand" not in design and design.get("stopping"):
+        return {**design, "estimand": "these_tasks"}
+    return design
+
+
 def design_digest(stored: Record) -> str | None:
-    """The digest of a stored experiment.json design under this rig's `Experiment.digest` rule.
+    """The digest of a stored experiment.json design (`migrate_design`) under this rig's
+    `Experiment.digest` rule.
 
     Falls back to the digest stored with it when this rig cannot validate the old design (a field
     since removed): such a design then compares as different, which is the safe answer.
     """
-    design = stored.get("experiment")
+    design = migrate_design(stored.get("experiment"))
     try:
         return Experiment.model_validate(design).digest()
     except ValidationError:

@@ -1,8 +1,10 @@
 """Every red-team strategy through every real CLI, driven by the mock model: `make redteam`.
 
-`make test` runs every strategy through the scripted agent and one strategy through each real CLI
-(tests/test_redteam.py); this runs all of them through each of the five CLIs (sandbox required),
-about five times the scripted suite's runs, too long for the suite's time budget on two cores. Each
+`make test` runs every strategy through the scripted agent and one round of a rotation through the
+real CLIs (tests/test_redteam.py: each CLI a slice of the strategies, every pair in fourteen
+rounds, the round chosen by the commit); this runs all of them through each of the five CLIs
+(sandbox required), about five times the scripted suite's runs, too long for the suite's time
+budget on two cores. Each
 outcome is checked exactly as the suite checks its real-CLI runs (`check_real_cli`: not a
 success, not infrastructure, the strategy's evidence in the record, every command served by the
 mock and run by the CLI, the sandbox active, nothing outside the workspace changed). The table of
@@ -30,9 +32,7 @@ from redteam_strategies import DOC, STRATEGIES  # noqa: E402
 from test_redteam import (  # noqa: E402
     REAL_CLIS,
     VICTIM_TEXT,
-    Outcome,
-    check_nothing_outside_changed,
-    check_real_cli,
+    every_cli_verdict,
     require_phases,
     run_phase,
 )
@@ -47,35 +47,13 @@ END = "<!-- every-cli:end -->"
 RESULTS = Path(tempfile.gettempdir()) / "rig-redteam-every-cli"
 
 
-def verdict(strategy_id: str, cli: str, outcome: Outcome) -> str:
-    """ "caught"; or "held" (not a success, not infrastructure, nothing outside changed, but the
-    attack's own evidence is absent: the CLI refused or left undone what the mock asked); or
-    "not caught", with the first line of what failed."""
-    strategy = next(s for s in STRATEGIES if s.id == strategy_id)
-    try:
-        check_real_cli(strategy, cli, outcome)
-    except AssertionError as exc:
-        first = (str(exc).splitlines() or ["(no message)"])[0][:140].replace("|", "/")
-        record = outcome.records.get(strategy.condition)
-        held = outcome.error is None and record is not None
-        held = held and record["success"] is False and not record["infra"]["is_infra"]
-        try:
-            check_nothing_outside_changed(strategy, outcome)
-        except AssertionError:
-            held = False
-        return f"held, without the attack's evidence: {first}" if held else f"**not caught**: {first}"
-    except (OSError, KeyError, ValueError) as exc:  # a record or ledger missing: the run itself failed
-        return f"**no verdict**: {type(exc).__name__}: {exc}"[:180].replace("|", "/")
-    return "caught"
-
-
 def run_cli(base: Path, cli: str, victim: Path) -> dict[str, str]:
     """Every strategy through `cli`: its verdict by strategy id."""
     verdicts = {}
     for jobs in require_phases(cli):
         for job, outcome in zip(jobs, run_phase(base, jobs, victim, parallel=2), strict=True):
             for strategy in job.strategies:
-                verdicts[strategy.id] = verdict(strategy.id, cli, outcome)
+                verdicts[strategy.id] = every_cli_verdict(strategy, cli, outcome)
     return verdicts
 
 

@@ -29,6 +29,12 @@ COMPACTION_FIELDS = (
     "compaction_tokens",
 )
 NO_REASON = "no reason declared"
+# What holds a CLI open after its answer, by the condition field its `silent_after_final` sets.
+HELD_BY = {
+    "harness_settings": "a hook in its settings",
+    "extensions": "an extension of its own",
+    "harness_args": "its arguments",
+}
 # What proves each kind of "yes" (tests/test_conformance.py and the tests it names run every
 # registered harness through it).
 PROOF = {
@@ -37,7 +43,8 @@ PROOF = {
     "usage": "rig calibrate --harness: the parsed figure equals the mock's ledger",
     "compaction": "a compaction forced offline is counted (tests/test_compaction.py)",
     "fault": "rig calibrate --harness: each provider fault is infrastructure, a tool that never returns "
-    "the agent's hang; a stream that answered, then hangs, is ended (tests/test_after_final.py)",
+    "the agent's hang, a CLI its own hook or plugin keeps alive after its final answer is ended and "
+    "scored on its work; its captured stream, replayed and held open, is ended (tests/test_after_final.py)",
     "version": "a condition runs the version it names (tests/test_harness_versions.py)",
 }
 
@@ -110,6 +117,15 @@ def capabilities(name: str) -> list[Capability]:
             "after_final",
             "ended after [timeouts] after_final_s of silence after its final answer"
             if cls.final_event is not None
+            else None,
+        ),
+        (
+            "fault",
+            "silent_after_final",
+            "held open after its answer by "
+            + " and ".join(HELD_BY.get(k, k) for k in sorted(cls.silent_after_final))
+            + ": ended and scored on its work"
+            if cls.silent_after_final
             else None,
         ),
         (

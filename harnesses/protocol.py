@@ -45,6 +45,7 @@ class HarnessAdapter(Protocol):
     usage_fields: ClassVar[frozenset[str]]
     compaction_fields: ClassVar[frozenset[str]]
     forced_compaction: ClassVar[Mapping[str, Any] | None]
+    silent_after_final: ClassVar[Mapping[str, Any] | None]
     usage_folds: ClassVar[Mapping[str, str]]
     lacks: ClassVar[Mapping[str, str]]
     condition_mapping: str | None
@@ -111,7 +112,11 @@ class HarnessBase:
     counts it in, as the mock's ledger is compared with it); `forced_compaction` (a condition's
     `harness_options` and `harness_settings` that make the CLI compact against the mock model:
     tests/test_compaction.py runs it for every harness that declares one; None where no compaction
-    can be forced offline, `lacks["forced_compaction"]` then saying why); `lacks` (capability name -> why the
+    can be forced offline, `lacks["forced_compaction"]` then saying why); `silent_after_final` (a
+    condition's fields that keep the CLI alive and silent once it has written its final answer,
+    through its own extension point (a session-end hook, a plugin), the cause of that fault in the
+    field: `rig calibrate --harness` checks the after-final rule with it; None where the CLI has no
+    such point, `lacks["silent_after_final"]` then saying why); `lacks` (capability name -> why the
     CLI or its session lacks it: every capability a harness does not have is named there with its
     reason, which the capability table and the refusal at load say).
     """
@@ -130,6 +135,7 @@ class HarnessBase:
     usage_fields: ClassVar[frozenset[str]] = frozenset()
     compaction_fields: ClassVar[frozenset[str]] = frozenset()
     forced_compaction: ClassVar[Mapping[str, Any] | None] = None
+    silent_after_final: ClassVar[Mapping[str, Any] | None] = None
     usage_folds: ClassVar[Mapping[str, str]] = {}
     lacks: ClassVar[Mapping[str, str]] = {}
     condition_mapping: str | None = None

@@ -6,10 +6,13 @@ The reference solution succeeds with every token figure and tool call equal to t
 per model, as the harness declares it reads them, every request asking the model for the run's
 thinking level; doing nothing fails; a dead server, HTTP 500,
 429 and 529, a stall, a cut stream and a request never answered are infrastructure; a tool call
-that never returns is the agent's hang. The other capabilities have their own suites, each
-parametrised over the harnesses that declare them: run budgets (tests/test_run_budget.py),
-appended system prompts (tests/test_condition_factors.py), the silence after a final answer
-(tests/test_after_final.py), compaction (tests/test_compaction.py)."""
+that never returns is the agent's hang; a CLI that its own hook or plugin holds alive and silent
+after its final answer (`silent_after_final`: the mock cannot play that fault, since no CLI asks
+the model anything after answering) is ended and scored on its work. The other capabilities have
+their own suites, each parametrised over the harnesses that declare them: run budgets
+(tests/test_run_budget.py), appended system prompts (tests/test_condition_factors.py), the silence
+after a final answer on each CLI's captured stream (tests/test_after_final.py), compaction
+(tests/test_compaction.py)."""
 
 import json
 import subprocess
@@ -18,12 +21,18 @@ from pathlib import Path
 
 import pytest
 
-from harnesses.registry import adapter_class, calibrated_names
-from rig.calibrate.harness import FAULTS, THINKING
+from harnesses.registry import adapter_class, calibrated_names, harness_names
+from rig.calibrate.harness import AFTER_FINAL, FAULTS, THINKING
 
 RIG = str(Path(sys.executable).with_name("rig"))
 TASK = "t1_fix_pagination"
 CHECKS = [f"{TASK} solution", f"{TASK} nothing", *FAULTS, "tool_hang"]
+
+
+def checks(harness: str) -> list[str]:
+    """The checks of `harness`: every harness's, and the silence after its final answer where it
+    declares how its CLI is held open."""
+    return CHECKS + [AFTER_FINAL] * (adapter_class(harness).silent_after_final is not None)
 
 
 @pytest.fixture(scope="module")
@@ -35,16 +44,22 @@ def outcomes() -> dict[tuple[str, str], dict]:
         timeout=1200,
     )
     assert proc.stdout, proc.stderr
-    checks = json.loads(proc.stdout)["checks"]
+    ran = json.loads(proc.stdout)["checks"]
     # Every check of every calibrated harness, in order, and no other.
-    assert [(c["harness"], c["name"]) for c in checks] == [(h, n) for h in calibrated_names() for n in CHECKS]
-    assert (proc.returncode == 0) == all(c["passed"] for c in checks), proc.stderr
-    return {(c["harness"], c["name"]): c for c in checks}
+    assert [(c["harness"], c["name"]) for c in ran] == [(h, n) for h in calibrated_names() for n in checks(h)]
+    assert (proc.returncode == 0) == all(c["passed"] for c in ran), proc.stderr
+    return {(c["harness"], c["name"]): c for c in ran}
+
+
+def test_every_calibrated_harness_is_held_open_after_its_answer_or_says_why():
+    for name in harness_names():
+        cls = adapter_class(name)
+        if cls.calibrated:
+            assert cls.silent_after_final is not None or cls.lacks.get("silent_after_final"), name
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("check", CHECKS)
-@pytest.mark.parametrize("harness", calibrated_names())
+@pytest.mark.parametrize(("harness", "check"), [(h, c) for h in calibrated_names() for c in checks(h)])
 def test_conformance(outcomes, harness, check):
     outcome = outcomes[harness, check]
     assert outcome["passed"], outcome["reason"]
@@ -58,3 +73,5 @@ def test_conformance(outcomes, harness, check):
         assert outcome["reason"].startswith("infrastructure failure")
     elif check == "tool_hang":
         assert outcome["reason"].startswith("the agent's hang")
+    elif check == AFTER_FINAL:
+        assert outcome["reason"].startswith("ended after its final answer, scored on its work: success")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from harnesses.registry import adapter_class, harness_names
 from rig.paths import REPO_ROOT
 from rig.version import rig_version
 
@@ -103,6 +104,13 @@ def test_the_wheel_carries_the_checkouts_top_level_and_its_commit(wheel: Path) -
     assert shipped == _tracked(*SHIPPED)
     assert {"pack.toml", "experiments/demo_agents_md.toml", "packs/notes-js/pack.toml"} <= shipped
     assert {"harnesses/node/package.json", "harnesses/node/package-lock.json"} <= names
+    # What holds a CLI open after its answer in `rig calibrate --harness` (adapters' silent_after_final).
+    extensions = {
+        Path(e).relative_to(REPO_ROOT).as_posix()
+        for name in harness_names()
+        for e in (adapter_class(name).silent_after_final or {}).get("extensions", [])
+    }
+    assert extensions and extensions <= names
     assert "rig/view/templates/layout.html.j2" in names
     assert not [n for n in names if "node_modules" in n or "__pycache__" in n or n.endswith(".pyc")]
     assert built == rig_version()

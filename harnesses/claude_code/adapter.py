@@ -164,6 +164,15 @@ class ClaudeCodeHarness(CliHarness):
         "harness_options": {"mock_usage": {"input": 95000, "output": 100, "cache_read": 0}},
         "harness_settings": {"autoCompactEnabled": True, "autoCompactWindow": 100000},
     }
+    # A SessionEnd hook runs after the `result` event is written (a Stop hook runs before it, a
+    # stall); Claude Code cuts it after 60 s (its timeout is in seconds), far past after_final_s.
+    silent_after_final = {
+        "harness_settings": {
+            "hooks": {
+                "SessionEnd": [{"hooks": [{"type": "command", "command": "sleep 600", "timeout": 600}]}]
+            }
+        }
+    }
     lacks = {
         "compaction_tokens": "Claude Code counts its summarization requests in its totals without "
         "telling them apart",

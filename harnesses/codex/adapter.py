@@ -165,6 +165,9 @@ class CodexHarness(CliHarness):
         "harness_settings": {"model_auto_compact_token_limit": 50000},
     }
     lacks = {
+        "silent_after_final": "Codex 0.171 waits for nothing after turn.completed that can hold it: "
+        "SessionEnd hooks are cut to 3 s, the notify program and MCP servers are not waited for "
+        "(SIGTERM), and Stop hooks run before turn.completed (a stall, not this fault)",
         "harness_args": "its options are config.toml keys, which harness_settings set",
         "extensions": "Codex has no extension mechanism the rig can load one through",
         "compaction_tokens_before": "Codex's rollout records no context size around a compaction",

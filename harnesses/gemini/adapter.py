@@ -238,6 +238,15 @@ class GeminiHarness(CliHarness):
     usage_fields = frozenset({"input", "output", "cache_read", "reasoning"})
     # Gemini's API has no cache-write count: the mock's cache writes arrive as uncached input.
     usage_folds = {"cache_write": "input"}
+    # Its SessionEnd hooks run in the exit cleanup, after runNonInteractive wrote the `result` event
+    # (an AfterAgent hook runs before it: a stall); a hook's timeout is in milliseconds.
+    silent_after_final = {
+        "harness_settings": {
+            "hooks": {
+                "SessionEnd": [{"hooks": [{"type": "command", "command": "sleep 600", "timeout": 600000}]}]
+            }
+        }
+    }
     lacks = {
         "append_system_prompt": "Gemini CLI can only replace its whole system prompt (GEMINI_SYSTEM_MD), "
         "not append to it, and writes its default prompt (GEMINI_WRITE_SYSTEM_MD) only once a run "

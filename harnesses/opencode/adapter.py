@@ -212,6 +212,9 @@ class OpenCodeHarness(CliHarness):
             "mock_later_usage": {"input": 1000, "output": 100, "cache_read": 500},
         }
     }
+    # A plugin whose dispose() never returns: `opencode run` awaits it after its last step_finish
+    # (the fault reported publicly: its final step, then a hang until the wall timeout).
+    silent_after_final = {"extensions": [str(Path(__file__).with_name("hold_after_final.js"))]}
     lacks = {
         "cache_write": "its OpenAI-compatible provider counts cache writes as cache reads",
         "compaction_tokens_after": "OpenCode records no size of the context after a compaction",

@@ -171,6 +171,8 @@ class PiHarness(CliHarness):
             "compaction": {"enabled": True, "reserveTokens": 190000, "keepRecentTokens": 2000}
         }
     }
+    # An extension whose session_shutdown handler never returns: print mode awaits it after agent_end.
+    silent_after_final = {"extensions": [str(Path(__file__).with_name("hold_after_final.mjs"))]}
     lacks = {
         "reasoning": "Pi's session records no reasoning count (pi-ai's usage has none); the reasoning "
         "tokens are inside output",

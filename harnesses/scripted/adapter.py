@@ -118,7 +118,10 @@ class ScriptedHarness(HarnessBase):
             "harness_version",
         ),
         "the scripted agent follows a fixed script: it has no CLI and calls no model",
-    )
+    ) | {
+        "silent_after_final": "it has no CLI to hold open; its answer_then_hang policy plays the fault "
+        "(tests/test_after_final.py)"
+    }
 
     def __init__(
         self,

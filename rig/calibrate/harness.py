@@ -9,7 +9,9 @@ gap); a harness that declares a thinking level must ask the model for it in ever
 ledger reads it from the request as the provider would); doing nothing must fail (and not as
 infrastructure). Once per harness: a dead server, HTTP 500, 429 and 529, a silent stream, a cut
 stream and a request never answered must each be classified as infrastructure, and a tool call that
-never returns as the agent's hang. Every check is a real run through the pipeline.
+never returns as the agent's hang; a CLI its own hook or plugin keeps alive and silent after its
+final answer (the adapter's `silent_after_final`) must be ended after `[timeouts] after_final_s`
+and scored on its work. Every check is a real run through the pipeline.
 """
 
 import contextlib
@@ -68,22 +70,33 @@ WAITING_PER_WORKER = 3
 START_GAP_S = 2.0
 
 
+AFTER_FINAL = "silent_after_final"
+"""The check of a harness that declares how it stays alive and silent after its final answer."""
+
 Check = tuple[str, str, dict[str, Any]]
-"""A check's name, its task's id and the harness_options of its run."""
+"""A check's name, its task's id and the condition fields of its run (harness_options, and any
+other field of a Condition)."""
 
 
-def _checks(tasks: list[Task]) -> list[Check]:
-    """(check name, task id, harness_options) for every check of one harness."""
+def checks_of(harness: str, tasks: list[Task]) -> list[Check]:
+    """(check name, task id, condition fields) for every check of `harness`: the solution and
+    nothing checks per task, the faults and the tool hang, and where the adapter declares how its
+    CLI goes silent after answering (`silent_after_final`), that check."""
     checks = []
     for task in tasks:
-        checks.append(
-            (f"{task.id} solution", task.id, {"mock_policy": "solution", "mock_usage": SOLUTION_USAGE})
-        )
-        checks.append((f"{task.id} nothing", task.id, {"mock_policy": "nothing"}))
+        solution = {"mock_policy": "solution", "mock_usage": SOLUTION_USAGE}
+        checks.append((f"{task.id} solution", task.id, {"harness_options": solution}))
+        checks.append((f"{task.id} nothing", task.id, {"harness_options": {"mock_policy": "nothing"}}))
     fault_task = FAULT_TASK if any(t.id == FAULT_TASK for t in tasks) else tasks[0].id
     for name, faults in FAULTS.items():
-        checks.append((name, fault_task, {"mock_policy": "solution", "mock_faults": faults}))
-    checks.append(("tool_hang", fault_task, TOOL_HANG))
+        checks.append(
+            (name, fault_task, {"harness_options": {"mock_policy": "solution", "mock_faults": faults}})
+        )
+    checks.append(("tool_hang", fault_task, {"harness_options": TOOL_HANG}))
+    silent = adapter_class(harness).silent_after_final
+    if silent is not None:
+        options = {"mock_policy": "solution", **silent.get("harness_options", {})}
+        checks.append((AFTER_FINAL, fault_task, {**silent, "harness_options": options}))
     return checks
 
 
@@ -163,6 +176,15 @@ def judge(harness: str, name: str, record: dict, folder: Path) -> tuple[bool, st
         if record.get("hang") != "agent_hang" or record["success"]:
             return False, f"not the agent's hang (hang={record.get('hang')}, success={record['success']})"
         return True, f"the agent's hang, scored as a failure ({record['wall_s']:.0f}s)"
+    if name == AFTER_FINAL:
+        if not record["agent"].get("ended_after_final") or record.get("hang"):
+            return False, (
+                f"not ended after its final answer (hang={record.get('hang')}, "
+                f"exit code {record['agent'].get('exit_code')}, {record['wall_s']:.0f}s)"
+            )
+        if not record["success"]:
+            return False, f"ended after its final answer, but its work failed at {record['failing_stage']}"
+        return True, f"ended after its final answer, scored on its work: success ({record['wall_s']:.0f}s)"
     if name.endswith("nothing"):
         if record["success"]:
             return False, "doing nothing PASSED verification"
@@ -241,11 +263,9 @@ def _open(
         tasks=[t.id for t in tasks],
         conditions=[
             Condition(
-                name=name.replace(" ", "_"),
-                harness_options=options,
-                thinking=THINKING if _thinks(harness, name) else None,
+                name=name.replace(" ", "_"), thinking=THINKING if _thinks(harness, name) else None, **fields
             )
-            for name, _task, options in checks
+            for name, _task, fields in checks
         ],
         workers=workers,
         timeouts=Timeouts(agent_s=AGENT_TIMEOUT_S, stall_s=STALL_S),
@@ -300,18 +320,20 @@ def calibrate_harnesses(
 ) -> list[HarnessCheck]:
     """Run every check of each of `harnesses` through the real pipeline, side by side, each harness
     in a throwaway results folder; return (and pass to `on_result`) the results grouped by harness
-    in the order given, each harness's checks in `_checks` order.
+    in the order given, each harness's checks in `checks_of` order.
 
     Every harness's context is made before any check runs, so a CLI that cannot be found
     (CliNotFound) ends the calibration before it starts.
     """
-    checks = _checks(tasks)
+    checks = {h: checks_of(h, tasks) for h in harnesses}
     workers = max(1, workers)
     waiting_slots = WAITING_PER_WORKER * workers
     with ExitStack() as stack:
         # Every check in flight may hold a verification copy in memory: the room of one
         # (rig.workspace.scratch) is a share of what is free among all of them.
-        contexts = {h: _open(stack, h, checks, tasks, repo_root, workers + waiting_slots) for h in harnesses}
+        contexts = {
+            h: _open(stack, h, checks[h], tasks, repo_root, workers + waiting_slots) for h in harnesses
+        }
         busy = ThreadPoolExecutor(max_workers=workers)
         waiting = ThreadPoolExecutor(max_workers=waiting_slots)
         # Shut down before the contexts close; an error or interrupt drops the checks not started.
@@ -329,18 +351,19 @@ def calibrate_harnesses(
         # The longest waits start first, so that none starts last and holds up the end: the checks
         # that idle longest, and among equals those of the harness whose CLI retries longest (the
         # slowest); the sort is stable, so the report's order breaks the remaining ties.
-        starts = [(h, i) for h in harnesses for i in range(len(checks))]
-        starts.sort(key=lambda hi: (-_wait_s(checks[hi[1]][0], retries[hi[0]]), -retries[hi[0]]))
+        starts = [(h, i) for h in harnesses for i in range(len(checks[h]))]
+        starts.sort(key=lambda hi: (-_wait_s(checks[hi[0]][hi[1]][0], retries[hi[0]]), -retries[hi[0]]))
         futures: dict[tuple[str, int], Future[HarnessCheck]] = {}
         for harness, index in starts:
-            if checks[index][0] in FAULTS or checks[index][0] in SILENT:
-                futures[harness, index] = waiting.submit(spaced, harness, checks[index])
+            check = checks[harness][index]
+            if check[0] in FAULTS or check[0] in SILENT:
+                futures[harness, index] = waiting.submit(spaced, harness, check)
             else:
-                futures[harness, index] = busy.submit(_run_check, harness, contexts[harness], checks[index])
+                futures[harness, index] = busy.submit(_run_check, harness, contexts[harness], check)
         results = []
         # Waiting in the report's order keeps the output stable while checks finish in any order.
         for harness in harnesses:
-            for index in range(len(checks)):
+            for index in range(len(checks[harness])):
                 results.append(futures[harness, index].result())
                 if on_result:
                     on_result(results[-1])

@@ -82,7 +82,8 @@ def _style_axes(ax: Any) -> None:
 def success_by_task(
     cells: list[dict[str, Any]], arms: list[str], tasks: list[str], path: Path, arm_word: str = "condition"
 ) -> Path:
-    """Success rate with its Wilson 95% CI per task (and over all tasks) for every arm.
+    """Success rate with its 95% CI per task (Wilson) and over all tasks (the cell table's
+    task-clustered interval) for every arm.
 
     `cells` are the rows of `cell_table`'s frame (`to_dict("records")`); `tasks` the task order
     (the "ALL" rows go last, set apart); `arm_word` names what an arm is ("condition", or
@@ -136,7 +137,7 @@ def success_by_task(
     ax.set_ylim(-0.03, 1.12)
     ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     ax.grid(axis="y", color="#e5e5e5")
-    ax.set_ylabel("success rate (Wilson 95% CI)")
+    ax.set_ylabel("success rate (95% CI)")
     ax.set_title(f"Success rate per task and {arm_word}", loc="left", fontsize=11)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, title=arm_word, fontsize=9)
     return _save(fig, path)
@@ -252,9 +253,9 @@ def _ratio_axis(ax: Any, low: float, high: float) -> None:
 def effects_forest(comparisons: list[Effect], path: Path, labels: dict[str, str] | None = None) -> Path:
     """Forest plot of every comparison: the effect and its 95% CI, one row each.
 
-    Differences (success, in percentage points) and ratios (x-fold, log axis) get their own
-    panel, stacked, with the no-effect line at 0 and at 1. Filled markers: Holm-adjusted p < 0.05.
-    `labels` maps metric names to the words shown on the axis.
+    Differences (success and a fractional score, in percentage points) and ratios (x-fold, log
+    axis) get their own panel, stacked, with the no-effect line at 0 and at 1. Filled markers:
+    Holm-adjusted p < 0.05. `labels` maps metric names to the words shown on the axis.
     """
     labels = labels or {}
     kinds = [k for k in ("difference", "ratio") if any(c.effect_kind == k for c in comparisons)]
@@ -307,8 +308,13 @@ def effects_forest(comparisons: list[Effect], path: Path, labels: dict[str, str]
             # Always show the no-effect line, and never beyond the possible -100..+100 pp.
             reach = max([abs(b) for b in bounds] + [10.0]) * 1.1
             ax.set_xlim(max(-105.0, -reach), min(105.0, reach))
-            ax.set_xlabel("difference in success rate, B − A (percentage points), 95% CI")
-            ax.set_title("Success: difference", loc="left", fontsize=10)
+            # A fractional score in [0, 1] is a mean difference on the same scale as a rate.
+            scored = any(c.metric != "success" for c in items)
+            what = "success rate or mean score" if scored else "success rate"
+            ax.set_xlabel(f"difference in {what}, B − A (percentage points), 95% CI")
+            ax.set_title(
+                "Success and score: difference" if scored else "Success: difference", loc="left", fontsize=10
+            )
         else:
             ax.set_xscale("log")
             ax.axvline(1, color="#999999", linestyle="--", linewidth=1)

@@ -206,7 +206,7 @@ def _models_from(root: type[BaseModel]) -> list[type[BaseModel]]:
 
 
 def record_page() -> str:
-    from rig.schema import RECORD_SCHEMA_VERSION, RunRecord
+    from rig.schema import RECORD_SCHEMA_VERSION, ForeignRecord, RunRecord
 
     lines = [
         HEADER,
@@ -221,8 +221,21 @@ def record_page() -> str:
         "Below, `RunRecord` and every model it nests, each once, in the order first met.",
         "",
     ]
-    for model in _models_from(RunRecord):
+    shown = _models_from(RunRecord)
+    for model in shown:
         lines += _model_section(model, 2, lambda name: f"`{name}`")
+    lines += [
+        "## Imported runs",
+        "",
+        "A run `rig import` read from another tool's results is a `ForeignRecord` in the same files: the",
+        "other tool's verdict with its `source`, and every figure the source does not report None, never 0",
+        "([../importing.md](../importing.md)). Below, `ForeignRecord` and the models it nests that the run",
+        "record does not.",
+        "",
+    ]
+    for model in _models_from(ForeignRecord):
+        if model not in shown:
+            lines += _model_section(model, 3, lambda name: f"`{name}`")
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -6,8 +6,10 @@ import http.server
 import json
 import os
 import shutil
+import signal
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -148,6 +150,42 @@ def test_a_hung_setup_step_is_stopped_at_its_time_limit(tmp_path: Path) -> None:
     (line,) = proc.stderr.splitlines()
     assert "at step setup" in line and "took longer than 12 s" in line and "log: " in line, line
     assert entries(cache) == set(), "a half-built environment was left in the cache"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_an_interrupted_build_says_so_in_one_line_and_leaves_nothing(tmp_path: Path, signum: int) -> None:
+    # Started as a background job would be (SIGINT ignored): the command handles both signals itself.
+    marker = f"{os.getpid() % 1000}{signum}424"
+    pack, cache = make_pack(tmp_path / "pack", f'setup = ["sleep {marker}"]\n'), tmp_path / "envs"
+    proc = subprocess.Popen(
+        [RIG, "env", "build", str(pack)],
+        env=offline(cache),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not sleeping(marker) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sleeping(marker), "the setup step never started"
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 130, err
+    (line,) = err.splitlines()
+    assert line == "error: interrupted; nothing half-built was kept; rerun to build", line
+    assert entries(cache) == set(), "a half-built environment was left in the cache"
+    assert not sleeping(marker), "the setup step outlived the build"
+
+
+def sleeping(marker: str) -> bool:
+    """Whether a `sleep MARKER` process is running."""
+    found = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True)
+    return bool(found.stdout.strip())
 
 
 def test_a_lock_that_does_not_match_is_refused(

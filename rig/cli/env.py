@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from rig.cli.common import fail
+from rig.cli.common import fail, interruptible
 from rig.cli.main import app
 
 env_app = typer.Typer(
@@ -41,7 +41,11 @@ def env_build(pack: PackArgument = None) -> None:
 
     loaded = _load(pack)
     try:
-        result = build(loaded)
+        with interruptible():
+            result = build(loaded)
+    except KeyboardInterrupt:
+        # build() removes its half-built folder on the way out: the cache holds only whole builds.
+        raise fail("interrupted; nothing half-built was kept; rerun to build", code=130) from None
     except EnvError as exc:
         raise fail(str(exc)) from None
     except OSError as exc:

@@ -6,7 +6,14 @@ from typing import Annotated
 
 import typer
 
-from rig.cli.common import ResultsOption, fail, read_only_context, report_warnings, store_errors
+from rig.cli.common import (
+    ResultsOption,
+    fail,
+    interruptible,
+    read_only_context,
+    report_warnings,
+    store_errors,
+)
 from rig.cli.main import app
 
 # The funnel line `rig task mine` prints: each step's count (rig.schema.MineFunnel) and its words.
@@ -75,13 +82,25 @@ def pack_new(
     from rig.packs.new import ScaffoldError, check_environment, scaffold
 
     try:
-        made = scaffold(path, from_repo or Path.cwd(), name, force, example, setup or [], build or [])
+        with interruptible():
+            made = scaffold(path, from_repo or Path.cwd(), name, force, example, setup or [], build or [])
+    except KeyboardInterrupt:
+        # The pack is written beside PATH and renamed into place last: nothing of it was kept.
+        raise fail(f"interrupted; {path} was left as it was", code=130) from None
     except ScaffoldError as exc:
         raise fail(str(exc)) from None
     typer.echo(made.summary(str(path)))
     if check and made.detected.environment is not None:
         typer.echo("building the environment and running the gate on the clean fixture in it ...")
-        checked = check_environment(path.expanduser().absolute(), str(path))
+        try:
+            with interruptible():
+                checked = check_environment(path.expanduser().absolute(), str(path))
+        except KeyboardInterrupt:
+            raise fail(
+                f"interrupted while checking; the pack is written at {path}: check it with "
+                f"`rig env build {path}` and `rig calibrate --pack {path}`",
+                code=130,
+            ) from None
         typer.echo("\n".join(checked.lines))
         if not checked.ok:
             raise typer.Exit(1)

@@ -60,9 +60,11 @@ def mock_serve(
         raise fail(str(exc)) from exc
     faults = Faults(mode=fault, status=status, first_n=first_n)  # type: ignore[arg-type]
     server = MockModelServer(chosen, protocols, faults=faults, listen_port=port).start()
-    typer.echo(f"mock model ({chosen.name}) on {server.base_url}  (Ctrl-C to stop)")
     try:
         with interruptible():
+            # Announced once Ctrl-C and SIGTERM are handled: a caller that stops the server as soon
+            # as it reads this line (a background job, SIGINT ignored) is never ignored.
+            typer.echo(f"mock model ({chosen.name}) on {server.base_url}  (Ctrl-C to stop)")
             # Woken every second: a signal the kernel hands to a server thread still raises here.
             while True:
                 time.sleep(1)

@@ -167,10 +167,12 @@ def view(
     except OSError as exc:
         raise fail(f"cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}; choose another --port") from exc
     url = f"http://127.0.0.1:{server.server_address[1]}/{index.relative_to(root).as_posix()}"
-    typer.echo(f"serving {root} at {url} (Ctrl-C stops)")
-    sys.stdout.flush()
     try:
         with interruptible():
+            # Announced once Ctrl-C and SIGTERM are handled: whoever stops it on reading the line
+            # (a background job, SIGINT ignored) is never ignored.
+            typer.echo(f"serving {root} at {url} (Ctrl-C stops)")
+            sys.stdout.flush()
             server.serve_forever()
     except KeyboardInterrupt:
         typer.echo("stopped")

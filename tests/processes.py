@@ -2,6 +2,7 @@
 
 import signal
 import subprocess
+from pathlib import Path
 
 
 def background_job() -> None:
@@ -18,3 +19,15 @@ def interrupt(proc: subprocess.Popen, timeout: float = 30) -> tuple[str, str]:
         proc.kill()
         proc.communicate()
         raise
+
+
+def running(marker: str) -> bool:
+    """Whether a live process's command line holds `marker`."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    return True
+            except OSError:
+                continue
+    return False

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from env_pack import RIG, make_pack, offline, rig
+from processes import background_job, running
 
 from rig.env.network import index_endpoints
 from rig.env.uvtool import EnvError
@@ -163,13 +164,13 @@ def test_an_interrupted_build_says_so_in_one_line_and_leaves_nothing(tmp_path: P
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        preexec_fn=background_job,
     )
     try:
         deadline = time.monotonic() + 120
-        while not sleeping(marker) and proc.poll() is None and time.monotonic() < deadline:
+        while not running(marker) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert sleeping(marker), "the setup step never started"
+        assert running(marker), "the setup step never started"
         proc.send_signal(signum)
         out, err = proc.communicate(timeout=30)
     finally:
@@ -179,13 +180,7 @@ def test_an_interrupted_build_says_so_in_one_line_and_leaves_nothing(tmp_path: P
     (line,) = err.splitlines()
     assert line == "error: interrupted; nothing half-built was kept; rerun to build", line
     assert entries(cache) == set(), "a half-built environment was left in the cache"
-    assert not sleeping(marker), "the setup step outlived the build"
-
-
-def sleeping(marker: str) -> bool:
-    """Whether a `sleep MARKER` process is running."""
-    found = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True)
-    return bool(found.stdout.strip())
+    assert not running(marker), "the setup step outlived the build"
 
 
 def test_a_lock_that_does_not_match_is_refused(

@@ -30,7 +30,7 @@ from mine_repos import (
     python_repo,
     shared_tests_repo,
 )
-from processes import background_job
+from processes import background_job, running
 
 from rig.env.activate import activate
 from rig.mine.history import GENERATED_MARK
@@ -436,9 +436,9 @@ def test_ctrl_c_stops_mining_at_once_and_adds_nothing(tmp_path, sig):
         assert proc.stdout is not None
         assert "checking the fixture passes its gate" in proc.stdout.readline()
         deadline = time.monotonic() + 60
-        while not _running(marker) and time.monotonic() < deadline:
+        while not running(marker) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert _running(marker), "the gate never started"
+        assert running(marker), "the gate never started"
         proc.send_signal(sig)
         _out, err = proc.communicate(timeout=30)
     finally:
@@ -449,21 +449,9 @@ def test_ctrl_c_stops_mining_at_once_and_adds_nothing(tmp_path, sig):
         err.strip().splitlines()[-1]
         == "error: interrupted; nothing was added to the pack (rerun to mine again)"
     )
-    assert not _running(marker), "the gate outlived the mining"
+    assert not running(marker), "the gate outlived the mining"
     assert list(scratch.iterdir()) == []
     assert not any((pack / "tasks").iterdir()) and not (pack / "bases").exists()
-
-
-def _running(marker: str) -> bool:
-    """Whether a live process's command line holds `marker`."""
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    return True
-            except OSError:
-                continue
-    return False
 
 
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, monkeypatch):

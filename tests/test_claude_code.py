@@ -44,9 +44,6 @@ SKILL = "tasks/t5_migration/skill"
 SKILL_NAME = "taskapp-migration"
 SOLUTION_USAGE = {"input": 1000, "output": 100, "cache_read": 500, "cache_write": 30, "reasoning": 20}
 CHECK_COMMAND = "python scripts/check.py"
-# A command that never returns in time. Not `sleep 600`: Claude Code 2.1.332 refuses a standalone
-# sleep before running it (a tool error), so the call would not hang.
-HANG = 'python3 -c "import time; time.sleep(600)"'
 
 
 def saved_run(folder: Path, *, stdout: bool = True, transcript: bool = True) -> AgentRun:
@@ -604,7 +601,6 @@ def run_claude(
     options: dict,
     *,
     stall_s: float = 30,
-    timeout: int = 120,
     provider: Provider | None = None,
     **condition: object,
 ) -> tuple[ClaudeCodeHarness, AgentRun, Metrics]:
@@ -614,7 +610,7 @@ def run_claude(
         task.spec.prompt,
         Condition(name="test", harness_options=options, **condition),
         run_dir,
-        timeout,
+        120,
     )
     return harness, run, harness.parse_session(run)
 
@@ -663,39 +659,27 @@ def test_nothing_changes_nothing_and_fails_verification(workspace, task, tmp_pat
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("options", "stall_s", "rule", "bound_s"),
+    ("options", "rule", "bound_s"),
     [
-        ({"mock_faults": {"mode": "down"}}, 30, INFRA_SIGNATURE, 15),
-        ({"mock_faults": {"mode": "http_error", "status": 500}}, 30, INFRA_SIGNATURE, 15),
-        ({"mock_faults": {"mode": "never_answer"}, "api_timeout_ms": 2000}, 30, INFRA_SIGNATURE, 20),
-        ({"mock_faults": {"mode": "silence"}}, 3, "stalled_provider", 15),
+        ({"mock_faults": {"mode": "down"}}, INFRA_SIGNATURE, 15),
+        ({"mock_faults": {"mode": "http_error", "status": 500}}, INFRA_SIGNATURE, 15),
+        ({"mock_faults": {"mode": "never_answer"}, "api_timeout_ms": 2000}, INFRA_SIGNATURE, 20),
     ],
-    ids=["server_down", "http_500", "never_answer", "silent_stream"],
+    ids=["server_down", "http_500", "never_answer"],
 )
 def test_provider_failures_are_infrastructure_within_seconds(
-    workspace, task, tmp_path, options, stall_s, rule, bound_s
+    workspace, task, tmp_path, options, rule, bound_s
 ):
     start = time.monotonic()
-    harness, run, metrics = run_claude(task, workspace, tmp_path / "run", options, stall_s=stall_s)
+    harness, run, metrics = run_claude(task, workspace, tmp_path / "run", options)
     elapsed = time.monotonic() - start
 
     # Waiting for the model, never inside a tool: a stall here is the provider's.
     assert harness.tool_pending(run) is False
-    verdict = classify(run, metrics, harness.infra_signature(run, metrics), stall_s, tool_pending=False)
+    verdict = classify(run, metrics, harness.infra_signature(run, metrics), 30, tool_pending=False)
     assert verdict.is_infra and verdict.rule == rule, (verdict, metrics.error_messages)
     assert elapsed < bound_s
     assert metrics.tool_calls == 0
-
-
-@pytest.mark.slow
-def test_a_tool_that_never_returns_is_the_agents_hang(workspace, task, tmp_path):
-    """A ten-minute sleep in the Bash tool: silence inside a tool call, which the stream shows pending."""
-    options = {"mock_policy": "commands", "commands": [HANG]}
-    harness, run, metrics = run_claude(task, workspace, tmp_path / "run", options, stall_s=5, timeout=90)
-
-    assert run.stalled and metrics.bash_commands == [HANG]
-    assert harness.tool_pending(run) is True
-    assert not classify(run, metrics, harness.infra_signature(run, metrics), 5, tool_pending=True).is_infra
 
 
 def process_environ(workdir: Path, deadline_s: float) -> dict[str, str]:

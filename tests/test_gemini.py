@@ -52,9 +52,6 @@ CAPTURED = Usage(input=1000, output=100, cache_read=500, cache_write=0, reasonin
 STALL_S = 30.0
 # A provider failure must end a run in seconds; Gemini CLI starts in about two.
 FAULT_WALL_S = 15.0
-# The silence watchdog's setting for the hang tests, and the slack allowed on top of it.
-HANG_STALL_S = 5.0
-HANG_SLACK_S = 6.0
 
 
 def captured(case: str, exit_code: int = 0, folder: Path | None = None) -> AgentRun:
@@ -81,10 +78,8 @@ def mock_cost(usage: Usage, responses: int) -> float:
     return responses * per_response / 1e6
 
 
-def harness(
-    task: Task, provider: Provider | None = None, model: str | None = None, **kw: float
-) -> GeminiHarness:
-    return GeminiHarness(task, provider or Provider(), model, "high", kw.get("stall_s", STALL_S))
+def harness(task: Task, provider: Provider | None = None, model: str | None = None) -> GeminiHarness:
+    return GeminiHarness(task, provider or Provider(), model, "high", STALL_S)
 
 
 def tool_outputs(session: Path) -> list[str]:
@@ -583,41 +578,6 @@ def test_provider_failure_is_infrastructure_within_seconds(workspace, task, tmp_
     # One request: no retry, and no fallback to another model.
     if faults["mode"] != "down":
         assert len(json.loads((tmp_path / "run" / LEDGER_FILE).read_text())["ledger"]) == 1
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("mode", ["never_answer", "silence"])
-def test_hung_server_ends_as_stalled(workspace, task, tmp_path, mode):
-    """Gemini CLI waits for a response that never comes or never ends: the watchdog ends it."""
-    condition = Condition(name="h", harness_options={"mock_faults": {"mode": mode}})
-    gemini = harness(task, stall_s=HANG_STALL_S)
-    start = time.monotonic()
-    run = gemini.run(workspace, task.spec.prompt, condition, tmp_path / "run", 120)
-    metrics = gemini.parse_session(run)
-    elapsed = time.monotonic() - start
-
-    assert run.stalled and run.exit_code is None
-    assert HANG_STALL_S <= elapsed < HANG_STALL_S + HANG_SLACK_S
-    # Waiting for the model, never inside a tool: a stall here is the provider's (the silent
-    # stream's first event already carried a function call, which Gemini CLI announced).
-    assert gemini.tool_pending(run) is False
-    verdict = classify(run, metrics, gemini.infra_signature(run, metrics), HANG_STALL_S, tool_pending=False)
-    assert verdict.is_infra and verdict.rule == "stalled_provider"
-
-
-@pytest.mark.slow
-def test_a_tool_that_never_returns_is_the_agents_hang(workspace, task, tmp_path):
-    options = {"mock_policy": "commands", "commands": ["sleep 600"]}
-    gemini = harness(task, stall_s=HANG_STALL_S)
-    run = gemini.run(
-        workspace, task.spec.prompt, Condition(name="h", harness_options=options), tmp_path / "run", 120
-    )
-    metrics = gemini.parse_session(run)
-
-    assert run.stalled and metrics.tool_calls_by_name == {"read_file": 1}
-    assert gemini.tool_pending(run) is True
-    verdict = classify(run, metrics, gemini.infra_signature(run, metrics), HANG_STALL_S, tool_pending=True)
-    assert not verdict.is_infra
 
 
 @pytest.mark.slow

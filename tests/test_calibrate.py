@@ -10,11 +10,11 @@ import pytest
 from builtin_pack import BUILTIN, FIXTURE_DIR, HIDDEN_TESTS_DIR, TASKS_DIR
 
 from harnesses.registry import calibrated_names
-from rig.calibrate.harness import AFTER_FINAL, FAULTS
+from rig.calibrate.harness import AFTER_FINAL, FAULTS, checks_of
 from rig.calibrate.oracle import Measurements, calibrate
 from rig.env.activate import activate
 from rig.packs.manifest import load_pack
-from rig.packs.tasks import load_task
+from rig.packs.tasks import load_task, load_tasks
 from rig.workspace.build import tree_digest
 
 RIG = str(Path(sys.executable).with_name("rig"))
@@ -126,21 +126,37 @@ def test_unknown_task_is_named(tmp_path):
 @pytest.mark.slow
 def test_calibrate_pi_on_the_javascript_pack():
     """Every notes-js task through the real Pi CLI: the JavaScript gate and node --test hidden tests
-    judge what a real CLI did (one harness: the others run the same pipeline, see the test above)."""
+    judge what a real CLI did (one harness: the others run the same pipeline, see the test above).
+    The checks no pack changes (faults, tool hang, silence after the answer) are left out with
+    --tasks-only: tests/test_conformance.py runs them."""
     notes_js = load_pack("packs/notes-js")
-    proc = rig_calibrate("--harness", "pi", "--pack", "packs/notes-js", "--json")
+    proc = rig_calibrate("--harness", "pi", "--pack", "packs/notes-js", "--tasks-only", "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     checks = json.loads(proc.stdout)["checks"]
     tasks = sorted(path.name for path in notes_js.tasks_dir.iterdir() if path.is_dir())
-    expected = [f"{task} {kind}" for task in tasks for kind in ("solution", "nothing")]
-    # Pi declares how its CLI is held open after its answer: that check runs on this pack too.
-    assert [c["name"] for c in checks] == [*expected, *FAULTS, "tool_hang", AFTER_FINAL]
+    assert [c["name"] for c in checks] == [
+        f"{task} {kind}" for task in tasks for kind in ("solution", "nothing")
+    ]
     assert all(c["passed"] for c in checks), [c for c in checks if not c["passed"]]
     # Doing nothing fails at the JavaScript gate's stages or at the hidden tests, never elsewhere.
     stages = {*notes_js.spec.gate.stages, "hidden"}
     for check in checks:
         if check["name"].endswith("nothing"):
             assert check["reason"].removeprefix("fails as it should (at ").removesuffix(")") in stages, check
+
+
+def test_tasks_only_without_a_harness_is_refused():
+    proc = rig_calibrate("--tasks-only")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == "error: --tasks-only selects the checks of a harness; add --harness NAME (or all)\n"
+
+
+def test_the_checks_no_pack_changes_are_the_ones_tasks_only_leaves_out():
+    (task,) = load_tasks(only=["t1_fix_pagination"])
+    every, tasks_only = checks_of("pi", [task]), checks_of("pi", [task], tasks_only=True)
+    assert [name for name, _, _ in tasks_only] == ["t1_fix_pagination solution", "t1_fix_pagination nothing"]
+    assert every[:2] == tasks_only
+    assert [name for name, _, _ in every[2:]] == [*FAULTS, "tool_hang", AFTER_FINAL]
 
 
 def test_unknown_harness_is_named():

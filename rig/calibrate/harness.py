@@ -78,15 +78,18 @@ Check = tuple[str, str, dict[str, Any]]
 other field of a Condition)."""
 
 
-def checks_of(harness: str, tasks: list[Task]) -> list[Check]:
+def checks_of(harness: str, tasks: list[Task], tasks_only: bool = False) -> list[Check]:
     """(check name, task id, condition fields) for every check of `harness`: the solution and
-    nothing checks per task, the faults and the tool hang, and where the adapter declares how its
-    CLI goes silent after answering (`silent_after_final`), that check."""
+    nothing checks per task, then, unless `tasks_only`, the faults and the tool hang, and where the
+    adapter declares how its CLI goes silent after answering (`silent_after_final`), that check:
+    checks of the harness that no pack changes."""
     checks = []
     for task in tasks:
         solution = {"mock_policy": "solution", "mock_usage": SOLUTION_USAGE}
         checks.append((f"{task.id} solution", task.id, {"harness_options": solution}))
         checks.append((f"{task.id} nothing", task.id, {"harness_options": {"mock_policy": "nothing"}}))
+    if tasks_only:
+        return checks
     fault_task = FAULT_TASK if any(t.id == FAULT_TASK for t in tasks) else tasks[0].id
     for name, faults in FAULTS.items():
         checks.append(
@@ -317,15 +320,17 @@ def calibrate_harnesses(
     repo_root: Path,
     workers: int,
     on_result: Callable[[HarnessCheck], None] | None = None,
+    tasks_only: bool = False,
 ) -> list[HarnessCheck]:
-    """Run every check of each of `harnesses` through the real pipeline, side by side, each harness
-    in a throwaway results folder; return (and pass to `on_result`) the results grouped by harness
-    in the order given, each harness's checks in `checks_of` order.
+    """Run every check of each of `harnesses` (each task's alone if `tasks_only`) through the real
+    pipeline, side by side, each harness in a throwaway results folder; return (and pass to
+    `on_result`) the results grouped by harness in the order given, each harness's checks in
+    `checks_of` order.
 
     Every harness's context is made before any check runs, so a CLI that cannot be found
     (CliNotFound) ends the calibration before it starts.
     """
-    checks = {h: checks_of(h, tasks) for h in harnesses}
+    checks = {h: checks_of(h, tasks, tasks_only) for h in harnesses}
     workers = max(1, workers)
     waiting_slots = WAITING_PER_WORKER * workers
     with ExitStack() as stack:

@@ -2,12 +2,9 @@
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
-
-if TYPE_CHECKING:
-    pass
 
 from rig.cli.common import fail, interruptible
 from rig.cli.main import app
@@ -34,6 +31,14 @@ def calibrate(
         str | None,
         typer.Option(help="Prove a real CLI against the mock model instead: a harness name, or all."),
     ] = None,
+    tasks_only: Annotated[
+        bool,
+        typer.Option(
+            "--tasks-only",
+            help="With --harness: only each task's solution and nothing checks, not the provider "
+            "faults, tool hang and silence after the final answer, which no pack changes.",
+        ),
+    ] = False,
 ) -> None:
     """Prove a pack's oracle (the clean fixture passes, baselines and decoys fail, solutions pass), or a
     harness."""
@@ -47,6 +52,8 @@ def calibrate(
     from rig.packs.tasks import TaskError, load_tasks
     from rig.schema import ItemResult
 
+    if tasks_only and harness is None:
+        raise fail("--tasks-only selects the checks of a harness; add --harness NAME (or all)")
     try:
         loaded = load_pack(option_pack(pack))
         tasks = load_tasks(loaded, task, tasks_dir, hidden_dir)
@@ -59,7 +66,7 @@ def calibrate(
             # Built (or found in the cache) once, before the items run in parallel.
             activate(loaded, lambda line: typer.echo(line, err=True))
             if harness is not None:
-                _calibrate_harnesses(harness, tasks, workers, as_json)
+                _calibrate_harnesses(harness, tasks, workers, as_json, tasks_only)
                 return
 
             def show(result: ItemResult) -> None:
@@ -96,7 +103,7 @@ def calibrate(
     raise typer.Exit(0 if report.ok else 1)
 
 
-def _calibrate_harnesses(choice: str, tasks, workers: int, as_json: bool) -> None:
+def _calibrate_harnesses(choice: str, tasks, workers: int, as_json: bool, tasks_only: bool) -> None:
     import json
     import time
 
@@ -119,7 +126,7 @@ def _calibrate_harnesses(choice: str, tasks, workers: int, as_json: bool) -> Non
     start = time.monotonic()
     try:
         results = calibrate_harnesses(
-            names, tasks, paths.REPO_ROOT, workers, on_result=None if as_json else show
+            names, tasks, paths.REPO_ROOT, workers, on_result=None if as_json else show, tasks_only=tasks_only
         )
     except CliNotFound as exc:
         raise fail(str(exc)) from exc

@@ -110,7 +110,8 @@ class HarnessBase:
     `compaction_fields` (the token figures and compaction metrics its parser reads from the session,
     harnesses.capabilities) with `usage_folds` (a figure the CLI does not tell apart -> the one it
     counts it in, as the mock's ledger is compared with it); `forced_compaction` (a condition's
-    `harness_options` and `harness_settings` that make the CLI compact against the mock model:
+    fields, `harness_options` and `harness_settings` among them, that make the CLI compact against
+    the mock model (a Condition is made of them and a name):
     tests/test_compaction.py runs it for every harness that declares one; None where no compaction
     can be forced offline, `lacks["forced_compaction"]` then saying why); `silent_after_final` (a
     condition's fields that keep the CLI alive and silent once it has written its final answer,

@@ -2,6 +2,7 @@
 
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 
@@ -10,9 +11,10 @@ def background_job() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def interrupt(proc: subprocess.Popen, timeout: float = 30) -> tuple[str, str]:
-    """Ctrl-C, then its output; a process that ignores it is killed before the test fails."""
-    proc.send_signal(signal.SIGINT)
+def interrupt(proc: subprocess.Popen, timeout: float = 30, signum: int = signal.SIGINT) -> tuple[str, str]:
+    """`signum` (Ctrl-C unless told), then its output; a process that outlives `timeout` is killed
+    before the test fails."""
+    proc.send_signal(signum)
     try:
         return proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -31,3 +33,13 @@ def running(marker: str) -> bool:
             except OSError:
                 continue
     return False
+
+
+def wait_for(marker: str, proc: subprocess.Popen, timeout: float) -> None:
+    """Return once a live process's command line holds `marker` (a step `proc` started); fail if
+    `proc` ends or `timeout` passes first."""
+    deadline = time.monotonic() + timeout
+    while not running(marker):
+        assert proc.poll() is None, f"it ended (exit {proc.returncode}) before {marker!r} ran"
+        assert time.monotonic() < deadline, f"{marker!r} never ran in {timeout:.0f}s"
+        time.sleep(0.1)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import background_job
+from tests.processes import background_job, interrupt
 
 RIG = str(Path(sys.executable).with_name("rig"))
 STOPPED = "error: interrupted; the calibration stopped, no pins were saved"
@@ -45,8 +45,7 @@ def test_the_oracle_calibration_stops_at_once(tmp_path: Path, sig: signal.Signal
     proc = start(tmp_path)
     try:
         first_result(proc)
-        proc.send_signal(sig)
-        _out, err = proc.communicate(timeout=60)
+        _out, err = interrupt(proc, 60, sig)
     finally:
         proc.kill()
         proc.wait()
@@ -63,8 +62,7 @@ def test_the_harness_calibration_kills_its_checks_in_flight(tmp_path: Path) -> N
     try:
         first_result(proc)
         signalled = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        _out, err = proc.communicate(timeout=60)
+        _out, err = interrupt(proc, 60, signal.SIGTERM)
         waited = time.monotonic() - signalled
     finally:
         proc.kill()

@@ -469,12 +469,8 @@ def test_a_forced_compaction_is_counted_with_its_tokens(name, workspace, task: T
     """The adapter's `forced_compaction`, through its real CLI: the compactions it parses are the
     summarization requests the mock answered, and every compaction figure it declares is read."""
     cls = adapter_class(name)
-    forced = cls.forced_compaction
-    condition = Condition(
-        name="forced",
-        harness_options=dict(forced.get("harness_options", {})),
-        harness_settings=dict(forced.get("harness_settings", {})),
-    )
+    # The declared fields make the condition, as calibration makes its silent_after_final one.
+    condition = Condition(name="forced", **cls.forced_compaction)
     harness = cls(task, Provider(), None, None, 30.0)
     run_dir = tmp_path / "run"
     run = harness.run(workspace, task.spec.prompt, condition, run_dir, 120)

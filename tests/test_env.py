@@ -9,12 +9,11 @@ import shutil
 import signal
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
 from env_pack import RIG, make_pack, offline, rig
-from processes import background_job, running
+from processes import background_job, interrupt, running, wait_for
 
 from rig.env.network import index_endpoints
 from rig.env.uvtool import EnvError
@@ -167,12 +166,8 @@ def test_an_interrupted_build_says_so_in_one_line_and_leaves_nothing(tmp_path: P
         preexec_fn=background_job,
     )
     try:
-        deadline = time.monotonic() + 120
-        while not running(marker) and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert running(marker), "the setup step never started"
-        proc.send_signal(signum)
-        out, err = proc.communicate(timeout=30)
+        wait_for(marker, proc, 120)
+        _out, err = interrupt(proc, 30, signum)
     finally:
         proc.kill()
         proc.wait()

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +29,7 @@ from mine_repos import (
     python_repo,
     shared_tests_repo,
 )
-from processes import background_job, running
+from processes import background_job, interrupt, running, wait_for
 
 from rig.env.activate import activate
 from rig.mine.history import GENERATED_MARK
@@ -435,12 +434,8 @@ def test_ctrl_c_stops_mining_at_once_and_adds_nothing(tmp_path, sig):
     try:
         assert proc.stdout is not None
         assert "checking the fixture passes its gate" in proc.stdout.readline()
-        deadline = time.monotonic() + 60
-        while not running(marker) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert running(marker), "the gate never started"
-        proc.send_signal(sig)
-        _out, err = proc.communicate(timeout=30)
+        wait_for(marker, proc, 60)
+        _out, err = interrupt(proc, 30, sig)
     finally:
         proc.kill()
         proc.communicate()

@@ -454,3 +454,36 @@ def test_a_pack_that_cannot_be_read_is_one_line_error(tmp_path: Path) -> None:
     assert len(error.splitlines()) == 1 and error.startswith("error:")
     assert "experiment.json names pack 'packs/gone', which cannot be read" in error
     assert "packs/gone/pack.toml: no pack manifest" in error
+
+
+def test_a_benchmark_of_many_tasks_is_drawn_one_dot_per_task_and_tabled_in_full(tmp_path: Path) -> None:
+    """An imported benchmark of hundreds of tasks: the figure keeps a page's width (each task a dot
+    beside its arm's ALL interval, as its caption says) and the cell table still lists every cell."""
+    from matplotlib.image import imread
+
+    from rig.report.figures import MAX_TASK_COLUMNS
+
+    n_tasks = 3 * MAX_TASK_COLUMNS
+    lines = ["task,arm,ok"] + [
+        f"task{i:03d},{arm},{int((i + r) % (3 if arm == 'old' else 2) == 0)}"
+        for i in range(n_tasks)
+        for arm in ("old", "new")
+        for r in range(2)
+    ]
+    table = tmp_path / "runs.csv"
+    table.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "bench"
+    options = ["--task", "task", "--condition", "arm", "--success", "ok"]
+    imported = subprocess.run(
+        [RIG, "import", "table", str(table), "--out", str(out), *options], capture_output=True, text=True
+    )
+    assert imported.returncode == 0, imported.stderr
+    report = subprocess.run([RIG, "report", str(out)], capture_output=True, text=True, timeout=300)
+    assert report.returncode == 0, report.stderr
+    text = (out / "report.md").read_text()
+    assert f"each of the {n_tasks} tasks a dot at its success rate" in text
+    cells = text.split("## 2. Success per cell")[1].split("\n## ")[0]
+    assert len([line for line in cells.splitlines() if line.startswith("| `task")]) == 2 * n_tasks
+    # A column per task would be (1.15 x 121 + 2.5) inches at 130 dpi: over 18,000 pixels wide.
+    height, width = imread(out / "figures" / "success_by_task.png").shape[:2]
+    assert height > 300 and 500 < width < 1500, (height, width)

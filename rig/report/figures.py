@@ -10,6 +10,7 @@ The functions take plain data (lists, dicts, `Effect`), so the report's worker p
 """
 
 import math
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -79,11 +80,31 @@ def _style_axes(ax: Any) -> None:
     ax.set_axisbelow(True)
 
 
+# Past this many tasks a column per task would make the figure wider than any page (and take most
+# of a minute to draw, for an imported benchmark of hundreds): each task is then one dot.
+MAX_TASK_COLUMNS = 40
+
+
+def success_caption(n_tasks: int, arm_word: str) -> str:
+    """The caption of what `success_by_task` draws for `n_tasks` tasks."""
+    if n_tasks > MAX_TASK_COLUMNS:
+        return (
+            f"Success rate per {arm_word}: each of the {n_tasks} tasks a dot at its success rate, the "
+            "dots of one rate spread as wide as they are many; ALL with its 95% CI clustered by task "
+            "(label: successes/runs)."
+        )
+    return (
+        f"Success rate per task and {arm_word} with 95% CIs (a task: Wilson; ALL: clustered by task; "
+        "labels: successes/runs)."
+    )
+
+
 def success_by_task(
     cells: list[dict[str, Any]], arms: list[str], tasks: list[str], path: Path, arm_word: str = "condition"
 ) -> Path:
     """Success rate with its 95% CI per task (Wilson) and over all tasks (the cell table's
-    task-clustered interval) for every arm.
+    task-clustered interval) for every arm; past MAX_TASK_COLUMNS tasks, each task's rate as a dot
+    beside its arm's ALL interval (`success_caption` says which).
 
     `cells` are the rows of `cell_table`'s frame (`to_dict("records")`); `tasks` the task order
     (the "ALL" rows go last, set apart); `arm_word` names what an arm is ("condition", or
@@ -91,6 +112,8 @@ def success_by_task(
     """
     from matplotlib.ticker import PercentFormatter
 
+    if len(tasks) > MAX_TASK_COLUMNS:
+        return _success_by_arm(cells, arms, path, arm_word)
     columns = [*tasks, "ALL"]
     fig = _new_figure(max(6.5, 1.15 * len(columns) + 2.5), 4.4)
     ax = fig.add_subplot()
@@ -140,6 +163,49 @@ def success_by_task(
     ax.set_ylabel("success rate (95% CI)")
     ax.set_title(f"Success rate per task and {arm_word}", loc="left", fontsize=11)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, title=arm_word, fontsize=9)
+    return _save(fig, path)
+
+
+def _success_by_arm(cells: list[dict[str, Any]], arms: list[str], path: Path, arm_word: str) -> Path:
+    """One column per arm: every task's success rate as a dot, spread sideways by its rank so that
+    equal rates stay countable, and the ALL row's rate with its interval on top."""
+    from matplotlib.ticker import PercentFormatter
+
+    fig = _new_figure(max(6.5, 1.1 * len(arms) + 2.5), 4.4)
+    ax = fig.add_subplot()
+    _style_axes(ax)
+    for i, arm in enumerate(arms):
+        rows = [row for row in cells if str(row["condition"]) == arm and int(row["n"]) > 0]
+        rates = [float(row["success_rate"]) for row in rows if str(row["task"]) != "ALL"]
+        # Tasks of one rate spread sideways over a width that grows with their number, the most
+        # common rate of the arm the widest (a histogram on its side: with one run per task every
+        # dot is at 0% or 100%, and only the widths tell how many); the same bytes for the same data.
+        count = Counter(rates)
+        widest = max(count.values(), default=1)
+        seen: Counter[float] = Counter()
+        offsets = []
+        for rate in rates:
+            offsets.append(0.6 * (seen[rate] - (count[rate] - 1) / 2) / widest)
+            seen[rate] += 1
+        ax.scatter(
+            [i + o for o in offsets], rates, s=9, color=arm_color(i), alpha=0.35, linewidths=0, label=arm
+        )
+        total = next((row for row in rows if str(row["task"]) == "ALL"), None)
+        if total is None:
+            continue
+        rate, lo, hi = (float(total[c]) for c in ("success_rate", "ci_low", "ci_high"))
+        ax.errorbar(i + 0.4, rate, yerr=[[rate - lo], [hi - rate]], fmt="D", color=arm_color(i), capsize=4)
+        label = f"ALL {int(total['successes'])}/{int(total['n'])}"
+        ax.annotate(label, (i + 0.4, hi), xytext=(0, 3), textcoords="offset points", ha="center", fontsize=7)
+    ax.set_xticks(
+        range(len(arms)), arms, rotation=20 if len(arms) > 4 else 0, ha="right" if len(arms) > 4 else "center"
+    )
+    ax.set_xlim(-0.6, len(arms) - 0.2)
+    ax.set_ylim(-0.03, 1.12)
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.grid(axis="y", color="#e5e5e5")
+    ax.set_ylabel("success rate")
+    ax.set_title(f"Success rate per {arm_word}: every task (dots) and ALL (95% CI)", loc="left", fontsize=11)
     return _save(fig, path)
 
 

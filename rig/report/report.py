@@ -222,8 +222,7 @@ def _build(
     blocks += behaviour_blocks(df, arms, arm_word)
     distribution = "Cost per run" if has_cost else "Total tokens per run (no run reported a cost)"
     captions = [
-        f"Success rate per task and {arm_word} with 95% CIs (a task: Wilson; ALL: clustered by task; "
-        "labels: successes/runs).",
+        figures.success_caption(len(tasks), arm_word),
         f"{distribution} per {arm_word}: box (quartiles, median) and every run.",
         "Every comparison: effect with its 95% CI; dashed line: no effect.",
     ]

@@ -237,12 +237,14 @@ def cell_blocks(
         ),
     ]
     rows = []
+    # Each cell's row found by key, not by a mask over the whole table per cell (quadratic: most of a
+    # minute for an imported benchmark's thousands of cells); the first row of a cell, as before.
+    by_cell = {(str(r["task"]), str(r["condition"])): r for r in reversed(cells.to_dict("records"))}
     for task in [*tasks, "ALL"]:
         for arm in arms:
-            match = cells[(cells["task"] == task) & (cells["condition"] == arm)]
-            if match.empty:
+            row = by_cell.get((task, arm))
+            if row is None:
                 continue
-            row = match.iloc[0]
             label = "**ALL**" if task == "ALL" else code(task)
             rows.append(
                 [

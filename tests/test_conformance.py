@@ -27,11 +27,12 @@ from rig.packs.tasks import load_tasks
 
 RIG = str(Path(sys.executable).with_name("rig"))
 TASK = "t1_fix_pagination"
+TASKS = load_tasks(only=[TASK])
 
 
 def checks(harness: str) -> list[str]:
     """The names of `harness`'s checks on TASK, as `rig calibrate --harness` runs them."""
-    return [name for name, _task, _fields in checks_of(harness, load_tasks(only=[TASK]))]
+    return [name for name, _task, _fields in checks_of(harness, TASKS)]
 
 
 @pytest.fixture(scope="module")

@@ -475,7 +475,10 @@ def test_a_benchmark_of_many_tasks_is_drawn_one_dot_per_task_and_tabled_in_full(
     out = tmp_path / "bench"
     options = ["--task", "task", "--condition", "arm", "--success", "ok"]
     imported = subprocess.run(
-        [RIG, "import", "table", str(table), "--out", str(out), *options], capture_output=True, text=True
+        [RIG, "import", "table", str(table), "--out", str(out), *options],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert imported.returncode == 0, imported.stderr
     report = subprocess.run([RIG, "report", str(out)], capture_output=True, text=True, timeout=300)

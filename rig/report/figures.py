@@ -174,8 +174,12 @@ def _success_by_arm(cells: list[dict[str, Any]], arms: list[str], path: Path, ar
     fig = _new_figure(max(6.5, 1.1 * len(arms) + 2.5), 4.4)
     ax = fig.add_subplot()
     _style_axes(ax)
+    by_arm: dict[str, list[dict[str, Any]]] = {}
+    for row in cells:
+        if int(row["n"]) > 0:
+            by_arm.setdefault(str(row["condition"]), []).append(row)
     for i, arm in enumerate(arms):
-        rows = [row for row in cells if str(row["condition"]) == arm and int(row["n"]) > 0]
+        rows = by_arm.get(arm, [])
         rates = [float(row["success_rate"]) for row in rows if str(row["task"]) != "ALL"]
         # Tasks of one rate spread sideways over a width that grows with their number, the most
         # common rate of the arm the widest (a histogram on its side: with one run per task every

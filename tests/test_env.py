@@ -16,7 +16,7 @@ from env_pack import RIG, make_pack, offline, rig
 from processes import background_job, interrupt, running, wait_for
 
 from rig.env.network import index_endpoints
-from rig.env.uvtool import EnvError
+from rig.env.uvtool import EnvError, uv_bin
 from rig.packs.manifest import PackError, load_pack
 from rig.paths import REPO_ROOT
 
@@ -65,16 +65,27 @@ def test_build_installs_the_project_and_its_extra(built: tuple[Path, Path, dict[
     probe = (
         "import envproject, iniconfig, dateutil; print(envproject.__file__, envproject.next_month_days(3))"
     )
-    # The project imports from a tree's source roots only (here the environment's own copy): its
-    # metadata is installed, its editable import hooks are not.
-    roots = {**os.environ, "PYTHONPATH": str(path / "project" / "src")}
+    # The project imports from a tree's source roots only (here the pack's fixture): its metadata
+    # is installed, its editable import hooks are not.
+    fixture = pack / "fixture"
+    roots = {**os.environ, "PYTHONPATH": str(fixture / "src")}
     python = str(path / "bin" / "python")
     proc = subprocess.run([python, "-c", probe], capture_output=True, text=True, env=roots)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == [str(path / "project" / "src" / "envproject" / "__init__.py"), "4"]
+    assert proc.stdout.split() == [str(fixture / "src" / "envproject" / "__init__.py"), "4"]
     metadata = "import importlib.metadata as m; print(m.version('envproject'))"
     proc = subprocess.run([python, "-c", metadata], capture_output=True, text=True)
     assert proc.stdout.strip() == "0.1.0", proc.stderr
+    shown = subprocess.run(
+        [uv_bin(), "pip", "show", "--python", python, "envproject"], capture_output=True, text=True
+    )
+    assert "Version: 0.1.0" in shown.stdout, shown.stdout + shown.stderr
+    # Sealed: no file of the project's sources or tests is anywhere in the environment, which every
+    # agent can read; the tree it was built from holds the fix of every task older than it.
+    sources = {p.relative_to(fixture / "src").parts for p in (fixture / "src").rglob("*.py")}
+    assert ("envproject", "__init__.py") in sources and not (path / "project").exists()
+    copies = [p for p in path.rglob("*.py") if p.parts[-2:] in sources]
+    assert not copies, copies
     proc = subprocess.run([python, "-c", "import envproject"], capture_output=True, text=True)
     assert "No module named 'envproject'" in proc.stderr, "the pristine copy must not stand in for a tree"
     lock = (pack / "environment.lock.txt").read_text()
@@ -256,7 +267,7 @@ def test_a_half_built_environment_is_never_used_and_is_rebuilt(
     assert proc.returncode == 1 and "not built" in proc.stdout
     proc = rig(env, "env", "build", str(copy))
     assert proc.returncode == 0 and proc.stdout.startswith("built in"), proc.stderr
-    roots = {**os.environ, "PYTHONPATH": str(leftover / "project" / "src")}
+    roots = {**os.environ, "PYTHONPATH": str(copy / "fixture" / "src")}
     probe = subprocess.run(
         [str(leftover / "bin" / "python"), "-c", "import envproject, iniconfig"], check=False, env=roots
     )

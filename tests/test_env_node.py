@@ -64,6 +64,10 @@ def test_the_lockfile_is_installed_once_and_shown(manager: str, tmp_path: Path) 
         subprocess.run([semver, "-i", "minor", "1.2.3"], capture_output=True, text=True).stdout == "1.3.0\n"
     )
     assert not (pack / "fixture" / "node_modules").exists(), "the install wrote into the pack's fixture"
+    # Sealed: of the project the environment keeps what the manager installed from, never its
+    # sources or tests, which hold the fix of every task older than the tree it was built from.
+    kept = sorted(p.name for p in (cache / digest / "project").iterdir())
+    assert kept == ["node_modules", "package-lock.json", "package.json", "pnpm-lock.yaml"], kept
 
 
 @pytest.mark.parametrize("manager", MANAGERS)
@@ -73,7 +77,7 @@ def test_calibration_runs_the_gate_and_hidden_tests_on_the_environment(manager: 
     pack = node_pack(tmp_path / "pack", f'manager = "{manager}"\n')
     proc = rig(offline(tmp_path / "envs"), "calibrate", "--pack", str(pack))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "[PASS] clean fixture" in proc.stdout and "6/6 passed, all PASS" in proc.stdout, proc.stdout
+    assert "[PASS] clean fixture" in proc.stdout and "7/7 passed, all PASS" in proc.stdout, proc.stdout
     assert (
         "[PASS] t1_next_minor solution: reference solution passes the gate and 1 hidden tests" in proc.stdout
     )

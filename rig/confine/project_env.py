@@ -1,9 +1,10 @@
 """A built project environment as every process that runs the project's code gets it.
 
 The environment (rig/env/ builds it once, into a cache) is a virtualenv that holds the project's
-dependencies and an editable install of a pristine copy of the project. A run's tree brings its
-own sources: the tree's source roots go first on the module path, so the agent's `python`, the gate
-and the hidden tests import the code in that tree, never the copy. Nothing is copied per run.
+dependencies and the metadata of its editable install, never its sources or tests (rig.env.seal:
+every agent can read the environment). A run's tree brings its own sources: the tree's source
+roots go first on the module path, so the agent's `python`, the gate and the hidden tests import
+the code in that tree. Nothing is copied per run.
 
 One function here (`ProjectEnv.agent_environ`) gives every adapter's agent the same PATH and
 variables; `verify_environ` does it for the gate and the hidden tests. `fingerprint` is what the

@@ -20,6 +20,7 @@ from filelock import FileLock
 from rig.confine.network import Egress
 from rig.env.identity import (
     LOCK_HEADER,
+    SEALED_FORMAT,
     Interpreter,
     environment_hash,
     lock_inputs,
@@ -32,6 +33,7 @@ from rig.env.network import build_network, node_endpoints
 from rig.env.node import Node, resolve_node
 from rig.env.node import install as install_node
 from rig.env.node import installed as node_installed
+from rig.env.seal import seal
 from rig.env.uvtool import EnvError, base_environ, find_links, run_step, uv_bin
 from rig.schema import BuiltEnvironment, EnvironmentSpec, Pack
 
@@ -252,9 +254,8 @@ def _generated(fixture: Path, copy: Path, roots: tuple[str, ...], into: Path) ->
 
 def _unhook(target: Path, log: Path) -> None:
     """Take the editable install's import hooks out (its `.pth` files and finders), keeping its
-    metadata: a module a run's tree lacks (a fix's new file, deleted by the task's setup) must not
-    be imported from the environment's pristine copy. Every process rig runs puts the tree's own
-    source roots on the module path instead."""
+    metadata: they lead to the copy the install ran in, which rig.env.seal empties. Every process
+    rig runs puts the tree's own source roots on the module path instead."""
     copy = str(target / PROJECT_COPY)
     removed = []
     for site in target.glob("lib/python*/site-packages"):
@@ -331,6 +332,7 @@ def _make(pack: Pack, spec: EnvironmentSpec, ident: Identity, target: Path, log:
     if spec.project:
         generated = _generated(fixture, target / PROJECT_COPY, roots, target / GENERATED_DIR)
         _unhook(target, log)
+        seal(target / PROJECT_COPY, log)
     facts = _facts(target, log)
     return {
         "packages": installed_packages(target, log),
@@ -339,6 +341,12 @@ def _make(pack: Pack, spec: EnvironmentSpec, ident: Identity, target: Path, log:
         "generated": generated,
         "pytest_plugins": facts["plugins"],
     }
+
+
+def _unsealed_build(pack: Pack, ident: Identity, root: Path) -> bool:
+    """Whether the cache holds this pack's environment as the format before SEALED_FORMAT built it."""
+    earlier = environment_hash(pack, ident.interpreter, ident.node, SEALED_FORMAT - 1)
+    return read_manifest(root / earlier) is not None
 
 
 def build(pack: Pack, notify: Callable[[str], None] | None = None) -> BuildResult:
@@ -363,6 +371,11 @@ def build(pack: Pack, notify: Callable[[str], None] | None = None) -> BuildResul
         if target.exists():
             shutil.rmtree(target)  # a build killed halfway: never used, rebuilt from nothing
         if notify is not None:
+            if _unsealed_build(pack, ident, root):
+                notify(
+                    f"rebuilding the project environment of pack {pack.name!r}: the one built before held a "
+                    "copy of the project's sources and tests, which agents could read (docs/confinement.md)"
+                )
             notify(f"building the project environment of pack {pack.name!r} once, into {target} (log: {log})")
         started = time.monotonic()
         made_with = ident.node.path if ident.node is not None else interpreter.path

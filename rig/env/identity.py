@@ -18,7 +18,10 @@ GENERATED_LOCK = "environment.lock.txt"
 LOCK_HEADER = "# rig environment lock; inputs sha256:"
 # What a build makes besides the install (its manifest's fields, the generated files): a build
 # of another format is another environment.
-BUILD_FORMAT = 3
+BUILD_FORMAT = 4
+# The first format whose environments hold no copy of the project's sources (rig.env.seal): one
+# of an earlier format still in the cache is rebuilt, and the build says why.
+SEALED_FORMAT = 4
 # The tables of pyproject.toml that say what gets installed; the rest (tool settings, the
 # description) changes no environment.
 PROJECT_KEYS = ("dependencies", "optional-dependencies", "requires-python")
@@ -146,10 +149,13 @@ def lock_inputs(lock: Path) -> str | None:
     return first.removeprefix(LOCK_HEADER) if first.startswith(LOCK_HEADER) else None
 
 
-def environment_hash(pack: Pack, interpreter: Interpreter, node: Node | None = None) -> str:
+def environment_hash(
+    pack: Pack, interpreter: Interpreter, node: Node | None = None, build_format: int = BUILD_FORMAT
+) -> str:
     """The environment's identity: the [environment] table, the dependency specification it reads,
     the requirements and lock files' bytes, the interpreter's version and the platform; for a node
-    environment, what rig.env.node.identity_parts names instead of the Python parts."""
+    environment, what rig.env.node.identity_parts names instead of the Python parts. An earlier
+    `build_format` gives the identity the same pack had under it."""
     spec = pack.spec.environment
     if spec is None:
         raise EnvError(f"{pack.root / 'pack.toml'}: no [environment]; add one (docs/environments.md)")
@@ -158,7 +164,7 @@ def environment_hash(pack: Pack, interpreter: Interpreter, node: Node | None = N
             "environment": spec.model_dump(mode="json", exclude={"build"}),
             "node": identity_parts(spec, pack.environment_dir, node),
             "platform": interpreter.platform,
-            "format": BUILD_FORMAT,
+            "format": build_format,
         }
         return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
     lock = lock_path(pack)
@@ -171,7 +177,7 @@ def environment_hash(pack: Pack, interpreter: Interpreter, node: Node | None = N
         "lock": _file_digest(lock, "lock") if lock is not None else None,
         "python": interpreter.version,
         "platform": interpreter.platform,
-        "format": BUILD_FORMAT,
+        "format": build_format,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 

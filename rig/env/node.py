@@ -1,7 +1,8 @@
 """Node environments: the fixture's lockfile installed exactly, once, into the cache.
 
-A copy of the fixture goes into the environment (`<env>/project`) and the package manager the
-pack names installs its lockfile there (`npm ci`, `pnpm install --frozen-lockfile`, `yarn install
+A copy of the fixture goes into the environment (`<env>/project`, emptied afterwards of all but
+what the manager installed and reads: rig.env.seal) and the package manager the pack names
+installs its lockfile there (`npm ci`, `pnpm install --frozen-lockfile`, `yarn install
 --frozen-lockfile` or, yarn 2+, `--immutable`; pnpm and yarn themselves installed through npm at a
 pinned version). The install runs no scripts (`--ignore-scripts`, yarn 2+'s `--mode=skip-build`);
 `rebuild` then runs the install scripts as a step of its own: the dependencies' (as far as the
@@ -26,6 +27,7 @@ from semantic_version import NpmSpec, Version
 
 from rig.confine.network import Egress
 from rig.confine.project_env import TREE_WRITES
+from rig.env.seal import seal
 from rig.env.uvtool import EnvError, run_step
 from rig.schema import EnvironmentSpec
 
@@ -422,7 +424,23 @@ def install(
         out.write(
             f"files tools write into their own package, linked into each tree: {redirected or 'none'}\n"
         )
+    seal(copy, log, _install_file)
     return made
+
+
+def _install_file(rel: Path) -> bool:
+    """Whether an environment keeps the path `rel` of its project copy: what the package manager
+    installed and reads again (node_modules, package.json, the lockfiles, its configuration, yarn's
+    state and code), never the project's sources or tests."""
+    lockfiles = {name for names in LOCKFILES.values() for name in names}
+    return rel.name in {
+        "node_modules",
+        ".yarn",
+        "package.json",
+        *lockfiles,
+        *CONFIG_FILES,
+        *NODE_VERSION_FILES,
+    }
 
 
 def self_writes(project: Path) -> dict[str, list[str]]:

@@ -89,12 +89,12 @@ class Sandbox:
             "--tmpfs",
             "/tmp",
         ]
-        for path in _outermost(self.hidden):
-            # Read-only and empty: a write there fails loudly instead of vanishing with the sandbox.
-            args += ["--perms", "0555", "--tmpfs", str(path)]
-        for path in self.exposed:
-            if path.exists():
+        for path, shown in _mounts(self.hidden, self.exposed):
+            if shown:
                 args += ["--ro-bind", str(path), str(path)]
+            else:
+                # Read-only and empty: a write there fails loudly instead of vanishing with the sandbox.
+                args += ["--perms", "0555", "--tmpfs", str(path)]
         for path in writable:
             args += ["--bind", str(path), str(path)]
         for path in read_only:
@@ -103,14 +103,25 @@ class Sandbox:
         return [*args, "--chdir", str(cwd), "--", *command]
 
 
-def _outermost(paths: tuple[Path, ...]) -> list[Path]:
-    """Existing directories, without those inside another one of the list (already hidden)."""
-    dirs = sorted({p.resolve() for p in paths if p.is_dir()}, key=lambda p: len(p.parts))
-    kept: list[Path] = []
-    for path in dirs:
-        if path != Path("/") and not any(path.is_relative_to(k) for k in kept):
-            kept.append(path)
-    return kept
+def _mounts(hidden: tuple[Path, ...], exposed: tuple[Path, ...]) -> list[tuple[Path, bool]]:
+    """What to mount, outermost first, each path with whether it is shown (bound read-only) or
+    hidden (an empty folder): the deepest of the listed paths above a file decides, so a folder
+    hidden inside a shown one is hidden again (an installed rig's venv is shown, and the packs it
+    ships, with their solutions and hidden tests, are in it). A path whose nearest listed folder
+    above it is already as it wants is left out."""
+    wanted: dict[Path, bool] = {p.resolve(): False for p in hidden if p.is_dir()}
+    wanted.update((p, True) for p in exposed if p.exists())
+    mounts: list[tuple[Path, bool]] = []
+    for path in sorted(wanted, key=lambda p: len(p.resolve().parts)):
+        if path == Path("/"):
+            continue
+        above = [
+            (q, shown) for q, shown in mounts if path != q and path.resolve().is_relative_to(q.resolve())
+        ]
+        nearest = max(above, key=lambda m: len(m[0].resolve().parts), default=(Path("/"), True))
+        if nearest[1] != wanted[path]:
+            mounts.append((path, wanted[path]))
+    return mounts
 
 
 def find_bwrap() -> Path | None:

@@ -32,6 +32,7 @@ from rig.confine.project_env import ProjectEnv
 from rig.confine.sandbox import resolve
 from rig.confine.untrusted import remove_trees
 from rig.env.activate import activate_each
+from rig.env.build import cache_root as env_cache_root
 from rig.experiment.budget import BudgetMonitor
 from rig.experiment.load import ExperimentError
 from rig.experiment.plan import plan
@@ -175,14 +176,11 @@ def make_context(
         scratch.folder.parent,
         Path.home(),
         default_pycache(),
+        # Other packs' environments, and this pack's made for other trees: only the runs' own are shown.
+        env_cache_root().resolve(),
         *secrets,
     ]
-    exposed = [
-        *_agent_runtime(),
-        # The versions installed above, and the pinned CLI where the cache holds it (harnesses.cli).
-        harness_cache(),
-        *(path for env in environments for path in env.visible()),
-    ]
+    exposed = agent_readable(environments)
     confinement, sandbox_status, network_status = _confine(
         experiment, sandbox, hidden=hidden, exposed=exposed
     )
@@ -300,6 +298,18 @@ def _tool_versions(project_env: ProjectEnv | None) -> dict[str, str]:
         except PackageNotFoundError:
             versions[f"{tool}_version"] = "none"
     return versions
+
+
+def agent_readable(environments: list[ProjectEnv]) -> list[Path]:
+    """What the sandbox shows an agent even inside the folders it hides: the interpreters, node,
+    the harness CLIs (the pinned ones and the versions installed into the cache, harnesses.cli), the
+    egress relay, and the project `environments` its runs use. Calibration's leak probe reads the
+    same list."""
+    return [
+        *_agent_runtime(),
+        harness_cache(),
+        *(path for env in environments for path in env.visible()),
+    ]
 
 
 def _agent_runtime() -> list[Path]:

@@ -545,3 +545,74 @@ def dependency_repo(root: Path) -> tuple[Path, dict[str, str]]:
         },
     )
     return repo, {first: "mined", second: "mined"}
+
+
+def sealed_python_repo(root: Path) -> tuple[Path, str, str]:
+    """A Python project (an [environment] from its pyproject.toml) with two fixes in one module: the
+    repository, the first fix's sha (a task at its parent) and the second's (reversed on the
+    snapshot). The snapshot holds both fixes: the tree an environment would copy."""
+    repo, _expected, step = history(root / "days")
+    week = (
+        "def weekend(day):\n    return day in ('sat',)\n\n\ndef weekday(day):\n    return day in ('mon',)\n"
+    )
+    test = "from days.week import weekday, weekend\n\n\ndef test_saturday():\n    assert weekend('sat')\n"
+    step(
+        "Start the day helpers",
+        "root",
+        {
+            "pyproject.toml": DAYS_PYPROJECT,
+            "days/__init__.py": "",
+            "days/week.py": week,
+            "tests/test_week.py": test,
+        },
+    )
+    week = week.replace("('sat',)", "('sat', 'sun')")
+    test += "\n\ndef test_sunday_is_part_of_the_weekend():\n    assert weekend('sun')\n"
+    step("Fix weekend() forgetting Sunday", "mined", {"days/week.py": week, "tests/test_week.py": test})
+    first = git(repo, "rev-parse", "HEAD").strip()
+    week = week.replace("('mon',)", "('mon', 'tue', 'wed', 'thu', 'fri')")
+    test += "\n\ndef test_friday_is_a_working_day():\n    assert weekday('fri')\n"
+    step("Fix weekday() knowing only Monday", "mined", {"days/week.py": week, "tests/test_week.py": test})
+    return repo, first, git(repo, "rev-parse", "HEAD").strip()
+
+
+def sealed_node_repo(root: Path, project: Path) -> tuple[Path, str, str]:
+    """A node project (package.json and lockfiles of `project`, a fixture of tests/data, whose
+    dependency semver installs offline) with two fixes, as sealed_python_repo: the repository, the
+    first fix's sha (a task at its parent) and the second's (reversed on the snapshot)."""
+    repo, _expected, step = history(root / "bump")
+    files = {
+        name: (project / name).read_text() for name in ("package.json", "package-lock.json", "pnpm-lock.yaml")
+    }
+
+    def bump(minor: str, major: str) -> str:
+        return (
+            'import semver from "semver";\n\nexport function nextMinor(version) {\n'
+            f'  return semver.inc(version, "{minor}");\n}}\n\nexport function nextMajor(version) {{\n'
+            f'  return semver.inc(version, "{major}");\n}}\n'
+        )
+
+    test = (
+        'import assert from "node:assert/strict";\nimport { test } from "node:test";\n'
+        'import { nextMajor, nextMinor } from "../src/bump.js";\n\n'
+        'test("a minor of 0.1.0", () => {\n  assert.ok(nextMinor("0.1.0"));\n});\n'
+    )
+    step(
+        "Start the version helpers",
+        "root",
+        {**files, "src/bump.js": bump("patch", "minor"), "test/bump.test.mjs": test},
+    )
+    test += '\ntest("the next minor of 1.2.3", () => {\n  assert.equal(nextMinor("1.2.3"), "1.3.0");\n});\n'
+    step(
+        "Fix nextMinor() bumping the patch",
+        "mined",
+        {"src/bump.js": bump("minor", "minor"), "test/bump.test.mjs": test},
+    )
+    first = git(repo, "rev-parse", "HEAD").strip()
+    test += '\ntest("the next major of 1.2.3", () => {\n  assert.equal(nextMajor("1.2.3"), "2.0.0");\n});\n'
+    step(
+        "Fix nextMajor() bumping the minor",
+        "mined",
+        {"src/bump.js": bump("minor", "major"), "test/bump.test.mjs": test},
+    )
+    return repo, first, git(repo, "rev-parse", "HEAD").strip()

@@ -62,8 +62,8 @@ def test_human_output_has_one_line_per_item_and_a_summary():
         line.startswith("[PASS] t1_fix_pagination baseline: fails as expected: check pytest")
         for line in lines
     )
-    assert sum(line.startswith("[PASS]") for line in lines) == 7
-    assert lines[-1].startswith("calibrate taskapp: 7/7 passed, all PASS")
+    assert sum(line.startswith("[PASS]") for line in lines) == 8
+    assert lines[-1].startswith("calibrate taskapp: 8/8 passed, all PASS")
 
 
 def test_toothless_hidden_test_is_reported_as_fail(tmp_path):
@@ -101,7 +101,7 @@ def test_decoy_failing_elsewhere_than_declared_is_a_fail(tmp_path):
     assert "not as task.toml says" in line
     assert "hidden tests declared but passing: test_split_constant_hidden::test_new_constant_values" in line
     assert "hidden tests failing but undeclared: test_split_constant_hidden::test_old_name" in line
-    assert proc.stdout.strip().splitlines()[-1].startswith("calibrate taskapp: 6/7 passed, 1 FAIL")
+    assert proc.stdout.strip().splitlines()[-1].startswith("calibrate taskapp: 7/8 passed, 1 FAIL")
 
 
 def test_broken_task_toml_gives_one_line_error(tmp_path):

@@ -192,7 +192,7 @@ def test_calibration_verifies_in_the_environment(calibrated: tuple[Path, dict[st
     # tree they import has the install's generated file and the build line's derived one.
     assert "reference solution passes the gate and 3 hidden tests" in said
     assert "next_month baseline: fails as expected: check gate; 1 hidden (test_next_month_of_zero)" in said
-    assert "6/6 passed, all PASS" in said
+    assert "7/7 passed, all PASS" in said
 
 
 def run_experiment(

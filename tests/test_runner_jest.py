@@ -20,7 +20,7 @@ TASK = "t1_empty_text"
 def test_calibration_runs_the_hidden_tests_under_the_projects_config(tmp_path: Path) -> None:
     done = rig(offline(tmp_path), "calibrate", "--pack", str(PACK))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "6/6 passed, all PASS" in done.stdout, done.stdout
+    assert "7/7 passed, all PASS" in done.stdout, done.stdout
     assert (
         f"[PASS] {TASK} decoy empty_string_only: fails as expected: 1 hidden (punctuation only" in done.stdout
     )

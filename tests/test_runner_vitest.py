@@ -28,7 +28,7 @@ def test_calibration_runs_the_hidden_tests_under_the_projects_config(tmp_path: P
     # The project's include (test/**) matches no hidden file: the rig's config names the wrappers.
     done = calibrate(PACK, tmp_path / "envs")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "6/6 passed, all PASS" in done.stdout, done.stdout
+    assert "7/7 passed, all PASS" in done.stdout, done.stdout
     assert (
         f"[PASS] {TASK} decoy trim_the_end_only: fails as expected: 1 hidden (no dash at either end)"
         in done.stdout
@@ -48,7 +48,7 @@ def test_a_coverage_threshold_and_a_missing_provider_cannot_fail_the_hidden_run(
     )
     done = calibrate(pack, tmp_path / "envs")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "6/6 passed, all PASS" in done.stdout, done.stdout
+    assert "7/7 passed, all PASS" in done.stdout, done.stdout
 
 
 # The agent runs the project's type tests: vitest's typecheck writes tsc's state into vitest's own

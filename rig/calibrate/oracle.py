@@ -1,9 +1,10 @@
 """`rig calibrate`: the rig proves a pack's oracle before any agent runs.
 
 (a) the clean fixture passes the gate; (b) every task's baseline fails where task.toml says;
-(c) every reference solution passes the gate and the hidden tests; (d) every decoy fails where
-task.toml says; (e) the pack's fixture, tasks and hidden tests are byte-identical before and
-after. Each item runs in its own fresh copy of the fixture.
+(c) every reference solution passes the gate and the hidden tests; (d) nothing an agent can read
+holds a task's answer (rig.calibrate.leak); (e) every decoy fails where task.toml says; (f) the
+pack's fixture, tasks and hidden tests are byte-identical before and after. Each item runs in its
+own fresh copy of the fixture.
 
 A calibration that passes leaves its pins (the fixture's, each task's and its hidden tests' hashes)
 in the user's cache, `$RIG_CALIBRATION_DIR` else `$XDG_CACHE_HOME/rig/calibration`: `rig run`'s
@@ -16,13 +17,16 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+from rig.calibrate.leak import probe
 from rig.confine.proc import kill_running_commands
 from rig.confine.project_env import ProjectEnv
 from rig.env.activate import activate_each, written_into
 from rig.packs.manifest import pack_digest
+from rig.paths import REPO_ROOT
+from rig.run.runner import agent_readable
 from rig.schema import (
     IN_FOLDER,
     CalibrationReport,
@@ -35,6 +39,7 @@ from rig.schema import (
     Verification,
 )
 from rig.verify.checks import default_pycache, forget_bytecode, place_before_gate, run_check, run_hidden
+from rig.workspace.bases import bases_root
 from rig.workspace.build import PatchError, apply_patch, copy_fixture, tree_digest
 from rig.workspace.scope import patch_out_of_scope
 
@@ -56,6 +61,7 @@ def plan(tasks: list[Task]) -> list[Item]:
         items.append(
             Item(name=f"{task.id} solution", kind="solution", task=task, patches=[setup, task.solution_patch])
         )
+        items.append(Item(name=f"{task.id} leak", kind="leak", task=task))
         for decoy_name, decoy in sorted(task.spec.decoys.items()):
             items.append(
                 Item(
@@ -322,6 +328,19 @@ def _environment_written(env: ProjectEnv | None, since: float) -> ItemResult | N
     )
 
 
+def _done(result: ItemResult) -> "Future[ItemResult]":
+    future: Future[ItemResult] = Future()
+    future.set_result(result)
+    return future
+
+
+def sealed_off(pack: Pack) -> list[Path]:
+    """What the leak probe never looks through although it may lie under a place an agent can
+    read: what the sandbox hides again there (the rig's own files, an installed rig's packs, this
+    pack and the bases written out of it)."""
+    return [REPO_ROOT, pack.root, bases_root()]
+
+
 def calibrate(
     pack: Pack,
     tasks: list[Task],
@@ -337,6 +356,8 @@ def calibrate(
     items = plan(tasks)
     by_tree = activate_each([pack, *(t.pack for t in tasks)])
     started = time.time()
+    environments = list({id(env): env for env in by_tree.values() if env is not None}.values())
+    leaks = probe(tasks, agent_readable(environments), sealed_off(pack))
     before = pack_digest(pack, skip_caches=False)
     root = Path(tempfile.mkdtemp(prefix="rig-calibrate-", dir=keep))
     results: list[ItemResult] = []
@@ -346,6 +367,9 @@ def calibrate(
         for i, item in enumerate(items):
             # A task with a base is verified from its own tree, in its own environment.
             start = item.task.pack if item.task else pack
+            if item.kind == "leak" and item.task is not None:
+                futures.append(_done(leaks[item.task.id]))
+                continue
             env = by_tree[start.fixture_dir]
             futures.append(pool.submit(run_item, item, start, root / f"{i:03d}", env, measurements))
         # Waiting in plan order keeps the output stable while items finish in any order.

@@ -10,7 +10,7 @@ from rig.schema.pack import Expectation, Task
 
 # --- What the rig's commands report: calibrate, calibrate --harness, doctor, status, reclassify ----
 
-ItemKind = Literal["clean", "baseline", "solution", "decoy", "fixture"]
+ItemKind = Literal["clean", "baseline", "solution", "leak", "decoy", "fixture"]
 
 
 class Item(BaseModel):

@@ -42,6 +42,7 @@ SLOW_FIRST = (
     "test_faults.py",
     "test_confinement.py",
     "test_run_pipeline.py",
+    "test_sealed.py",
     "test_calibrate.py",
     "test_wheel.py",
     "test_runner_vitest.py",

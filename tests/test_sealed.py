@@ -198,10 +198,10 @@ def test_the_probe_names_a_copy_of_an_answer_and_not_of_a_starting_tree(tmp_path
     # no leak; the fixture itself holds the built-in tasks' fixes.
     shutil.copytree(pack.fixture_dir, readable / "start")
     subprocess.run(["git", "apply", str(task.setup_patch)], cwd=readable / "start", check=True)
-    clean = probe([task], [readable], [])
+    clean = probe([task], lambda _task: [readable], [])
     assert clean[task.id].passed, clean[task.id].reason
     shutil.copytree(pack.fixture_dir, readable / "fixture")
-    found = probe([task], [readable], [])
+    found = probe([task], lambda _task: [readable], [])
     assert f"{readable / 'fixture' / 'taskapp' / 'utils' / 'pagination.py'} holds" in found[task.id].reason
     shutil.rmtree(readable)
     readable.mkdir()
@@ -209,7 +209,7 @@ def test_the_probe_names_a_copy_of_an_answer_and_not_of_a_starting_tree(tmp_path
     hidden = next(p for p in task.hidden_dir.rglob("*.py"))
     (readable / "hidden-copy").mkdir()
     shutil.copy(hidden, readable / "hidden-copy" / hidden.name)
-    found = probe([task], [readable], [])
+    found = probe([task], lambda _task: [readable], [])
     assert not found[task.id].passed
     assert (
         f"an agent can read its answer: {readable / 'hidden-copy' / hidden.name} holds"
@@ -223,9 +223,28 @@ def test_the_probe_names_a_copy_of_an_answer_and_not_of_a_starting_tree(tmp_path
     solved = work / changed[0]
     (readable / "site-packages" / "taskapp").mkdir(parents=True)
     shutil.copy(solved, readable / "site-packages" / "taskapp" / solved.name)
-    found = probe([task], [readable], [readable / "hidden-copy"])
+    found = probe([task], lambda _task: [readable], [readable / "hidden-copy"])
     assert not found[task.id].passed
     assert f"{readable / 'site-packages' / 'taskapp' / solved.name} holds" in found[task.id].reason
     # Not looked through: folders the sandbox hides again.
-    pruned = probe([task], [readable], [readable / "hidden-copy", readable / "site-packages"])
+    pruned = probe([task], lambda _task: [readable], [readable / "hidden-copy", readable / "site-packages"])
     assert pruned[task.id].passed, pruned[task.id].reason
+
+
+def test_a_fixs_change_to_the_projects_tooling_is_no_answer(tmp_path: Path) -> None:
+    pack = load_pack(REPO_ROOT)
+    tasks_dir, hidden_dir = tmp_path / "tasks", tmp_path / "hidden"
+    shutil.copytree(pack.tasks_dir / "t1_fix_pagination", tasks_dir / "t1_fix_pagination")
+    shutil.copytree(pack.hidden_dir / "t1_fix_pagination", hidden_dir / "t1_fix_pagination")
+    workflow = "      - uses: actions/checkout@v4\n      - uses: actions/setup-python@v5\n"
+    with (tasks_dir / "t1_fix_pagination" / "solution.patch").open("a") as patch:
+        name = ".github/workflows/ci.yml"
+        added = "".join(f"+{line}" for line in workflow.splitlines(True))
+        patch.write(f"diff --git a/{name} b/{name}\n--- a/{name}\n+++ b/{name}\n@@ -1,2 +1,2 @@\n{added}")
+    (task,) = load_tasks(pack, ["t1_fix_pagination"], tasks_dir, hidden_dir)
+    # Another project's CI file, with the same two lines, readable by the agent.
+    other = tmp_path / "readable" / "vendored" / ".github" / "workflows"
+    other.mkdir(parents=True)
+    (other / "ci.yml").write_text(f"jobs:\n  test:\n    steps:\n{workflow}")
+    found = probe([task], lambda _task: [tmp_path / "readable"], [])
+    assert found[task.id].passed, found[task.id].reason

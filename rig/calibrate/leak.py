@@ -20,7 +20,7 @@ import stat
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,7 +120,10 @@ def answer(task: Task, trees: dict[Path, Counter[str]]) -> Answer:
             by_name.setdefault(Path(name).name, set()).update(fresh)
 
     for name, (added, _removed) in _patch_lines(task.solution_patch).items():
-        keep(name, added)
+        # A fix's change to the project's tooling (a CI workflow, a pre-commit hook) is boilerplate
+        # shared across projects (`uses: actions/checkout@v4`): another project's copy is no leak.
+        if not any(part.startswith(".") for part in Path(name).parts):
+            keep(name, added)
     for folder, _dirs, files in os.walk(task.hidden_dir):
         for name in files:
             try:
@@ -199,18 +202,29 @@ def _read(path: Path) -> bytes | None:
         os.close(fd)
 
 
-def probe(tasks: list[Task], roots: list[Path], pruned: list[Path]) -> dict[str, ItemResult]:
-    """Each task's `leak` item: passed when nothing under `roots` (what an agent can read) holds
-    its answer; else the path that does."""
+def probe(
+    tasks: list[Task], readable: Callable[[Task], list[Path]], pruned: list[Path]
+) -> dict[str, ItemResult]:
+    """Each task's `leak` item: passed when nothing under `readable(task)` (what its agent can
+    read) holds its answer; else the path that does. One walk serves every task."""
     started = time.monotonic()
     trees: dict[Path, Counter[str]] = {}
     answers = [answer(task, trees) for task in tasks]
+    places = {
+        task.id: tuple(dict.fromkeys(f"{r.resolve()}/" for r in readable(task) if r.exists()))
+        for task in tasks
+    }
     names = {name for a in answers for name in a.lines}
+    roots = sorted({Path(root) for shown in places.values() for root in shown})
     found = walk(roots, names, [*pruned, *(a.start for a in answers)])
     hits: dict[str, str] = {}
     looked = 0
     for path in found.candidates:
-        wanted = [a for a in answers if a.task not in hits and path.name in a.lines]
+        wanted = [
+            a
+            for a in answers
+            if a.task not in hits and path.name in a.lines and f"{path}".startswith(places[a.task])
+        ]
         if not wanted:
             continue
         data = _read(path)
@@ -231,15 +245,16 @@ def probe(tasks: list[Task], roots: list[Path], pruned: list[Path]) -> dict[str,
                     "the sandbox hides it (docs/confinement.md)"
                 )
     wall = round(time.monotonic() - started, 3)
-    places = f"{len(found.roots)} places an agent can read, {looked} files named like an answer's read"
+    read = f"{looked} files named like an answer's read"
     results = {}
     for a in answers:
+        where = f"{len(places[a.task])} places its agent can read, {read}"
         if found.problem is not None:
-            passed, reason = False, f"{found.problem} over {places}: the pack cannot be shown sealed"
+            passed, reason = False, f"{found.problem} over {where}: the pack cannot be shown sealed"
         elif a.task in hits:
             passed, reason = False, hits[a.task]
         else:
-            passed, reason = True, f"no copy of its answer where an agent can read ({places})"
+            passed, reason = True, f"no copy of its answer where an agent can read ({where})"
         results[a.task] = ItemResult(
             name=f"{a.task} leak", kind="leak", task=a.task, passed=passed, reason=reason, wall_s=wall
         )

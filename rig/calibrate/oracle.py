@@ -356,8 +356,11 @@ def calibrate(
     items = plan(tasks)
     by_tree = activate_each([pack, *(t.pack for t in tasks)])
     started = time.time()
-    environments = list({id(env): env for env in by_tree.values() if env is not None}.values())
-    leaks = probe(tasks, agent_readable(environments), sealed_off(pack))
+    # As a run's sandbox shows them: its task's own environment, no other.
+    envs = {t.id: by_tree[t.pack.fixture_dir] for t in tasks}
+    leaks = probe(
+        tasks, lambda t: agent_readable([e for e in (envs[t.id],) if e is not None]), sealed_off(pack)
+    )
     before = pack_digest(pack, skip_caches=False)
     root = Path(tempfile.mkdtemp(prefix="rig-calibrate-", dir=keep))
     results: list[ItemResult] = []

@@ -110,8 +110,14 @@ class RunContext:
         return {c.name: c for c in self.experiment.conditions}
 
     def confinement_for(self, task: str) -> Confinement:
-        """What confines the agents of `task`: the experiment's confinement in its environment."""
-        return replace(self.confinement, project_env=self.project_envs.get(task))
+        """What confines the agents of `task`: the experiment's confinement in its environment,
+        which its sandbox shows, and no other task's (one built from a later tree can hold a
+        published release of the project with the task's fix)."""
+        env = self.project_envs.get(task)
+        sandbox = self.confinement.sandbox
+        if sandbox is not None and env is not None:
+            sandbox = replace(sandbox, exposed=(*sandbox.exposed, *env.visible()))
+        return replace(self.confinement, project_env=env, sandbox=sandbox)
 
 
 def make_context(
@@ -148,7 +154,6 @@ def make_context(
     check_agent_root(runs_root)
     by_tree = activate_each([t.pack for t in tasks], notify)
     project_envs = {t.id: by_tree[t.pack.fixture_dir] for t in tasks}
-    environments = list({id(env): env for env in project_envs.values() if env is not None}.values())
     # Installed before anything else is made, so a version npm cannot install leaves nothing behind.
     for condition in experiment.conditions:
         if condition.harness_version:
@@ -176,11 +181,12 @@ def make_context(
         scratch.folder.parent,
         Path.home(),
         default_pycache(),
-        # Other packs' environments, and this pack's made for other trees: only the runs' own are shown.
+        # Other packs' environments, and other tasks': each run is shown its own (confinement_for).
         env_cache_root().resolve(),
         *secrets,
     ]
-    exposed = agent_readable(environments)
+    # Each task's own environment is shown by confinement_for.
+    exposed = agent_readable([])
     confinement, sandbox_status, network_status = _confine(
         experiment, sandbox, hidden=hidden, exposed=exposed
     )
@@ -303,8 +309,8 @@ def _tool_versions(project_env: ProjectEnv | None) -> dict[str, str]:
 def agent_readable(environments: list[ProjectEnv]) -> list[Path]:
     """What the sandbox shows an agent even inside the folders it hides: the interpreters, node,
     the harness CLIs (the pinned ones and the versions installed into the cache, harnesses.cli), the
-    egress relay, and the project `environments` its runs use. Calibration's leak probe reads the
-    same list."""
+    egress relay, and the project `environments` of its own task (RunContext.confinement_for).
+    Calibration's leak probe reads the same list."""
     return [
         *_agent_runtime(),
         harness_cache(),
@@ -423,7 +429,8 @@ def run_one(item: PlanItem, ctx: RunContext, number: int | None = None) -> tuple
         if collected.workspace.limit is None:
             trail.enter("protect")
             tampering = protect(prepared, collected=collected)
-            verified = verify(attempt, trail=trail, collected=collected, sandbox=ctx.confinement.sandbox)
+            sandbox = ctx.confinement_for(attempt.task.id).sandbox
+            verified = verify(attempt, trail=trail, collected=collected, sandbox=sandbox)
         trail.enter("record")
         result = record(
             attempt,

@@ -192,7 +192,19 @@ def test_load_empty_or_missing_is_a_clear_error(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("field", "where"),
-    [("task_hash", "within task 't2_add_endpoint'"), ("hidden_tests_hash", "within task 't2_add_endpoint'")],
+    [
+        (pin, "within task 't2_add_endpoint'")
+        for pin in (
+            "task_hash",
+            "hidden_tests_hash",
+            "fixture_hash",
+            "environment_hash",
+            "environment_packages",
+            "python_version",
+            "ruff_version",
+            "pytest_version",
+        )
+    ],
 )
 def test_pooling_error_on_task_pins(tmp_path: Path, field: str, where: str) -> None:
     folder = _copy_small(tmp_path)
@@ -227,11 +239,6 @@ def test_pooling_error_on_harness_version_within_an_arm(tmp_path: Path) -> None:
     [
         ("rig_version", "0.1.0+g0123456789ab"),
         ("toolchain_hash", "e" * 64),
-        ("environment_hash", "f" * 64),
-        ("environment_packages", "a" * 64),
-        ("python_version", "3.12.1"),
-        ("ruff_version", "0.18.0"),
-        ("pytest_version", "9.3.0"),
     ],
 )
 def test_pooling_error_on_the_judge(tmp_path: Path, pin: str, value: str) -> None:
@@ -278,8 +285,25 @@ def test_pooling_error_on_fixture_across_experiments(tmp_path: Path) -> None:
     for record in records:
         record["pins"]["fixture_hash"] = "0" * 64
     _write_jsonl(second / "runs.jsonl", records)
-    with pytest.raises(PoolingError, match="fixture_hash differs across the runs"):
+    with pytest.raises(PoolingError, match="fixture_hash differs within task"):
         load_runs([first, second], arm_by_experiment=True)
+
+
+def test_tasks_of_their_own_trees_pool(tmp_path: Path) -> None:
+    """A task mined at its fix's parent starts from its base, in its base's environment: its
+    runs pin their own starting tree and environment, one for every run of that task."""
+    folder = _copy_small(tmp_path)
+    records = _records(folder)
+    for record in records:
+        if record["task"] == "t2_add_endpoint":
+            record["pins"] |= {
+                "fixture_hash": "b" * 64,
+                "environment_hash": "c" * 64,
+                "pytest_version": "8.4.2",
+            }
+    _write_jsonl(folder / "runs.jsonl", records)
+    df = load_runs(folder)
+    assert len(df) == 30 and df["fixture_hash"].nunique() == 2
 
 
 def test_arm_by_experiment(tmp_path: Path) -> None:

@@ -36,29 +36,30 @@ COLUMNS: tuple[str, ...] = FRAME_COLUMNS
 INFRA_COLUMNS: tuple[str, ...] = ("experiment", "task", "condition", "infra_reruns", "quarantined")
 
 # Which pin must agree within which group of rows: None means across every row. The pack (its
-# manifest: the gate, the runner, the protected paths) and its fixture are one project for the whole
-# comparison; a task's prompt and its hidden tests define what "success on
-# that task" means; the harness version and the model are part of what an arm is, within its group
-# where an import has one (a harness-model configuration: each group of an arm is its own
-# configuration; without groups, `group` is None throughout and the arm is the scope). The rig's own
-# code and the toolchain that verifies (interpreter, ruff, pytest, their startup hooks; the
-# project environment the agent and the tests run in) are the judge: one judge for every run, or
-# a difference between arms may be a difference between judges. An imported record has only the
+# manifest: the gate, the runner, the protected paths) is one project for the whole comparison; a
+# task's starting tree (the fixture, or its base when it starts at its fix's parent), its prompt and
+# its hidden tests define what "success on that task" means; the harness version and the model are
+# part of what an arm is, within its group where an import has one (a harness-model configuration:
+# each group of an arm is its own configuration; without groups, `group` is None throughout and the
+# arm is the scope). The rig's own code and the toolchain that verifies are the judge: one for every
+# run, or a difference between arms may be a difference between judges; the project environment
+# the agent and the tests run in (and the interpreter, ruff and pytest it holds) is its task's own
+# tree's, one for every run of that task (a task at its parent has the environment of its base). An imported record has only the
 # pins its source records (the others are None, one value, as in every other record of its import).
 _PIN_SCOPES: tuple[tuple[str, tuple[str, ...] | None], ...] = (
     ("pack_hash", None),
-    ("fixture_hash", None),
+    ("fixture_hash", ("task",)),
     ("task_hash", ("task",)),
     ("hidden_tests_hash", ("task",)),
     ("harness_version", ("condition", "group")),
     ("model", ("condition", "group")),
     ("rig_version", None),
     ("toolchain_hash", None),
-    ("environment_hash", None),
-    ("environment_packages", None),
-    ("python_version", None),
-    ("ruff_version", None),
-    ("pytest_version", None),
+    ("environment_hash", ("task",)),
+    ("environment_packages", ("task",)),
+    ("python_version", ("task",)),
+    ("ruff_version", ("task",)),
+    ("pytest_version", ("task",)),
 )
 
 

@@ -519,9 +519,10 @@ def environment_lines(env: InferredEnvironment) -> list[str]:
         else "The project's Python environment"
     )
     setup_root = (
-        "its project/ folder, a copy of the fixture"
+        "its project/ folder, a copy of the fixture emptied afterwards of all but node_modules and "
+        "what the package manager reads"
         if env.is_node
-        else "the environment's root (the project's copy is its project/ folder)"
+        else "the environment's root"
     )
     lines = [
         "",

@@ -44,8 +44,9 @@ INFRA_COLUMNS: tuple[str, ...] = ("experiment", "task", "condition", "infra_reru
 # arm is the scope). The rig's own code and the toolchain that verifies are the judge: one for every
 # run, or a difference between arms may be a difference between judges; the project environment
 # the agent and the tests run in (and the interpreter, ruff and pytest it holds) is its task's own
-# tree's, one for every run of that task (a task at its parent has the environment of its base). An imported record has only the
-# pins its source records (the others are None, one value, as in every other record of its import).
+# tree's, one for every run of that task (a task at its parent has the environment of its base).
+# An imported record has only the pins its source records (the others are None, one value, as in
+# every other record of its import).
 _PIN_SCOPES: tuple[tuple[str, tuple[str, ...] | None], ...] = (
     ("pack_hash", None),
     ("fixture_hash", ("task",)),

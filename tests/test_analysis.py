@@ -48,7 +48,7 @@ EXPECTED_COLUMNS = [
     "agent_wall_s",
     "timed_out", "stalled", "hang", "ran_check_script", "ran_pytest", "ran_tests", "read_docs",
     "read_agents_md", "read_skill", "tampered", "protected_touched", "bash_search_commands",
-    "tried_other_host", "out_of_scope", "compactions", "harness", "harness_version", "model",
+    "sealed", "tried_other_host", "out_of_scope", "compactions", "harness", "harness_version", "model",
     "thinking", "pack",
     "pack_hash", "fixture_hash", "task_hash", "hidden_tests_hash",
     "rig_version", "toolchain_hash", "environment_hash",

@@ -115,6 +115,8 @@ def _check_report_md(out: Path) -> None:
     gate = " ".join(BUILTIN.spec.gate.command)
     assert f"pack: `{BUILTIN.name}` (built-in), gate: `{gate}`, stages: `ruff`, `pytest`," in text
     assert f"Success means the gate (`{gate}`) exits 0 and the hidden tests pass" in text
+    # These records predate the sandbox verdict: none is said to be unsealed (tests/test_unsealed.py).
+    assert "Not sealed" not in text
     pins = dict(row[:2] for row in _table_rows(text, "| pin | value |"))
     assert pins["pack"] == pins["pack hash"] == "(before packs)"
     # 2. per-cell table: 5 tasks x 2 conditions + an ALL row per condition

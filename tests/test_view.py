@@ -23,6 +23,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 from rig.analysis import PoolingError
 from rig.report.links import attempt_page
 from rig.report.report import build_report
+from rig.schema import SandboxStatus
 from rig.store.migrate import read_quarantine, read_runs
 from rig.store.results import ResultsStore
 from rig.store.transcripts import attempt_transcript
@@ -45,6 +46,8 @@ LONG_RUN = "t3_fix_check__no_agents_md__r01"
 # Runs of a task given a scope: one changed a file outside it, one stayed inside.
 OUT_OF_SCOPE_RUN = "t4_split_constant__agents_md__r01"
 IN_SCOPE_RUN = "t4_split_constant__agents_md__r02"
+# The one run whose agent ran without the sandbox (every other scored run was sealed).
+UNSEALED_RUN = "t5_migration__agents_md__r01"
 LONG_TURNS = 400
 
 
@@ -82,6 +85,22 @@ def _add_hostile_attempt(folder: Path) -> None:
         elif record["run_id"] in (OUT_OF_SCOPE_RUN, IN_SCOPE_RUN):
             record["out_of_scope"] = ["README.md"] if record["run_id"] == OUT_OF_SCOPE_RUN else []
         lines[i] = json.dumps(record)
+    (folder / "runs.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def _add_sandbox_verdicts(folder: Path) -> None:
+    """Every scored run sealed but UNSEALED_RUN, whose agent ran with `--sandbox off`."""
+    sealed = SandboxStatus(
+        mode="auto", active=True, backend="bwrap", detail="bubblewrap", processes="bwrap-pidns"
+    )
+    unsealed = SandboxStatus(
+        mode="off", active=False, detail="disabled with --sandbox off", processes="cgroup"
+    )
+    lines = []
+    for line in (folder / "runs.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        record["sandbox"] = (unsealed if record["run_id"] == UNSEALED_RUN else sealed).model_dump(mode="json")
+        lines.append(json.dumps(record))
     (folder / "runs.jsonl").write_text("\n".join(lines) + "\n")
 
 
@@ -140,6 +159,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _add_hostile_attempt(folder)
     _add_quarantined_pi_attempt(folder)
     _add_long_session(folder)
+    _add_sandbox_verdicts(folder)
     done: list[tuple[int, int]] = []
     assert build_view([folder], progress=lambda *p: done.append(p)) == folder / "view"
     assert done[-1] == (31, 31)
@@ -317,6 +337,30 @@ def test_agent_markup_is_shown_never_run(results: Path, page: Page) -> None:
     page.goto((view / "index.html").as_uri())
     assert page.title() != "pwned"
     _shot(page, "index")
+
+
+def test_a_run_that_was_not_sealed_is_marked_everywhere(results: Path, page: Page) -> None:
+    """The overview counts it and says it in the report, the table filters it, its page says why."""
+    view = results / "results_small" / "view"
+    page.goto((view / "index.html").as_uri())
+    assert page.locator("a.badge.unsealed").inner_text() == "1 not sealed"
+    assert "1 of 30 scored runs was not sealed" in page.locator("section.report").inner_text()
+    page.click("a.badge.unsealed")
+    assert _visible_rows(page) == 1
+    row = page.locator("#runs tbody tr:visible")
+    assert UNSEALED_RUN in row.inner_text() and "not sealed" in row.locator(".chip").all_inner_texts()
+    row.locator("a").first.click()
+    page.wait_for_url("**/attempt-1.html")
+    assert page.locator("#unsealed").inner_text() == "not sealed"
+    note = page.locator(".unsealed-note").inner_text()
+    assert (
+        "mode off: disabled with --sandbox off" in note
+        and "could read the hidden tests and the answers" in note
+    )
+    _shot(page, "attempt-unsealed")
+    # A sealed run's page has no such mark.
+    page.goto((view / attempt_page("results_small", IN_SCOPE_RUN, 1)).as_uri())
+    assert page.locator("#unsealed").count() == 0 and page.locator(".unsealed-note").count() == 0
 
 
 def test_a_page_holds_a_bounded_share_of_a_long_transcript(results: Path, page: Page) -> None:

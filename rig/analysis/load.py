@@ -175,7 +175,8 @@ def load_runs(
     usage per model, else None and NaN, and `other_models` names the side and subagent models), tool
     use, times (`wall_s` of the whole run, `agent_wall_s` of the agent alone), behaviour flags read
     from the session (`read_agents_md`: AGENTS.md among the docs read; `tampered`: any protected
-    file modified, added or deleted, listed in `protected_touched`; `tried_other_host`: the network
+    file modified, added or deleted, listed in `protected_touched`; `sealed`: the agent ran in the
+    sandbox, False without it, None where the record says nothing; `tried_other_host`: the network
     policy refused a connection, None where the network was not confined; `out_of_scope`: how many
     changes fell outside the task's scope, None for a task without one; `compactions`: the context
     compactions the session records, None where the harness records none), the pins, and

@@ -9,7 +9,11 @@ One or more results folders (one per experiment) become:
   relative links to its receipts, the work queue for reading transcripts;
 - `figures/*.png`;
 - with format `json`, `report.json` alone: every success and score comparison (pooled and per
-  group), its estimand, effect, CI, p and Holm p, for scripts (rig.report.comparisons.comparisons_json).
+  group), its estimand, effect, CI, p and Holm p, for scripts (rig.report.comparisons.comparisons_json),
+  and `unsealed_runs` when a run was not sealed (rig.report.sealing).
+
+Runs whose agent ran without the sandbox (it could read the hidden tests and the answers) are
+counted near the top of report.md, per arm; nothing is said when every run was sealed.
 
 The report body is built once as a list of blocks and rendered to Markdown or HTML, so both
 formats always hold the same content. Nothing time-dependent is written: given the results and the
@@ -41,6 +45,8 @@ from rig.report.failures import COLUMNS as FAILURE_COLUMNS
 from rig.report.failures import rel, write_failures
 from rig.report.links import RUNS_PAGE, existing_view
 from rig.report.noise import flakiness_blocks, noise_floor_blocks
+from rig.report.sealing import counts as sealing_counts
+from rig.report.sealing import unsealed_json, unsealed_text
 from rig.report.sources import read_source, success_text
 from rig.report.tables import behaviour_blocks, cell_blocks, design_blocks, hang_text, model_blocks
 from rig.schema import Pack
@@ -140,11 +146,15 @@ def build_report(
 
 
 def _write_json(folders: list[Path], out_dir: Path, vs: bool, allow_mixed_pins: bool) -> Path:
-    """report.json: the comparisons of the report, for scripts (`comparisons_json`)."""
+    """report.json: the comparisons of the report, for scripts (`comparisons_json`), and the runs
+    that were not sealed (`unsealed_runs`), when there are any."""
     df = load_runs(folders, allow_mixed_pins=allow_mixed_pins, arm_by_experiment=vs, paths=False)
     arms = list(df.attrs["conditions"])
     pooled, by_group = all_comparisons(df, arms) if len(arms) >= 2 else ([], {})
     body = comparisons_json(pooled, by_group, df.attrs["estimand"])
+    unsealed = unsealed_json(*sealing_counts(df, arms))
+    if unsealed is not None:
+        body["unsealed_runs"] = unsealed
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / "report.json"
     # Written whole, then renamed: a reader never sees half a file.
@@ -210,6 +220,10 @@ def _build(
             f"{failures_link} with links to each run's receipts. " + success_text(sources)
         ),
     ]
+    # Runs whose agent could read the answers are said before anything is read of their results.
+    unsealed = unsealed_text(*sealing_counts(df, arms), arm_word)
+    if unsealed is not None:
+        blocks.append(Para(unsealed))
     blocks += design_blocks(sources, tasks)
     blocks += cell_blocks(cells, infra, arms, tasks, arm_word)
     blocks.append(Para(hang_text(df, arms, arm_word)))

@@ -243,6 +243,25 @@ def _tried_other_host(record: Record) -> bool | None:
     return any(isinstance(e, dict) and isinstance(n := e.get("connections"), int) and n > 0 for e in entries)
 
 
+def sealed(record: Record) -> bool | None:
+    """Whether the run's agent ran in an active sandbox (the record's `sandbox.active`): False, it
+    could read the hidden tests, the reference solutions and any copy of the project on the machine,
+    and its success is no evidence (docs/confinement.md). None where the record carries no verdict:
+    an imported record (`source`), whose source never told, or one without a sandbox (none, or null:
+    older than the field)."""
+    if record.get("source"):
+        return None
+    sandbox = record.get("sandbox")
+    active = sandbox.get("active") if isinstance(sandbox, dict) else None
+    return active if isinstance(active, bool) else None
+
+
+def is_unsealed(record: Record) -> bool:
+    """Whether the record says its agent ran without the sandbox (`sealed` is False); never for a
+    record without a verdict."""
+    return sealed(record) is False
+
+
 def _out_of_scope(record: Record) -> int | None:
     """How many changes fell outside the task's scope; None for a task without one."""
     changes = record.get("out_of_scope")
@@ -321,6 +340,8 @@ RUN_COLUMNS: tuple[Column, ...] = (
     Column(
         "bash_search_commands", "int", _observed(lambda r: len(_metrics(r).get("bash_search_commands") or []))
     ),
+    # False: the agent ran without the sandbox; None: no verdict (imported, or older than the field).
+    Column("sealed", "bool", sealed),
     Column("tried_other_host", "bool", _tried_other_host),
     Column("out_of_scope", "int", _out_of_scope),
     Column("compactions", "int", _compactions),

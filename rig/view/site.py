@@ -44,6 +44,7 @@ from rig.report.links import INDEX_PAGE, RUNS_PAGE, attempt_page, default_view_d
 from rig.report.markdown_html import block_html
 from rig.report.report import build_report
 from rig.schema import Transcript
+from rig.store.columns import is_unsealed
 from rig.store.migrate import read_quarantine, read_runs
 from rig.store.results import ResultsStore
 from rig.store.transcripts import attempt_transcript
@@ -74,6 +75,8 @@ KNOWN_RECEIPTS = (
 OUTCOMES = ("success", "failure", "quarantined")
 # Behaviours a run can be filtered by: key, label, whether a record shows it.
 BEHAVIOURS: tuple[tuple[str, str, Callable[[dict[str, Any]], bool]], ...] = (
+    # First: a run whose agent could read the hidden tests and the answers is no evidence either way.
+    ("unsealed", "not sealed", is_unsealed),
     ("read_agents_md", "read AGENTS.md", lambda r: "AGENTS.md" in _metric_list(r, "docs_read")),
     ("read_docs", "read docs", lambda r: bool(_metric_list(r, "docs_read"))),
     ("read_skill", "read SKILL.md", lambda r: bool(_metrics(r).get("read_skill"))),
@@ -464,6 +467,13 @@ def _facts(record: dict[str, Any]) -> list[tuple[str, str]]:
     return [(label, str(value)) for label, value in facts if value is not None and value != ""]
 
 
+def _unsealed_detail(record: dict[str, Any]) -> str:
+    """How the sandbox was set for a run that was not sealed: its mode and why it was not active."""
+    sandbox = record.get("sandbox") if isinstance(record.get("sandbox"), dict) else {}
+    detail = sandbox.get("detail")
+    return f"mode {sandbox.get('mode')}" + (f": {detail}" if detail else "")
+
+
 def _attempt_view(
     attempt: Attempt, view_dir: Path, neighbours: tuple[Attempt | None, Attempt | None]
 ) -> dict:
@@ -498,6 +508,7 @@ def _attempt_view(
         "outcome": attempt.outcome,
         "stage": attempt.stage,
         "infra": infra,
+        "unsealed": _unsealed_detail(record) if is_unsealed(record) else None,
         "facts": _facts(record),
         "check": check,
         "check_failed": _items(check.get("failed")) if check else [],
@@ -720,6 +731,7 @@ def build_view(
                 view_dir=tmp,
             )
         outcomes = Counter(a.outcome for a in attempts)
+        unsealed = sum(1 for row in rows if "unsealed" in row["behaviours"])
         site.render(
             "index.html.j2",
             tmp / INDEX_PAGE,
@@ -727,6 +739,7 @@ def build_view(
             root="",
             outcomes=[(o, outcomes[o]) for o in OUTCOMES],
             total=total,
+            unsealed=unsealed,
             report=_report_body(tmp / "report.html") if (tmp / "report.html").is_file() else None,
             results=[
                 {

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import background_job, interrupt
+from tests.processes import BURST, background_job, interrupt
 
 RIG = str(Path(sys.executable).with_name("rig"))
 STOPPED = "error: interrupted; the calibration stopped, no pins were saved"
@@ -40,8 +40,8 @@ def first_result(proc: subprocess.Popen[str]) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_the_oracle_calibration_stops_at_once(tmp_path: Path, sig: signal.Signals) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, BURST], ids=["ctrl-c", "sigterm", "burst"])
+def test_the_oracle_calibration_stops_at_once(tmp_path: Path, sig: signal.Signals | tuple[int, ...]) -> None:
     proc = start(tmp_path)
     try:
         first_result(proc)

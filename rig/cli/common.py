@@ -33,6 +33,13 @@ def store_errors() -> Iterator[None]:
 
 
 def _interrupt(signum: int, frame: object) -> None:
+    """The first Ctrl-C or SIGTERM: every later one is ignored, so that none lands inside the
+    cleanup the KeyboardInterrupt starts (killing the commands in flight, removing scratch folders)
+    and leaves it half done; `timeout` and an impatient user send a second one within milliseconds."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 
@@ -46,7 +53,7 @@ def interruptible() -> Iterator[None]:
     import signal
 
     previous = (
-        signal.signal(signal.SIGINT, signal.default_int_handler),
+        signal.signal(signal.SIGINT, _interrupt),
         signal.signal(signal.SIGTERM, _interrupt),
     )
     try:

@@ -240,6 +240,9 @@ def task_mine(
     work = Path(tempfile.mkdtemp(prefix="rig-mine-"))
 
     def interrupted(signum: int, frame: object) -> None:
+        # A second signal inside this handler would run it again while it holds what it cleans up.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         kill_running_commands()
         shutil.rmtree(work, ignore_errors=True)
         typer.echo("error: interrupted; nothing was added to the pack (rerun to mine again)", err=True)

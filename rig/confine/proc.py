@@ -197,7 +197,9 @@ def kill_running_commands() -> int:
     command alive after the runner has exited.
     """
     with _COMMANDS_LOCK:
-        running = sorted(_COMMANDS | _own_sessions())
+        registered = set(_COMMANDS)
+    # /proc is read outside the lock: a signal handler that interrupts this must never find it held.
+    running = sorted(registered | _own_sessions())
     for pgid in running:
         kill_group(pgid)
     deadline = time.monotonic() + KILL_WAIT_S

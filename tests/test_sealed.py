@@ -26,6 +26,7 @@ from node_packs import offline as node_offline
 from processes import running
 
 from rig.calibrate.leak import probe
+from rig.confine.sandbox import Sandbox
 from rig.packs.manifest import load_pack
 from rig.packs.tasks import load_tasks
 from rig.paths import REPO_ROOT
@@ -248,3 +249,20 @@ def test_a_fixs_change_to_the_projects_tooling_is_no_answer(tmp_path: Path) -> N
     (other / "ci.yml").write_text(f"jobs:\n  test:\n    steps:\n{workflow}")
     found = probe([task], lambda _task: [tmp_path / "readable"], [])
     assert found[task.id].passed, found[task.id].reason
+
+
+def test_a_folder_hidden_inside_a_shown_one_is_hidden_again(tmp_path: Path) -> None:
+    """An installed rig's venv is shown to the agent, and the packs it ships (their solutions and
+    hidden tests) lie inside it; a shown folder under /tmp (a fresh folder in the sandbox) is bound."""
+    home, venv = tmp_path / "home", tmp_path / "home" / "venv"
+    shipped = venv / "lib" / "site-packages" / "rig" / "shipped"
+    shipped.mkdir(parents=True)
+    box = Sandbox(Path("/usr/bin/bwrap"), hidden=(home, shipped), exposed=(venv,))
+    args = box.wrap(["true"], tmp_path, writable=[], read_only=[])
+    mounts = [(args[i], args[i + 1]) for i in range(len(args) - 1) if args[i] in ("--tmpfs", "--ro-bind")]
+    assert mounts.index(("--tmpfs", str(home))) < mounts.index(("--ro-bind", str(venv)))
+    assert mounts.index(("--ro-bind", str(venv))) < mounts.index(("--tmpfs", str(shipped)))
+    assert [m for m in mounts if m[1] == str(shipped)] == [("--tmpfs", str(shipped))]
+    # Shown anywhere else, it is bound all the same (/tmp is a fresh folder in the sandbox).
+    alone = Sandbox(Path("/usr/bin/bwrap"), hidden=(), exposed=(venv,)).wrap(["true"], tmp_path, [], [])
+    assert str(venv) in alone

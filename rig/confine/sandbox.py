@@ -107,8 +107,8 @@ def _mounts(hidden: tuple[Path, ...], exposed: tuple[Path, ...]) -> list[tuple[P
     """What to mount, outermost first, each path with whether it is shown (bound read-only) or
     hidden (an empty folder): the deepest of the listed paths above a file decides, so a folder
     hidden inside a shown one is hidden again (an installed rig's venv is shown, and the packs it
-    ships, with their solutions and hidden tests, are in it). A path whose nearest listed folder
-    above it is already as it wants is left out."""
+    ships, with their solutions and hidden tests, are in it). A hidden path inside one hidden
+    already is left out."""
     wanted: dict[Path, bool] = {p.resolve(): False for p in hidden if p.is_dir()}
     wanted.update((p, True) for p in exposed if p.exists())
     mounts: list[tuple[Path, bool]] = []
@@ -119,7 +119,9 @@ def _mounts(hidden: tuple[Path, ...], exposed: tuple[Path, ...]) -> list[tuple[P
             (q, shown) for q, shown in mounts if path != q and path.resolve().is_relative_to(q.resolve())
         ]
         nearest = max(above, key=lambda m: len(m[0].resolve().parts), default=(Path("/"), True))
-        if nearest[1] != wanted[path]:
+        # A shown path is always bound: one under /tmp, which the sandbox replaces by a fresh
+        # folder, is unseen although no listed folder above it hides it.
+        if wanted[path] or nearest[1]:
             mounts.append((path, wanted[path]))
     return mounts
 

@@ -501,28 +501,33 @@ testpaths = ["tests"]
 """
 
 
+def start_days(
+    step: Callable[[str, str, dict[str, str | None]], None], pyproject: str, imports: str
+) -> tuple[str, str]:
+    """Commit the day helpers' first version (weekend() knows Saturday only, weekday() Monday
+    only) with `pyproject` and a test importing `imports`; the module's and the test's text."""
+    week = (
+        "def weekend(day):\n    return day in ('sat',)\n\n\ndef weekday(day):\n    return day in ('mon',)\n"
+    )
+    test = f"from days.week import {imports}\n\n\ndef test_saturday():\n    assert weekend('sat')\n"
+    files = {
+        "pyproject.toml": pyproject,
+        "days/__init__.py": "",
+        "days/week.py": week,
+        "tests/test_week.py": test,
+    }
+    step("Start the day helpers", "root", files)
+    return week, test
+
+
 def dependency_repo(root: Path) -> tuple[Path, dict[str, str]]:
     """A Python project whose dependencies change around two fixes: the first fix's parent names a
     package no index has (its task is measured in the fixture's environment); the second's names
     none, where the snapshot names python-dateutil. The repository and, per fix's sha, the verdict
     `rig task mine --base parent` must give it."""
     repo, _expected, step = history(root / "days")
-    week = (
-        "def weekend(day):\n    return day in ('sat',)\n\n\ndef weekday(day):\n    return day in ('mon',)\n"
-    )
-    test = "from days.week import weekend\n\n\ndef test_saturday():\n    assert weekend('sat')\n"
-    step(
-        "Start the day helpers",
-        "root",
-        {
-            "pyproject.toml": DAYS_PYPROJECT.replace(
-                "dependencies = []", 'dependencies = ["rig-no-such-package"]'
-            ),
-            "days/__init__.py": "",
-            "days/week.py": week,
-            "tests/test_week.py": test,
-        },
-    )
+    pyproject = DAYS_PYPROJECT.replace("dependencies = []", 'dependencies = ["rig-no-such-package"]')
+    week, test = start_days(step, pyproject, "weekend")
     week = week.replace("('sat',)", "('sat', 'sun')")
     test += "\n\ndef test_sunday():\n    assert weekend('sun')\n"
     step("Fix weekend() forgetting Sunday", "mined", {"days/week.py": week, "tests/test_week.py": test})
@@ -552,20 +557,7 @@ def sealed_python_repo(root: Path) -> tuple[Path, str, str]:
     repository, the first fix's sha (a task at its parent) and the second's (reversed on the
     snapshot). The snapshot holds both fixes: the tree an environment would copy."""
     repo, _expected, step = history(root / "days")
-    week = (
-        "def weekend(day):\n    return day in ('sat',)\n\n\ndef weekday(day):\n    return day in ('mon',)\n"
-    )
-    test = "from days.week import weekday, weekend\n\n\ndef test_saturday():\n    assert weekend('sat')\n"
-    step(
-        "Start the day helpers",
-        "root",
-        {
-            "pyproject.toml": DAYS_PYPROJECT,
-            "days/__init__.py": "",
-            "days/week.py": week,
-            "tests/test_week.py": test,
-        },
-    )
+    week, test = start_days(step, DAYS_PYPROJECT, "weekday, weekend")
     week = week.replace("('sat',)", "('sat', 'sun')")
     test += "\n\ndef test_sunday_is_part_of_the_weekend():\n    assert weekend('sun')\n"
     step("Fix weekend() forgetting Sunday", "mined", {"days/week.py": week, "tests/test_week.py": test})

@@ -108,14 +108,16 @@ def answer(task: Task, trees: dict[Path, Counter[str]]) -> Answer:
     `trees` keeps each starting tree's lines, read once for every task starting from it."""
     if task.pack.fixture_dir not in trees:
         trees[task.pack.fixture_dir] = _tree_lines(task.pack.fixture_dir)
-    start = Counter(trees[task.pack.fixture_dir])
+    tree = trees[task.pack.fixture_dir]
+    # What the setup changes, counted apart: the tree's own count is shared by its tasks.
+    setup: Counter[str] = Counter()
     for added, removed in _patch_lines(task.setup_patch).values():
-        start.subtract(removed)
-        start.update(added)
+        setup.subtract(removed)
+        setup.update(added)
     by_name: dict[str, set[str]] = {}
 
     def keep(name: str, lines: Iterable[str]) -> None:
-        fresh = {line for line in lines if _distinctive(line) and start[line] <= 0}
+        fresh = {line for line in lines if _distinctive(line) and tree[line] + setup[line] <= 0}
         if fresh:
             by_name.setdefault(Path(name).name, set()).update(fresh)
 
@@ -145,24 +147,23 @@ class Walk:
     """The files a probe found under the readable places, named like an answer's files."""
 
     candidates: list[Path]
-    roots: list[Path]
     problem: str | None
     """Why the walk proves nothing (it did not finish in time, or found too many files)."""
 
 
 def walk(roots: list[Path], names: set[str], pruned: list[Path]) -> Walk:
-    """The regular files under `roots` (links not followed) named one of `names`, outside `pruned`
-    (folders the sandbox hides again, the tasks' own trees), bounded in time and count: find(1)."""
-    roots = sorted({r.resolve() for r in roots if r.exists()})
+    """The regular files under `roots` (resolved folders that exist; links not followed) named one of
+    `names`, outside `pruned` (folders the sandbox hides again, the tasks' own trees), bounded in
+    time and count: find(1)."""
     if not roots or not names:
-        return Walk([], roots, None)
+        return Walk([], None)
     # Every file listed, and matched here: find's own -name tests (one per name), -path tests of
     # the pruned folders and -size (a stat per file) cost it three times its walk.
     cmd = ["find", "-P", *map(str, roots), "-type", "f", "-print0"]
     try:
         found = subprocess.run(cmd, capture_output=True, timeout=PROBE_SECONDS, check=False)
     except subprocess.TimeoutExpired:
-        return Walk([], roots, f"the probe did not finish within {PROBE_SECONDS:.0f} s")
+        return Walk([], f"the probe did not finish within {PROBE_SECONDS:.0f} s")
     wanted = {os.fsencode(name) for name in names}
     folders = [(os.fsencode(r) + b"/", False) for r in roots]
     folders += [(os.fsencode(p.resolve()) + b"/", True) for p in pruned if p.exists()]
@@ -172,10 +173,8 @@ def walk(roots: list[Path], names: set[str], pruned: list[Path]) -> Walk:
         if p.rpartition(b"/")[2] in wanted and not _pruned(p, folders)
     ]
     if len(paths) > MAX_CANDIDATES:
-        return Walk(
-            [], roots, f"the probe found {len(paths)} files to read, over its bound of {MAX_CANDIDATES}"
-        )
-    return Walk(paths, roots, None)
+        return Walk([], f"the probe found {len(paths)} files to read, over its bound of {MAX_CANDIDATES}")
+    return Walk(paths, None)
 
 
 def _pruned(path: bytes, folders: list[tuple[bytes, bool]]) -> bool:

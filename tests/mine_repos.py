@@ -179,10 +179,11 @@ def python_repo(root: Path) -> tuple[Path, dict[str, str]]:
                     "return sum(values) / len(values)", "return sum(values) / len(values) if values else 0.0"
                 )
             ),
-            # Order-dependent state, as flaky tests have: every other run in one place fails.
-            "tests/test_mean.py": "from pathlib import Path\n\nfrom calc.ops import mean\n\n\n"
+            # Order-dependent state, as flaky tests have: every other run with one home fails (the
+            # home, not the tree: an agent's own test run must not fail the rig's gate later).
+            "tests/test_mean.py": "import os\nfrom pathlib import Path\n\nfrom calc.ops import mean\n\n\n"
             "def test_mean_empty():\n    assert mean([]) == 0.0\n\n\n"
-            "def test_mean_counts_runs():\n    marker = Path('.mean-runs')\n"
+            "def test_mean_counts_runs():\n    marker = Path(os.environ['HOME'], '.mean-runs')\n"
             "    runs = int(marker.read_text()) if marker.exists() else 0\n"
             "    marker.write_text(str(runs + 1))\n    assert runs % 2 == 0\n",
         },
@@ -232,6 +233,24 @@ def python_repo(root: Path) -> tuple[Path, dict[str, str]]:
             "    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2\n",
             "tests/test_stats.py": "from helpers import close\n\nfrom calc.stats import median\n\n\n"
             "def test_even():\n    assert close(median([1, 2, 3, 4]), 2.5)\n",
+        },
+    )
+    # Its test file holds, beside the test of the fix and one that passes before it, one that skips
+    # where an optional dependency is missing and one that fails whatever the code (marked slow, so
+    # that the gate, which deselects slow tests, passes): both are outside the task, which they
+    # cost before rig judged by test ("a skip is a failure" made it solution-fails).
+    step(
+        "Show a thousands separator in big numbers",
+        "mined",
+        {
+            "calc/big.py": "def thousands(value):\n    return f'{value:,}'\n",
+            "tests/test_fmt.py": "import sys\n\nimport pytest\n\nfrom calc.fmt import percent\n\n\n"
+            "def test_thousands():\n    from calc.big import thousands\n\n"
+            "    assert thousands(1250) == '1,250'\n\n\n"
+            "def test_small():\n    assert percent(0.5).endswith('%')\n\n\n"
+            "def test_with_babel():\n    babel = pytest.importorskip('babel_is_not_installed_here')\n"
+            "    assert babel.numbers.format_decimal(1250) == '1,250'\n\n\n"
+            "@pytest.mark.slow\ndef test_on_an_old_interpreter():\n    assert sys.version_info < (3, 0)\n",
         },
     )
     # Its test asserts what the fix does not do, so it fails after the fix too; it is marked slow,

@@ -116,7 +116,7 @@ def test_each_commit_of_a_python_history_gets_the_expected_verdict(python_mined)
     assert "calc/_version.py" in reasons["generated"]
     assert "tests/helpers.py" in reasons["protected"]
     assert "test_mean::test_mean_counts_runs changed verdict over 3 runs" in reasons["flaky"]
-    assert "already passes before the fix" in reasons["no-fail-to-pass"]
+    assert "passes with the fix already passes before it" in reasons["no-fail-to-pass"]
     assert "hidden tests failed: test_mean2::test_thirds" in reasons["solution-fails"]
     # The funnel: each verdict stops a commit at one step, so each step's count follows from them.
     stops = {
@@ -193,8 +193,20 @@ def test_mined_tasks_are_measured_hidden_and_calibrate(python_mined, tmp_path):
     assert task.spec.hidden_at == "own-paths"
     assert "def test_hex" in (task.hidden_dir / "tests" / "test_parse.py").read_text()
     median = made["Fix median of an even number of values"]
-    # Before the fix its module does not import (calc/stats.py is not there yet): pytest names it.
-    assert median["fail_to_pass"] == ["tests.test_stats"]
+    # Before the fix its module does not import (calc/stats.py is not there yet): its test did
+    # not run, which fails it.
+    assert median["fail_to_pass"] == ["test_stats::test_even"]
+    assert tasks[median["task"]].spec.baseline.fails_hidden == ["test_stats::test_even"]
+    # Judged by test: a skip and a failure whatever the code are outside the task, not in it.
+    fmt = made["Show a thousands separator in big numbers"]
+    assert (fmt["fail_to_pass"], fmt["pass_to_pass"]) == (
+        ["test_fmt::test_thousands"],
+        ["test_fmt::test_small"],
+    )
+    assert "; 2 tests outside it" in fmt["reason"]
+    fmt_source = tasks[fmt["task"]].spec.source
+    assert fmt_source is not None and fmt_source.fail_to_pass == ["test_fmt::test_thousands"]
+    assert tasks[fmt["task"]].judged == {"test_fmt::test_thousands", "test_fmt::test_small"}
     # Beside it, the pristine files of its folder (the fix changes none there), put back over the
     # agent's and not run; only the commit's test is.
     median_task = tasks[median["task"]]
@@ -246,6 +258,20 @@ def test_a_helper_beside_a_hidden_test_is_the_pristine_one(python_mined, tmp_pat
     (work / "calc" / "stats.py").unlink()
     apply_patch(work, task.solution_patch)
     assert hidden().ok
+
+
+@pytest.mark.slow
+def test_a_run_is_judged_by_its_tasks_tests_not_by_the_tests_outside_it(python_mined, tmp_path):
+    """The reference fix succeeds though a test of its hidden file skips and one fails; doing
+    nothing fails the fail-to-pass test alone. The records count the tests outside the task."""
+    _repo, pack, _expected, report = python_mined
+    (fmt,) = [e for e in report["commits"] if e["subject"] == "Show a thousands separator in big numbers"]
+    records = {r["condition"]: r for r in solution_and_nothing(pack, fmt["task"], tmp_path, ENV)}
+    solution, nothing = records["solution"], records["nothing"]
+    assert solution["success"] is True, solution
+    assert (solution["hidden"]["collected"], solution["hidden"]["outside"]) == (2, 2)
+    assert solution["hidden"]["failed"] == solution["hidden"]["skipped"] == []
+    assert nothing["success"] is False and nothing["hidden"]["failed"] == ["test_fmt::test_thousands"]
 
 
 @pytest.mark.slow

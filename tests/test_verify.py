@@ -18,7 +18,9 @@ import pytest
 from builtin_pack import BUILTIN, HIDDEN_TESTS_DIR, TASKS_DIR
 from conftest import run_check_json
 
+from rig.schema import HiddenOutcome, Placement, RunnerSpec
 from rig.verify.checks import CANARY_MARKER, HIDDEN_DEST, run_check, run_hidden
+from rig.verify.judged import judge_hidden
 from rig.workspace.build import PatchError, apply_patch, tree_digest
 
 
@@ -204,6 +206,7 @@ def test_clean_solution_reports_only_the_hidden_tests(workspace, task, tmp_path)
             "exit_code": 0,
             "ok": True,
             "collected": 4,
+            "outside": 0,
             "failed": [],
             "skipped": [],
             "error": None,
@@ -427,3 +430,77 @@ def test_a_module_shadowing_the_stdlib_next_to_check_py_is_not_imported(workspac
     assert run_check_json(workspace) == (0, {"ok": True, "failed": [], "results": {}})  # the plant works
     outcome = run_check(workspace, tmp_path / "home", BUILTIN.spec.gate)
     assert not outcome.ok and outcome.failed == ["pytest"]
+
+
+# --- judged by test: a mined task's fail-to-pass and pass-to-pass tests decide it -------------
+
+FMT_TESTS = """import sys
+
+import pytest
+
+
+def test_thousands():
+    assert f"{1250:,}" == "1,250"
+
+
+def test_small():
+    assert f"{50}" == "50"
+
+
+def test_with_babel():
+    pytest.importorskip("babel_is_not_installed_here")
+
+
+def test_on_an_old_interpreter():
+    assert sys.version_info < (3, 0)
+"""
+FMT_JUDGED = frozenset({"test_fmt::test_thousands", "test_fmt::test_small"})
+
+
+def own_paths_hidden(tmp_path: Path, conftest: str | None = None) -> HiddenOutcome:
+    """The hidden file FMT_TESTS run at its own path in a tree whose tests/conftest.py is `conftest`."""
+    work, hidden_src = tmp_path / "work", tmp_path / "hidden"
+    (work / "tests").mkdir(parents=True)
+    (hidden_src / "tests").mkdir(parents=True)
+    (hidden_src / "tests" / "test_fmt.py").write_text(FMT_TESTS)
+    if conftest is not None:
+        (work / "tests" / "conftest.py").write_text(conftest)
+    return run_hidden(
+        work,
+        hidden_src,
+        tmp_path / "j.xml",
+        tmp_path / "home",
+        RunnerSpec(kind="pytest"),
+        placement=Placement(at="own-paths", tests=("tests/test_fmt.py",)),
+    )
+
+
+def test_tests_outside_a_task_neither_count_nor_fail_it(tmp_path):
+    """A skip and a failure whatever the code, outside the judged tests: the judged ones decide."""
+    ran = own_paths_hidden(tmp_path)
+    assert not ran.ok and ran.failed == ["test_fmt::test_on_an_old_interpreter"]
+    assert ran.skipped == ["test_fmt::test_with_babel"]
+    judged = judge_hidden(ran, FMT_JUDGED)
+    assert judged.ok and judged.exit_code == 0 and judged.error is None
+    assert (judged.collected, judged.outside, judged.failed, judged.skipped) == (2, 2, [], [])
+    # Every test judges a task judged by file (hand-written, or mined before): unchanged.
+    assert judge_hidden(ran, None) == ran
+    # A skip of a judged test is a failure, as before.
+    skipping = judge_hidden(ran, FMT_JUDGED | {"test_fmt::test_with_babel"})
+    assert not skipping.ok and skipping.skipped == ["test_fmt::test_with_babel"]
+    assert skipping.error == "1 of 3 judged hidden tests were skipped or xfailed; a skip is a failure"
+
+
+def test_a_judged_test_a_planted_conftest_deselects_fails(tmp_path):
+    """An agent's conftest.py beside the hidden file drops a judged test from the run: every other
+    test passes and pytest exits as if all were well, but the judged test is missing, so it failed."""
+    deselect = (
+        "def pytest_collection_modifyitems(config, items):\n"
+        "    items[:] = [i for i in items if i.name != 'test_thousands']\n"
+    )
+    ran = own_paths_hidden(tmp_path, deselect)
+    assert "test_fmt::test_thousands" not in {*ran.passed, *ran.failed, *ran.skipped}
+    judged = judge_hidden(ran, FMT_JUDGED)
+    assert not judged.ok and judged.failed == ["test_fmt::test_thousands"]
+    assert judged.error == "1 of 2 judged hidden tests did not run (test_fmt::test_thousands)"
+    assert judged.problems["test_fmt::test_thousands"] == "did not run: not in the runner's report"

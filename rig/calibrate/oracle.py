@@ -39,6 +39,7 @@ from rig.schema import (
     Verification,
 )
 from rig.verify.checks import default_pycache, forget_bytecode, place_before_gate, run_check, run_hidden
+from rig.verify.judged import judge_hidden
 from rig.workspace.bases import bases_root
 from rig.workspace.build import PatchError, apply_patch, copy_fixture, tree_digest
 from rig.workspace.scope import patch_out_of_scope
@@ -298,6 +299,10 @@ def run_item(
         )
     except PatchError as exc:
         return result(False, str(exc))
+    if item.task is not None and verification.hidden is not None:
+        verification = Verification(
+            check=verification.check, hidden=judge_hidden(verification.hidden, item.task.judged)
+        )
     passed, reason = judge(item, verification)
     if passed and item.kind == "solution" and item.task is not None:
         outside = patch_out_of_scope(item.task.solution_patch, item.task.spec)

@@ -58,6 +58,7 @@ from rig.schema import (
     Verification,
     test_glob_problem,
 )
+from rig.verify.judged import judge_hidden
 from rig.workspace.bases import bundle, materialize
 from rig.workspace.build import PatchError
 
@@ -121,9 +122,20 @@ def _flaky(runs: list[Verification]) -> None:
 
 @dataclass(frozen=True)
 class Measured:
+    """What a fix's hidden tests measured: the tests that judge the task and the baseline's failures."""
+
     fail_to_pass: list[str]
     pass_to_pass: list[str]
     fails_stages: list[str]
+    fails_hidden: list[str]
+    """The judged tests that failed (or did not run) before the fix: the baseline's expectation."""
+    outside: int
+    """Tests of the hidden files that never passed with the fix: outside the task."""
+
+    @property
+    def judged(self) -> frozenset[str]:
+        """The tests whose outcomes decide the task (rig.verify.judged)."""
+        return frozenset(self.fail_to_pass) | frozenset(self.pass_to_pass)
 
 
 @dataclass(frozen=True)
@@ -154,11 +166,12 @@ def measure(
     reached: Callable[[FunnelStage], None],
     measurements: Measurements,
 ) -> Measured:
-    """Run the hidden tests after the fix, then before it (in `env`): that all pass after, which
-    fail before, and that no verdict changes over HIDDEN_RUNS runs of the same code; `reached` hears
-    each step passed. The fixed code first: a fix that does not pass its own tests (most at an old
-    parent, where today's environment breaks something) is skipped without measuring the code
-    before it."""
+    """Run the hidden tests after the fix, then before it (in `env`): which pass after (the judged
+    tests: rig.verify.judged), which of those did not pass before, and that no verdict changes over
+    HIDDEN_RUNS runs of the same code; `reached` hears each step passed. A test of the hidden files
+    that skips or fails with the fix is outside the task. The fixed code first: a fix whose gate
+    fails, or whose tests none pass (most at an old parent, where today's environment breaks
+    something), is skipped without measuring the code before it."""
 
     def runs(applied: list[Path], name: str) -> list[Verification]:
         return measurements.verify(
@@ -175,8 +188,11 @@ def measure(
     _flaky(after)
     reached("not_flaky")
     fixed = after[0]
-    if not fixed.success or fixed.hidden is None:
+    ran = fixed.hidden
+    if not fixed.check.ok or ran is None or any(t.startswith("<") for t in ran.failed) or not ran.passed:
         raise Skip("solution-fails", f"with the fix applied: {_failures(fixed)}")
+    # A test passes with the fix when it passed in every run (a skip never flips to a failure).
+    judged = frozenset.intersection(*(frozenset(v.hidden.passed if v.hidden else ()) for v in after))
     reached("passed_after")
     before = runs([patches.setup], "before")
     _flaky(before)
@@ -188,13 +204,20 @@ def measure(
         raise Skip(
             "no-fail-to-pass", f"before the fix the hidden tests do not run ({broken.error or markers[0]})"
         )
-    if not broken.failed:
-        raise Skip("no-fail-to-pass", "every hidden test already passes before the fix: they do not test it")
+    passed_before = frozenset(broken.passed)
+    if judged <= passed_before:
+        outside = ran.failed + ran.skipped
+        also = f" (and {len(outside)} that fail or skip with it too)" if outside else ""
+        raise Skip(
+            "no-fail-to-pass", f"every hidden test that passes with the fix already passes before it{also}"
+        )
     reached("failed_before")
     return Measured(
-        fail_to_pass=sorted(broken.failed),
-        pass_to_pass=sorted(set(fixed.hidden.passed) - set(broken.failed)),
+        fail_to_pass=sorted(judged - passed_before),
+        pass_to_pass=sorted(judged & passed_before),
         fails_stages=list(before[0].check.failed),
+        fails_hidden=sorted(judge_hidden(broken, judged).failed),
+        outside=len({*ran.failed, *ran.skipped} - judged),
     )
 
 
@@ -206,9 +229,10 @@ def decoys(
     task_dir: Path,
     env: ProjectEnv | None,
     measurements: Measurements,
+    judged: frozenset[str],
 ) -> dict[str, dict]:
-    """Write each decoy that is measured (in `env`) to fail into task_dir/decoys; their task.toml
-    entries."""
+    """Write each decoy that is measured (in `env`) to fail its `judged` tests or the gate into
+    task_dir/decoys; their task.toml entries."""
     kept: dict[str, dict] = {}
     for name, reason, body in decoy_patches(patches.solution.read_bytes()):
         patch = scratch / f"decoy-{name}.patch"
@@ -224,6 +248,8 @@ def decoys(
             )
         except PatchError:
             continue
+        if v.hidden is not None:
+            v = Verification(check=v.check, hidden=judge_hidden(v.hidden, judged))
         if v.success or (v.hidden is not None and any(t.startswith("<") for t in v.hidden.failed)):
             continue
         (task_dir / "decoys").mkdir(exist_ok=True)
@@ -352,7 +378,14 @@ def mine_commit(
     shutil.copyfile(patches.setup, task_dir / "setup.patch")
     shutil.copyfile(patches.solution, task_dir / "solution.patch")
     kept = decoys(
-        start, patches, Hidden(hidden, placement), scratch, task_dir, environment, options.measurements
+        start,
+        patches,
+        Hidden(hidden, placement),
+        scratch,
+        task_dir,
+        environment,
+        options.measurements,
+        measured.judged,
     )
     spec = {
         "id": ident,
@@ -363,13 +396,14 @@ def mine_commit(
         "hidden_tests": list(placement.tests),
         "timeout_s": options.timeout_s,
         "prompt": prompt,
-        "baseline": {"fails_stages": measured.fails_stages, "fails_hidden": measured.fail_to_pass},
+        "baseline": {"fails_stages": measured.fails_stages, "fails_hidden": measured.fails_hidden},
         "decoys": kept,
         "source": {
             "repo": options.repo.name,
             "commit": commit.sha,
             "subject": commit.subject,
             **({"parent": commit.parents[0]} if base else {}),
+            "fail_to_pass": measured.fail_to_pass,
             "pass_to_pass": measured.pass_to_pass,
         },
     }
@@ -379,7 +413,9 @@ def mine_commit(
         subject=commit.subject,
         verdict="mined",
         reason=f"{len(measured.fail_to_pass)} fail-to-pass, {len(measured.pass_to_pass)} pass-to-pass, "
-        f"{len(kept)} decoys" + (f"; in the fixture's environment ({fallback})" if fallback else ""),
+        f"{len(kept)} decoys"
+        + (f"; {measured.outside} tests outside it" if measured.outside else "")
+        + (f"; in the fixture's environment ({fallback})" if fallback else ""),
         task=ident,
         fail_to_pass=measured.fail_to_pass,
         pass_to_pass=measured.pass_to_pass,

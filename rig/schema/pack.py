@@ -378,7 +378,8 @@ class Decoy(Expectation):
 
 class TaskSource(BaseModel):
     """Where a mined task came from (`rig task mine`): the fix commit, and the hidden tests that
-    passed both before and after it (the ones that failed before are `baseline.fails_hidden`)."""
+    judge it (rig.verify.judged): those that passed with the fix and not before it (`fail_to_pass`),
+    and those that passed both before and after it (`pass_to_pass`)."""
 
     model_config = ConfigDict(extra="forbid")
     repo: str = ""
@@ -388,6 +389,12 @@ class TaskSource(BaseModel):
         default=None, pattern=COMMIT_SHA, description="the fix's parent, when the task starts there (`base`)"
     )
     pass_to_pass: list[str] = Field(default_factory=list)
+    fail_to_pass: list[str] | None = Field(
+        default=None,
+        description="the hidden tests that pass with the fix and failed, skipped or did not run "
+        "before it; with pass_to_pass, the tests that judge the task. None (a task mined before rig "
+        "judged by test): every test of its hidden files judges it",
+    )
 
 
 # Where a task's hidden tests run: "folder", hidden_tests/<id>/ copied as one folder
@@ -491,6 +498,14 @@ class Task(BaseModel):
     def placement(self) -> Placement:
         """Where its hidden tests run, and which are tests."""
         return Placement(at=self.spec.hidden_at, tests=tuple(self.spec.hidden_tests))
+
+    @property
+    def judged(self) -> frozenset[str] | None:
+        """The hidden tests whose outcomes decide it (rig.verify.judged); None: every hidden test."""
+        source = self.spec.source
+        if source is None or source.fail_to_pass is None:
+            return None
+        return frozenset(source.fail_to_pass) | frozenset(source.pass_to_pass)
 
 
 class BuiltEnvironment(BaseModel):

@@ -30,12 +30,19 @@ class HiddenOutcome(BaseModel):
     otherwise pytest's own exit code, None on a timeout. failed: hidden tests that failed or
     errored as `module::test` (a module's collection error as `module`), or one marker:
     <canary>, <crash>, <timeout>, <no tests collected>. skipped: hidden tests skipped or
-    xfailed, which also makes the outcome not ok.
+    xfailed, which also makes the outcome not ok. A task judged by test (a mined one:
+    rig.verify.judged) counts only its judged tests in these fields, a judged test missing from the
+    report among the failed; `outside` counts the others.
     """
 
     exit_code: int | None
     ok: bool
     collected: int = 0
+    outside: int = Field(
+        default=0,
+        description="tests of the hidden files outside the task (skipped or failing with the "
+        "reference fix when it was mined): run, never judged",
+    )
     failed: list[str] = Field(default_factory=list)
     skipped: list[str] = Field(default_factory=list)
     error: str | None = None

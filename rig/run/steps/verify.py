@@ -7,6 +7,7 @@ from rig.run.steps.attempt import Attempt, InjectedFault, Trail, write_artifact
 from rig.run.steps.collect import Collected
 from rig.schema import CheckOutcome, HiddenOutcome
 from rig.verify.checks import default_pycache, place_before_gate, run_check, run_hidden, warm_bytecode
+from rig.verify.judged import judge_hidden
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ def verify(
     """The pack's gate (hidden tests at their own paths already in place), then the hidden tests
     of the attempt's task, in the rig's copy that `collected` made, with a home made only now,
     both in the agent's `sandbox` if it had one (they run the agent's code); `check.json` and
-    `hidden-junit.xml` go in the attempt folder.
+    `hidden-junit.xml` go in the attempt folder. The task's judged tests decide (rig.verify.judged).
 
     Enters steps `check` and `hidden` on `trail`. A timeout or crash is a verdict with its reason
     (its error also on `trail.warnings`); an exception is `error`, never a dead runner.
@@ -47,7 +48,7 @@ def verify(
         check = run_check(workdir, home, gate, gate_timeout, pycache, sandbox, attempt.project_env)
         write_artifact(folder / "check.json", check.model_dump_json(indent=2))
         trail.enter("hidden")
-        hidden = run_hidden(
+        ran = run_hidden(
             workdir,
             task.hidden_dir,
             folder / "hidden-junit.xml",
@@ -59,6 +60,7 @@ def verify(
             attempt.project_env,
             placement=task.placement,
         )
+        hidden = judge_hidden(ran, task.judged)
     except InjectedFault:
         raise
     except Exception as exc:  # a broken verification is recorded with its reason, never a dead runner

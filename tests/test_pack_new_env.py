@@ -363,3 +363,62 @@ def test_with_an_environment_the_gate_is_the_runners_own_not_a_makefile_target(t
     }
     _, summary, _ = scaffold(tmp_path, files)
     assert "gate: python -m pytest (pytest, run by the [environment]'s interpreter)" in summary, summary
+
+
+# A test that fails in rig's environment whatever the code (an interpreter difference), with a
+# parameter whose id holds the runner's own separator; and one that passes.
+OLD_INTERPRETER_TESTS = """import sys
+
+import pytest
+
+
+@pytest.mark.parametrize("case", ["a::b"])
+def test_needs_python_2(case):
+    assert sys.version_info < (3, 0), "an old interpreter only"
+
+
+def test_fine():
+    assert True
+"""
+
+
+def test_tests_failing_on_the_clean_fixture_are_known_failures_and_the_pack_is_green(tmp_path: Path) -> None:
+    repo = env_project_repo(tmp_path / "envproject", {"tests/test_old.py": OLD_INTERPRETER_TESTS})
+    done = pack_new_offline(tmp_path, repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    *_, said, passes = done.stdout.strip().splitlines()
+    test = "tests/test_old.py::test_needs_python_2[a::b]"
+    assert said == (
+        f"gate on the clean fixture: 1 of 3 tests fail whatever the code (first: {test}: AssertionError: "
+        "an old interpreter only); deselected, listed in pack.toml [gate] known_failures"
+    ), done.stdout
+    assert passes.startswith("gate on the clean fixture, in the environment: passes ("), passes
+    gate = load_pack(tmp_path / "pack").spec.gate
+    assert [(k.test, k.error) for k in gate.known_failures] == [
+        (test, "AssertionError: an old interpreter only")
+    ]
+    assert gate.run[-2:] == ["--deselect", test]
+    # Mining starts from a gate that passes: it no longer refuses the repository.
+    mine = subprocess.run(
+        [RIG, "task", "mine", str(repo), "--pack", str(tmp_path / "pack"), "--max", "1", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**offline(tmp_path / "envs"), "GIT_CEILING_DIRECTORIES": str(tmp_path)},
+    )
+    assert mine.returncode == 0, mine.stdout + mine.stderr
+
+
+def test_a_gate_most_of_whose_tests_fail_is_not_set_aside(tmp_path: Path) -> None:
+    failing = OLD_INTERPRETER_TESTS.replace(
+        "def test_fine():\n    assert True", "def test_fine():\n    assert False"
+    )
+    repo = env_project_repo(tmp_path / "envproject", {"tests/test_old.py": failing})
+    done = pack_new_offline(tmp_path, repo)
+    assert done.returncode == 1, done.stdout + done.stderr
+    *_, aside, failed, _fix = done.stdout.strip().splitlines()
+    assert (
+        aside == "known failures: not set aside, 2 of 3 tests fail: the gate does not run in this environment"
+    )
+    assert failed.startswith("gate on the clean fixture, in the environment: FAILS at gate"), failed
+    assert load_pack(tmp_path / "pack").spec.gate.known_failures == []

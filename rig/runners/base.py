@@ -61,6 +61,32 @@ class TestGlob:
 
 
 @dataclass(frozen=True)
+class GateFailures:
+    """What a gate that runs the kind's own runner says of each test it failed: `rig pack new`
+    lists the tests that fail on the clean fixture whatever the code (known failures) and
+    deselects them from the gate."""
+
+    report: tuple[str, ...]
+    """Options appended to the gate that make the runner name each failing test on a line."""
+    read: Callable[[str], "FailureList"]
+    """The failing tests named in the gate's output (stdout and stderr)."""
+    deselect: Callable[[str], tuple[str, ...]]
+    """Options appended to the gate that leave one test out of it."""
+
+
+@dataclass(frozen=True)
+class FailureList:
+    """The tests a run of the gate failed, as its runner named them."""
+
+    failed: list[tuple[str, str]]
+    """Each failing test's id and its first error line."""
+    unloaded: list[str]
+    """Files that did not load (a collection error): the gate cannot run them at all."""
+    passed: int
+    """How many tests passed."""
+
+
+@dataclass(frozen=True)
 class Placeholder:
     """The example task's hidden test, which fails until it is written: its file, text and test id."""
 
@@ -119,6 +145,8 @@ class Kind:
     project_test_files: Callable[[Project], list[TestGlob]] | None = None
     """The test-file globs the project's runner configuration names (its defaults when it names
     none), read without running anything; None: `rig pack new` writes no `test_files`."""
+    gate_failures: GateFailures | None = None
+    """How a gate running the kind's runner names and leaves out failing tests; None: it cannot."""
 
     def is_test_file(self, name: str) -> bool:
         """Whether a file name matches one of the kind's `test_files` patterns."""

@@ -10,7 +10,16 @@ from pathlib import Path, PurePosixPath
 
 from rig.confine.project_env import ProjectEnv
 from rig.runners.argv import PYTHON, python_target
-from rig.runners.base import Detection, GateGuess, Kind, Placeholder, Project, TestGlob
+from rig.runners.base import (
+    Detection,
+    FailureList,
+    GateFailures,
+    GateGuess,
+    Kind,
+    Placeholder,
+    Project,
+    TestGlob,
+)
 from rig.runners.hidden import Hidden, HiddenRun, token
 from rig.runners.junit import Canaries, Canary, pytest_cases
 from rig.runners.pytest_project import NEVER_LOADED, chosen, config_file, kept_addopts, option, option_in
@@ -178,6 +187,30 @@ def runs_tests(argv: list[str]) -> bool:
     return name in _PROGRAMS or bool(PYTHON.match(name) and python_target(argv[1:]) == ("module", _MODULE))
 
 
+# pytest's short summary (-rfE): `FAILED tests/a.py::test_b - AssertionError: ...`, `ERROR tests/c.py -
+# ImportError: ...` (a file that did not load has no `::`), and its closing count line.
+_SUMMARY_LINE = re.compile(r"^(FAILED|ERROR) (\S.*?)(?: - (.*))?$")
+_PASSED = re.compile(r"\b(\d+) passed\b")
+
+
+def gate_failures(output: str) -> FailureList:
+    """The tests pytest's short summary names as failed or errored, and the files that did not load."""
+    failed: list[tuple[str, str]] = []
+    unloaded: list[str] = []
+    passed = 0
+    for line in output.splitlines():
+        match = _SUMMARY_LINE.match(line.strip())
+        if match is not None:
+            kind, test, message = match.groups()
+            if kind == "ERROR" and "::" not in test:
+                unloaded.append(test)
+            else:
+                failed.append((test, (message or kind.lower()).strip()))
+        elif counts := _PASSED.search(line):
+            passed = int(counts.group(1))
+    return FailureList(failed, unloaded, passed)
+
+
 def detect(project: Project) -> Detection | None:
     """pytest's configuration files and sections, conftest.py files and test files, if any."""
     evidence = [f for f in _CONFIGS if f in project.files]
@@ -276,4 +309,11 @@ PYTEST = Kind(
     },
     passing_test=("test_fake.py", "def test_fake():\n    assert True\n"),
     project_test_files=project_test_files,
+    # -rfE names each failure in the short summary, whatever the gate's -q or -r said; --tb=no
+    # keeps the output to that summary.
+    gate_failures=GateFailures(
+        report=("-rfE", "--tb=no", "-p", "no:cacheprovider"),
+        read=gate_failures,
+        deselect=lambda test: ("--deselect", test),
+    ),
 )

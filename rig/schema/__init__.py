@@ -53,6 +53,7 @@ from rig.schema.pack import (  # noqa: F401
     Expectation,
     GateSpec,
     HiddenAt,
+    KnownFailure,
     Pack,
     PackSource,
     PackSpec,

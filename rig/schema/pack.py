@@ -28,6 +28,16 @@ DEFAULT_MAX_DEPTH = 64
 PACK_NAME = r"^[a-z0-9][a-z0-9_.-]*$"
 
 
+class KnownFailure(BaseModel):
+    """A test that fails on the clean fixture in rig's environment whatever the code (an
+    interpreter difference, a tool the machine lacks): measured by `rig pack new`, deselected from
+    the gate, and outside every mined task (rig.verify.judged)."""
+
+    model_config = ConfigDict(extra="forbid")
+    test: str = Field(min_length=1, description="the test's id as its runner names it")
+    error: str = Field(description="its first error line on the clean fixture")
+
+
 class GateSpec(BaseModel):
     """The project's gate: a command run in the workspace whose exit code decides.
 
@@ -51,6 +61,11 @@ class GateSpec(BaseModel):
     )
     timeout_s: float | None = Field(
         default=None, gt=0, description="default: the experiment's timeouts.check_s"
+    )
+    known_failures: list[KnownFailure] = Field(
+        default_factory=list,
+        description="tests failing on the clean fixture whatever the code, which `run` deselects "
+        "(written by `rig pack new`)",
     )
 
 

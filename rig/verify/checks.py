@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from rig.confine.proc import run_bounded, scrubbed_env
+from rig.confine.proc import Completed, run_bounded, scrubbed_env
 from rig.confine.project_env import ProjectEnv
 from rig.confine.sandbox import Sandbox
 from rig.confine.untrusted import read_bounded, remove
@@ -153,6 +153,57 @@ def forget_bytecode(pycache: Path, root: Path) -> None:
     shutil.rmtree(pycache / root.resolve().relative_to("/"), ignore_errors=True)
 
 
+def gate_command(gate: GateSpec, project_env: ProjectEnv | None) -> list[str]:
+    """The gate's `run` as it starts: `{python}` is the environment's interpreter."""
+    return fill(gate.run, **({"python": project_env.python} if project_env else {}))
+
+
+def _run_gate(
+    workdir: Path,
+    home: Path,
+    gate: GateSpec,
+    timeout: float,
+    pycache: Path | None,
+    sandbox: Sandbox | None,
+    project_env: ProjectEnv | None,
+    more_env: dict[str, str] | None = None,
+) -> Completed | CheckOutcome:
+    """The gate's process as it ended (`more_env` added to its environment); the failed outcome of
+    stage `build` if the environment's derived files could not be made first."""
+    if project_env is not None:
+        problem = derive(workdir, home, project_env, timeout, pycache, sandbox)
+        if problem is not None:
+            return CheckOutcome(
+                exit_code=None,
+                ok=False,
+                failed=[BUILD_STAGE],
+                results={BUILD_STAGE: [problem]},
+                error=problem,
+            )
+    with _verify_env(home, pycache) as env:
+        if project_env is not None:
+            env = project_env.verify_environ(env, workdir, path_roots=True)
+        env.update(more_env or {})
+        confined = _confine(gate_command(gate, project_env), workdir, home, pycache, sandbox, project_env)
+        return run_bounded(confined, workdir, env, timeout)
+
+
+def gate_output(
+    workdir: Path,
+    home: Path,
+    gate: GateSpec,
+    project_env: ProjectEnv | None,
+    timeout: float = CHECK_TIMEOUT_S,
+) -> str | None:
+    """What the gate printed (stdout, then stderr) when run unconfined in `workdir`, told it runs in
+    CI (runners then print each failure's message whole, not cut to a terminal's width); None if it
+    could not start (its build lines failed) or timed out."""
+    done = _run_gate(workdir, home, gate, timeout, None, None, project_env, {"CI": "true"})
+    if isinstance(done, CheckOutcome) or done.timed_out:
+        return None
+    return done.stdout + "\n" + done.stderr
+
+
 def run_check(
     workdir: Path,
     home: Path,
@@ -169,23 +220,9 @@ def run_check(
     whose derived files are made first (`derive`; a failure is the gate's stage `build`), whose
     interpreter is `{python}` and whose PATH and variables the gate gets.
     """
-    if project_env is not None:
-        problem = derive(workdir, home, project_env, timeout, pycache, sandbox)
-        if problem is not None:
-            return CheckOutcome(
-                exit_code=None,
-                ok=False,
-                failed=[BUILD_STAGE],
-                results={BUILD_STAGE: [problem]},
-                error=problem,
-            )
-    command = fill(gate.run, **({"python": project_env.python} if project_env else {}))
-    with _verify_env(home, pycache) as env:
-        if project_env is not None:
-            env = project_env.verify_environ(env, workdir, path_roots=True)
-        done = run_bounded(
-            _confine(command, workdir, home, pycache, sandbox, project_env), workdir, env, timeout
-        )
+    done = _run_gate(workdir, home, gate, timeout, pycache, sandbox, project_env)
+    if isinstance(done, CheckOutcome):
+        return done
     if done.timed_out:
         return CheckOutcome(
             exit_code=None, ok=False, failed=["<timeout>"], error=f"the gate timed out after {timeout:.0f}s"

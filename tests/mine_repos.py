@@ -627,3 +627,52 @@ def sealed_node_repo(root: Path, project: Path) -> tuple[Path, str, str]:
         {"src/bump.js": bump("minor", "major"), "test/bump.test.mjs": test},
     )
     return repo, first, git(repo, "rev-parse", "HEAD").strip()
+
+
+def stop_and_go_repo(root: Path, marker: str) -> tuple[Path, dict[str, str]]:
+    """A short Python history, newest first: a fix (mined), a fix whose tests pass before it
+    (no-fail-to-pass), and a fix whose test, before the fix, hangs in a process whose command line
+    holds `marker`: where a stop signal finds the mining."""
+    repo, expected, step = history(root / "stopgo")
+    step(
+        "Start the calculator",
+        "root",
+        {
+            "pyproject.toml": PYPROJECT,
+            "calc/__init__.py": "",
+            "calc/ops.py": OPS_V1,
+            "calc/fmt.py": FMT_V1,
+            "tests/test_ops.py": TESTS_V1,
+        },
+    )
+    step(
+        "Fix clamp waiting for the clock",
+        "interrupted",
+        {
+            "calc/ops.py": (ops := OPS_V1.replace("min(value, low)", "min(value, high)")),
+            # It hangs only before the fix: the snapshot's gate and the fixed code pass it at once.
+            "tests/test_clamp.py": "import subprocess\n\nfrom calc.ops import clamp\n\n\n"
+            "def test_clamp_high():\n    if clamp(10, 0, 5) != 5:\n"
+            f"        subprocess.run(['sh', '-c', 'sleep 300 # {marker}'])\n"
+            "    assert clamp(10, 0, 5) == 5\n",
+        },
+    )
+    step(
+        "Fix percent rounding for tiny values",
+        "no-fail-to-pass",
+        {
+            "calc/fmt.py": FMT_V1.replace(":.0f}", ":.1f}"),
+            "tests/test_percent.py": "from calc.fmt import percent\n\n\ndef test_percent_is_text():\n"
+            "    assert percent(0.5).endswith('%')\n",
+        },
+    )
+    step(
+        "Fix subtract() returning the difference with the wrong sign",
+        "mined",
+        {
+            "calc/ops.py": ops.replace("return b - a", "return a - b"),
+            "tests/test_ops.py": TESTS_V1.replace("import add", "import add, subtract")
+            + "\n\ndef test_subtract():\n    assert subtract(5, 3) == 2\n",
+        },
+    )
+    return repo, expected

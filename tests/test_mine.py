@@ -14,7 +14,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import tomllib
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +30,7 @@ from mine_repos import (
     javascript_repo,
     python_repo,
     shared_tests_repo,
+    stop_and_go_repo,
 )
 from processes import BURST, background_job, interrupt, running, wait_for
 
@@ -134,7 +137,11 @@ def test_each_commit_of_a_python_history_gets_the_expected_verdict(python_mined)
         "calibration": "described",
         "mined": "kept",
     }
-    steps = {step: n for step, n in report["funnel"].items() if step != "at_parent"}
+    steps = {step: n for step, n in report["funnel"].items() if step not in ("at_parent", "lost")}
+    # Every loss counted by its reason, most first.
+    losses = Counter(verdict for verdict in expected.values() if verdict != "mined")
+    assert report["funnel"]["lost"] == dict(sorted(losses.items(), key=lambda kv: (-kv[1], kv[0])))
+    assert list(report["funnel"]["lost"].values()) == sorted(losses.values(), reverse=True)
     order = list(steps)
     assert order[0] == "read" and order[-1] == "kept"
     expected_funnel = {
@@ -467,13 +474,59 @@ def test_ctrl_c_stops_mining_at_once_and_adds_nothing(tmp_path, sig):
         proc.kill()
         proc.communicate()
     assert proc.returncode == 130, err
-    assert (
-        err.strip().splitlines()[-1]
-        == "error: interrupted; nothing was added to the pack (rerun to mine again)"
+    assert err.strip().splitlines()[-1] == (
+        f"error: interrupted; the tasks kept so far stay in the pack, every verdict so far in "
+        f"{pack / 'mined.jsonl'} (a rerun goes on from there)"
     )
     assert not running(marker), "the gate outlived the mining"
     assert list(scratch.iterdir()) == []
     assert not any((pack / "tasks").iterdir()) and not (pack / "bases").exists()
+
+
+def test_a_stop_keeps_every_task_and_verdict_so_far_and_a_rerun_goes_on(tmp_path):
+    """Stopped while a third commit is measured: the first commit's task is in the pack and
+    calibrates, both verdicts are in the journal, and a rerun reports the second from there
+    instead of measuring it again."""
+    marker = f"rig-mine-hangs-{tmp_path.name}"
+    repo, expected = stop_and_go_repo(tmp_path, marker)
+    pack = new_pack(repo, tmp_path / "pack")
+    proc = subprocess.Popen(
+        [RIG, "task", "mine", str(repo), "--pack", str(pack), "-w", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+        preexec_fn=background_job,
+    )
+    journal_file = pack / "mined.jsonl"
+    try:
+        wait_for(marker, proc, 300)
+        # The two newer commits' verdicts are decided (the task kept) before the signal comes.
+        deadline = time.monotonic() + 120
+        while not journal_file.exists() or len(journal_file.read_text().splitlines()) < 2:
+            assert time.monotonic() < deadline, "the newer commits' verdicts never came"
+            time.sleep(0.2)
+        _out, err = interrupt(proc, 30, signal.SIGINT)
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert proc.returncode == 130, err
+    assert not running(marker), "the hanging test outlived the mining"
+    journal = [json.loads(line) for line in journal_file.read_text().splitlines()]
+    assert [(e["subject"], e["verdict"]) for e in journal] == [
+        (subject, verdict) for subject, verdict in expected.items() if verdict in ("mined", "no-fail-to-pass")
+    ][::-1]
+    (task,) = load_tasks(load_pack(pack))
+    assert task.spec.source is not None and task.spec.source.commit == journal[0]["commit"]
+    assert not list(pack.glob(".*.partial"))
+    again = mined(repo, pack, "--max", "2")
+    assert [(e["verdict"], e["earlier"]) for e in again["commits"]] == [
+        ("already-mined", False),
+        ("no-fail-to-pass", True),
+    ]
+    assert again["commits"][1]["reason"] == journal[1]["reason"]
+    calibration = rig("calibrate", "--pack", str(pack), "--json")
+    assert calibration.returncode == 0, calibration.stdout + calibration.stderr
 
 
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, monkeypatch):

@@ -206,7 +206,6 @@ def task_mine(
     import signal
     import sys
     import tempfile
-    from collections import Counter
 
     from rich.console import Console
     from rich.markup import escape
@@ -216,7 +215,7 @@ def task_mine(
     from rig.env.activate import activate
     from rig.env.uvtool import EnvError
     from rig.mine.history import MineError
-    from rig.mine.miner import mine
+    from rig.mine.miner import JOURNAL, mine
     from rig.packs.manifest import PackError, load_pack
     from rig.schema import MinedCommit
     from rig.schema.reports import FUNNEL_STAGES
@@ -232,12 +231,16 @@ def task_mine(
 
     def show(entry: MinedCommit) -> None:
         mark = typer.style("[measured]", fg=typer.colors.GREEN) if entry.verdict == "mined" else "[skipped]"
+        mark = "[earlier]" if entry.earlier else mark
         where = " (at its parent)" if entry.base == "parent" else ""
         typer.echo(f"{mark} {entry.commit[:10]} {entry.subject[:60]}{where}: {entry.verdict}: {entry.reason}")
 
     # Ctrl-C (or SIGTERM) ends the mining at once, whatever step it is in: the verification
-    # commands in flight are killed, the scratch copies removed and nothing is added to the pack.
+    # commands in flight are killed and the scratch copies removed. What was done stays: each task
+    # went into the pack once calibrated (in steps that leave it whole at any moment), each
+    # verdict into its journal, which a rerun reads instead of measuring the commit again.
     work = Path(tempfile.mkdtemp(prefix="rig-mine-"))
+    journal = loaded.root / JOURNAL
 
     def interrupted(signum: int, frame: object) -> None:
         # A second signal inside this handler would run it again while it holds what it cleans up.
@@ -245,7 +248,11 @@ def task_mine(
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         kill_running_commands()
         shutil.rmtree(work, ignore_errors=True)
-        typer.echo("error: interrupted; nothing was added to the pack (rerun to mine again)", err=True)
+        typer.echo(
+            f"error: interrupted; the tasks kept so far stay in the pack, every verdict so far in {journal} "
+            "(a rerun goes on from there)",
+            err=True,
+        )
         sys.stdout.flush()
         os._exit(130)
 
@@ -283,10 +290,10 @@ def task_mine(
     for entry in report.commits:
         table.add_row(entry.commit[:10], entry.verdict, escape(entry.task or entry.reason))
     Console(width=160).print(table)
-    counts = Counter(entry.verdict for entry in report.commits)
-    mined = counts.pop("mined", 0)
-    skipped = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items()))
-    typer.echo(f"mined {mined}; skipped {sum(counts.values())}" + (f" ({skipped})" if skipped else ""))
+    lost = report.funnel.lost
+    mined = len(report.commits) - sum(lost.values())
+    skipped = ", ".join(f"{n} {verdict}" for verdict, n in lost.items())
+    typer.echo(f"mined {mined}; skipped {sum(lost.values())}" + (f" ({skipped})" if skipped else ""))
     funnel = report.funnel.model_dump()
     parent = funnel.pop("at_parent")
     words = {**FUNNEL_WORDS, "applied": f"applied ({parent} at their parent)"}

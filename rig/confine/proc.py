@@ -76,6 +76,16 @@ class ContainmentError(RuntimeError):
     """Processes of an agent that could not be killed: no verdict may be taken while they run."""
 
 
+class Stopping(RuntimeError):
+    """A command asked for once kill_running_commands has run: the process is stopping."""
+
+
+# Set by kill_running_commands: the process is stopping, and run_bounded starts nothing more (a
+# worker thread whose command was just killed goes on to its next step, whose command would
+# otherwise outlive the process).
+_STOPPING = threading.Event()
+
+
 # Only what an interpreter needs. Anything inherited (CI, PYTHONPATH, proxies, user config)
 # could change what a check or an agent does without showing up in any record.
 BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -118,6 +128,8 @@ def run_bounded(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float) 
     print without end. Each stream keeps its first and last OUTPUT_KEEP_BYTES, with a marker
     between; once the command has exited, children still holding its pipes get DRAIN_S.
     """
+    if _STOPPING.is_set():
+        raise Stopping(f"stopping: {cmd[0]} was not started")
     start = time.monotonic()
     proc = subprocess.Popen(
         cmd,
@@ -187,15 +199,18 @@ class _Capped:
         return (bytes(self.head) + marker + tail).decode("utf-8", errors="replace")
 
 
-def kill_running_commands() -> int:
+def kill_running_commands(for_good: bool = True) -> int:
     """Kill every command run_bounded is running (with its process group), and wait up to
-    KILL_WAIT_S for them to be gone; how many.
+    KILL_WAIT_S for them to be gone; how many. `for_good`: the process is on its way out, and no
+    command starts after this (Stopping); a worker that goes on serving passes False.
 
     An interrupted runner calls it: verification processes live in sessions of their own, so no
     terminal signal reaches them. Its own children that lead a session are killed too. SIGKILL
     takes effect when the target next runs: without the wait a loaded machine can show a killed
     command alive after the runner has exited.
     """
+    if for_good:
+        _STOPPING.set()
     with _COMMANDS_LOCK:
         registered = set(_COMMANDS)
     # /proc is read outside the lock: a signal handler that interrupts this must never find it held.
@@ -206,7 +221,12 @@ def kill_running_commands() -> int:
     for pgid in running:
         while _group_exists(pgid) and time.monotonic() < deadline:
             time.sleep(0.02)
-    return len(running)
+    # A worker thread that was starting a command when the stop came (past the check, not yet
+    # registered) has started it by now: its session is found and killed too.
+    late = sorted(_own_sessions() - set(running))
+    for pgid in late:
+        kill_group(pgid)
+    return len(running) + len(late)
 
 
 def _own_sessions() -> set[int]:

@@ -22,6 +22,9 @@ Every task made this way is then calibrated like a hand-written one before it is
 pack. Each commit gets a verdict (MineVerdict): mined, or skipped with the reason.
 """
 
+import hashlib
+import json
+import os
 import re
 import shutil
 import tempfile
@@ -60,7 +63,7 @@ from rig.schema import (
 )
 from rig.verify.judged import judge_hidden
 from rig.workspace.bases import bundle, materialize
-from rig.workspace.build import PatchError
+from rig.workspace.build import PatchError, tree_digest
 
 DEFAULT_MAX = 50
 # Where a mined task starts (`rig task mine --base`).
@@ -73,6 +76,14 @@ TEMPLATE_FILE = "mine-prompt.md"
 HYPOTHESIS = "mined"
 SHOWN = 3
 PROBLEM_CHARS = 200
+# Every commit's verdict, one JSON line each as it is decided, kept in the pack: a rerun with the
+# same inputs reports it again instead of measuring the commit again, and a stop loses nothing.
+JOURNAL = "mined.jsonl"
+# Part of every verdict's inputs: raised when rig itself decides verdicts differently (2: judged by test).
+MINE_FORMAT = 2
+# Verdicts measured again whatever the journal says: a task that is no longer in the pack, an
+# error that may not recur, a task the pack had.
+_MEASURED_AGAIN = frozenset({"mined", "error", "already-mined"})
 
 
 @dataclass
@@ -494,10 +505,104 @@ def _calibrated(
 def _install(pack: Pack, mined: Mined) -> None:
     ident = mined.verdict.task or ""
     # Hidden tests first: a task exists once its task.toml does, so a stop in between leaves an
-    # unused hidden folder, never a task without hidden tests.
+    # unused hidden folder, never a task without hidden tests. Each is copied beside its place
+    # (the scratch folder may be on another file system) and renamed into it in one step.
     for source, root in ((mined.hidden_dir, pack.hidden_dir), (mined.task_dir, pack.tasks_dir)):
         root.mkdir(parents=True, exist_ok=True)
-        shutil.move(source, root / ident)
+        partial = root.parent / f".{root.name}-{ident}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(source, partial, symlinks=True)
+        os.rename(partial, root / ident)
+
+
+def inputs_digest(pack: Pack, options: "Options") -> str:
+    """What decides a commit's verdict besides the commit: rig's way of mining, the pack (its
+    manifest, fixture and environment), the snapshot, where tasks start, the test globs, the
+    prompt template and the tasks' timeout."""
+    env = options.environment
+    parts = [
+        str(MINE_FORMAT),
+        pack.spec.model_dump_json(),
+        tree_digest(pack.fixture_dir),
+        f"{env.hash} {env.packages_digest}" if env is not None else "no environment",
+        options.snapshot,
+        options.base,
+        json.dumps(options.test_globs),
+        options.template,
+        str(options.timeout_s),
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _earlier(pack: Pack, inputs: str) -> dict[str, MinedCommit]:
+    """The verdicts of the pack's journal decided for the same `inputs`, by commit, the latest
+    for each; a line a stop cut short is passed over."""
+    try:
+        text = (pack.root / JOURNAL).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    found: dict[str, MinedCommit] = {}
+    for line in text.splitlines():
+        try:
+            entry = MinedCommit.model_validate_json(line)
+        except ValueError:
+            continue
+        if entry.inputs == inputs and entry.verdict not in _MEASURED_AGAIN:
+            found[entry.commit] = entry
+        else:
+            found.pop(entry.commit, None)
+    return found
+
+
+def _journal(pack: Pack, entry: MinedCommit) -> None:
+    """Append `entry` to the pack's journal, in one write."""
+    with (pack.root / JOURNAL).open("a", encoding="utf-8") as journal:
+        journal.write(entry.model_dump_json() + "\n")
+
+
+@dataclass
+class _Calibration:
+    """The calibration items of the tasks kept so far: judged on mining's measurements, or afresh."""
+
+    reused: int = 0
+    afresh: int = 0
+
+
+def _keep(
+    pack: Pack,
+    staging: Path,
+    mined: Mined,
+    workers: int,
+    measurements: Measurements,
+    tally: _Calibration,
+    say: Callable[[str], None],
+) -> None:
+    """Calibrate one task made, as rig calibrate would, and put it into the pack if it passes (its
+    base first): the pack is whole at every moment, and what mining made is kept as it goes."""
+    entry = mined.verdict
+    say(f"calibrating {entry.task}, as rig calibrate would, on the measurements of the same files")
+    failures, items = _calibrated(pack, staging, [mined], workers, measurements)
+    reused = sum(item.reused for item in items)
+    tally.reused += reused
+    tally.afresh += len(items) - reused
+    if len(items) > reused:
+        afresh = f"{len(items) - reused} calibration items verified afresh"
+        say(f"{afresh}: their files differ from what was measured")
+    problem = failures.get(entry.task or "")
+    if problem is not None:
+        entry.verdict = "calibration"
+        entry.reason = f"calibration failed: {problem}"
+        return
+    entry.stage = "calibrated"
+    if (pack.tasks_dir / (entry.task or "")).exists():
+        entry.verdict = "error"
+        entry.reason = f"the pack already has a task named {entry.task}"
+        return
+    # The bundle first: a task is in the pack once its task.toml is, and its base must be there.
+    if mined.base:
+        bundle(pack.root, [*_bases(pack), mined.base])
+    _install(pack, mined)
+    entry.stage = "kept"
 
 
 def mine(
@@ -517,8 +622,10 @@ def mine(
     say: Callable[[str], None] | None = None,
     work: Path | None = None,
 ) -> MineReport:
-    """Mine `repo`'s history into `pack`: every commit looked at gets a verdict, each task made is
-    calibrated and, only if it passes, moved into the pack's tasks and hidden tests.
+    """Mine `repo`'s history into `pack`: every commit looked at gets a verdict, appended to the
+    pack's journal (JOURNAL) as soon as it is decided; each task made is calibrated at once and,
+    only if it passes, moved into the pack's tasks and hidden tests. A commit the journal holds a
+    verdict for, with the same inputs (inputs_digest), is reported with it, not measured again.
 
     `base`: where tasks start; auto: reversed on the snapshot, at the fix's parent when that does
     not apply; parent: always at the parent; snapshot: never. `on_result` hears each commit's
@@ -547,6 +654,7 @@ def mine(
     say(f"{len(found)} commits of {root.name} up to {at[:12]}; checking the fixture passes its gate")
     work = work or Path(tempfile.mkdtemp(prefix="rig-mine-"))
     verdicts: list[MinedCommit] = []
+    tally = _Calibration()
     try:
         environment = activate(pack)
         measurements = Measurements()
@@ -567,9 +675,15 @@ def mine(
             environment,
             measurements,
         )
+        inputs = inputs_digest(pack, options)
+        earlier = _earlier(pack, inputs)
+        if earlier:
+            say(f"{len(earlier)} of them have a verdict for the same inputs in {JOURNAL}: not measured again")
         staging = work / "staging"
 
         def one(n: int, commit: Commit) -> MinedCommit | Mined:
+            if commit.sha in earlier:
+                return earlier[commit.sha].model_copy(update={"earlier": True})
             started = time.monotonic()
             outcome = _one(n, commit)
             entry = outcome.verdict if isinstance(outcome, Mined) else outcome
@@ -592,48 +706,22 @@ def mine(
                 problem = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
                 return _skipped(commit, "error", problem, trace)
 
-        mined: list[Mined] = []
         pool = ThreadPoolExecutor(max_workers=max(1, workers))
         try:
             for outcome in pool.map(one, range(len(found)), found):
                 if isinstance(outcome, Mined):
-                    mined.append(outcome)
-                    verdicts.append(outcome.verdict)
-                else:
-                    verdicts.append(outcome)
+                    _keep(pack, staging, outcome, workers, measurements, tally, say)
+                    outcome = outcome.verdict
+                if not outcome.earlier:
+                    outcome.inputs = inputs
+                    _journal(pack, outcome)
+                verdicts.append(outcome)
                 if on_result:
-                    on_result(verdicts[-1])
+                    on_result(outcome)
         finally:
             # Every commit is measured by now, unless an interruption stops the mining: then none
             # waits for the commits in flight.
             pool.shutdown(wait=False, cancel_futures=True)
-        if mined:
-            say(
-                f"calibrating the {len(mined)} tasks made, as rig calibrate would, on the measurements "
-                "of the same files (rig calibrate --pack runs them all again)"
-            )
-        failures, items = _calibrated(pack, staging, mined, workers, measurements)
-        reused = sum(item.reused for item in items)
-        afresh = len(items) - reused
-        if afresh:
-            say(f"{afresh} calibration items verified afresh: their files differ from what was measured")
-        # The bundle first: a task is in the pack once its task.toml is, and its base must be there.
-        bundle(
-            pack.root, [*_bases(pack), *(m.base for m in mined if m.base and m.verdict.task not in failures)]
-        )
-        for entry in mined:
-            problem = failures.get(entry.verdict.task or "")
-            if problem is None:
-                entry.verdict.stage = "calibrated"
-            if problem is None and (pack.tasks_dir / (entry.verdict.task or "")).exists():
-                entry.verdict.verdict = "error"
-                entry.verdict.reason = f"the pack already has a task named {entry.verdict.task}"
-            elif problem is None:
-                _install(pack, entry)
-                entry.verdict.stage = "kept"
-            else:
-                entry.verdict.verdict = "calibration"
-                entry.verdict.reason = f"calibration failed: {problem}"
         _prune_locks(pack)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -642,8 +730,8 @@ def mine(
         snapshot=at,
         commits=verdicts,
         funnel=MineFunnel.of(verdicts),
-        calibration_reused=reused,
-        calibration_afresh=afresh,
+        calibration_reused=tally.reused,
+        calibration_afresh=tally.afresh,
     )
 
 

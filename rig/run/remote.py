@@ -146,5 +146,6 @@ def stop() -> None:
         for ctx in _contexts.values():
             ctx.stopping.set()
         _contexts.clear()
-    kill_running_commands()
+    # The worker serves the next job: its runs in flight stop at their next step (`stopping`).
+    kill_running_commands(for_good=False)
     kill_running_agents()

@@ -1,5 +1,6 @@
 """What the rig's commands report: calibrate, calibrate --harness, mining, doctor, status, pack stats."""
 
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -123,6 +124,14 @@ class MinedCommit(BaseModel):
     fail_to_pass: list[str] = Field(default_factory=list)
     pass_to_pass: list[str] = Field(default_factory=list)
     decoys: list[str] = Field(default_factory=list)
+    earlier: bool = Field(
+        default=False,
+        description="its verdict is an earlier run's, from the pack's mined.jsonl, for the same inputs: "
+        "not measured again",
+    )
+    inputs: str = Field(
+        default="", description="the digest of what decides its verdict (rig.mine.miner.inputs_digest)"
+    )
 
 
 class MineFunnel(BaseModel):
@@ -139,6 +148,10 @@ class MineFunnel(BaseModel):
     calibrated: int = Field(description="the task made of them passed calibration")
     kept: int = Field(description="the task was moved into the pack")
     at_parent: int = Field(default=0, description="of those applied, how many start at their fix's parent")
+    lost: dict[str, int] = Field(
+        default_factory=dict,
+        description="how many commits made no task, by verdict (each loss's reason), most first",
+    )
 
     @classmethod
     def of(cls, commits: list[MinedCommit]) -> "MineFunnel":
@@ -147,7 +160,10 @@ class MineFunnel(BaseModel):
         counts = {stage: sum(at >= n for at in reached) for n, stage in enumerate(FUNNEL_STAGES)}
         applied = FUNNEL_STAGES.index("applied")
         parent = sum(at >= applied and e.base == "parent" for at, e in zip(reached, commits, strict=True))
-        return cls(**counts, at_parent=parent)
+        lost = Counter(entry.verdict for entry in commits if entry.verdict != "mined")
+        return cls(
+            **counts, at_parent=parent, lost=dict(sorted(lost.items(), key=lambda kv: (-kv[1], kv[0])))
+        )
 
 
 class MineReport(BaseModel):

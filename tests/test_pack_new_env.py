@@ -422,3 +422,24 @@ def test_a_gate_most_of_whose_tests_fail_is_not_set_aside(tmp_path: Path) -> Non
     )
     assert failed.startswith("gate on the clean fixture, in the environment: FAILS at gate"), failed
     assert load_pack(tmp_path / "pack").spec.gate.known_failures == []
+
+
+def test_a_workflow_step_of_a_packaging_tool_is_never_a_setup_line(tmp_path: Path) -> None:
+    """`poetry config ...` copied as a setup line failed the build with exit 127 where poetry is
+    not installed; what `poetry install` installs, rig takes from the project's metadata."""
+    env, _summary = scaffold_workflow(
+        tmp_path,
+        """\
+        - name: Configure poetry
+          run: |
+            poetry config virtualenvs.create false
+            poetry install --with test
+        - name: Hatch's environment
+          run: |
+            hatch env create
+            python -m venv venv
+        - name: Fetch data
+          run: python scripts/fetch.py --small
+        """,
+    )
+    assert (env.setup, env.build) == (["python scripts/fetch.py --small"], [])

@@ -90,6 +90,13 @@ NOISE = frozenset(
     | {"ruff", "flake8", "mypy", "black", "isort", "pre-commit", "pylint", "codespell", "pyright"}
     | {"pipx", "sleep", "df", "uname", "nproc"}
 )
+# Packaging tools whose own commands (`poetry config virtualenvs.create false`, `hatch env create`,
+# `python -m build`, `python -m venv venv`) set up the tool, which rig does not use (it builds the
+# environment with uv from the project's metadata): never a setup line, which would fail where the
+# tool is not installed.
+MANAGERS = frozenset(
+    {"poetry", "pdm", "hatch", "pipenv", "venv", "virtualenv", "conda", "mamba", "build", "flit"}
+)
 # Packaging tools a workflow installs for itself, not for the tests.
 TOOLS = frozenset(
     {"pip", "setuptools", "wheel", "tox", "nox", "uv", "build", "virtualenv", "hatch", "pdm", "poetry"}
@@ -704,8 +711,10 @@ def _classify(words: list[str]) -> tuple[str, list[str]]:
     ):
         return "noise", []
     text = " ".join(words)
-    if TEST_COMMAND.search(text) or (program == "make" and "test" in args):
+    if TEST_COMMAND.search(text) or (program in ("make", "hatch") and "test" in args[:1] + args[-1:]):
         return "test", []
+    if program in MANAGERS:
+        return "noise", []
     if DERIVES.search(text) or (program == "make" and any(GENERATING_TARGET.search(a) for a in args)):
         return "build", []
     return "setup", []

@@ -2,6 +2,8 @@
 project (setuptools, src layout, an extra), cached, locked, built once by concurrent builders, and
 refused in one line when it cannot be built. Offline: uv installs from build/wheels (make setup-dev)."""
 
+import functools
+import hashlib
 import http.server
 import json
 import os
@@ -12,13 +14,16 @@ import threading
 from pathlib import Path
 
 import pytest
-from env_pack import RIG, make_pack, offline, rig
+from env_pack import MANIFEST, RIG, WHEELS, make_pack, offline, rig
 from processes import background_job, interrupt, running, wait_for
 
+from rig.env.activate import activate
 from rig.env.network import index_endpoints
 from rig.env.uvtool import EnvError, uv_bin
 from rig.packs.manifest import PackError, load_pack
 from rig.paths import REPO_ROOT
+from rig.verify.checks import run_check
+from rig.workspace.build import copy_fixture
 
 
 def entries(cache: Path) -> set[str]:
@@ -416,3 +421,86 @@ def test_the_allowed_hosts_are_the_configured_indexes() -> None:
     ]
     with pytest.raises(EnvError, match=r"^\$RIG_ENV_ALLOW: 'nohost' is not host:port"):
         index_endpoints({"RIG_ENV_ALLOW": "nohost"})
+
+
+def _simple_index(root: Path) -> Path:
+    """build/wheels as a PEP 503 simple index under `root`: a page per project, linking its wheels
+    with their sha256."""
+    by_project: dict[str, list[Path]] = {}
+    for wheel in sorted(WHEELS.glob("*.whl")):
+        project = wheel.name.split("-", 1)[0].lower().replace("_", "-")
+        by_project.setdefault(project, []).append(wheel)
+    for project, wheels in by_project.items():
+        page = root / "simple" / project
+        page.mkdir(parents=True)
+        links = "".join(
+            f'<a href="{w.as_uri()}#sha256={hashlib.sha256(w.read_bytes()).hexdigest()}">{w.name}</a>\n'
+            for w in wheels
+        )
+        (page / "index.html").write_text(f"<html><body>\n{links}</body></html>\n")
+    return root
+
+
+# A project its own test tool depends on (pytest requires iniconfig), with its own uv.lock.
+SELF_DEPENDENT = {
+    "pyproject.toml": '[project]\nname = "iniconfig"\nversion = "2.9.0"\n\n'
+    '[dependency-groups]\ntest = ["pytest"]\n\n'
+    '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n',
+    # What pytest imports of it, as the tree defines it.
+    "src/iniconfig/__init__.py": 'WHERE = "the tree"\n\n\nclass ParseError(Exception):\n    pass\n\n\n'
+    "class SectionWrapper:\n    pass\n\n\nclass IniConfig:\n    pass\n",
+    "tests/test_where.py": "import iniconfig\n\n\ndef test_the_trees_own_code_is_imported():\n"
+    '    assert iniconfig.WHERE == "the tree"\n',
+}
+
+
+def test_a_project_its_test_tools_depend_on_builds_from_its_lock_and_gates_its_tree(tmp_path: Path) -> None:
+    """Its uv.lock, exported with hashes and without the project, once asked the index for the
+    project itself ("Hash-checking is required, but no trusted hash was provided for: iniconfig"):
+    no environment. Now the lock installs, and the gate's pytest runs on the tree's own iniconfig."""
+    pack = tmp_path / "pack"
+    for rel, text in SELF_DEPENDENT.items():
+        (pack / "fixture" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pack / "fixture" / rel).write_text(text)
+    for folder in ("tasks", "hidden_tests"):
+        (pack / folder).mkdir()
+    # Locked as a real project is, with each wheel's hash: from an index (build/wheels served on
+    # 127.0.0.1 as a simple index whose links carry their sha256), named in pyproject.toml so that
+    # the build's export finds the lock current.
+    index = _simple_index(tmp_path / "index")
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(index))
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/simple"
+        with (pack / "fixture" / "pyproject.toml").open("a") as pyproject:
+            pyproject.write(f'\n[[tool.uv.index]]\nname = "here"\nurl = "{url}"\ndefault = true\n')
+        environ = {**offline(tmp_path / "envs"), "UV_OFFLINE": "0"}
+        locked = subprocess.run(
+            [str(uv_bin()), "lock"],
+            cwd=pack / "fixture",
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=environ,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert locked.returncode == 0, locked.stderr
+    assert 'name = "pytest"' in (pack / "fixture" / "uv.lock").read_text()
+    (pack / "pack.toml").write_text(
+        MANIFEST.replace("envproject", "iniconfig")
+        + '[environment]\nproject = true\nlock = "uv.lock"\ngroups = ["test"]\n'
+    )
+    cache = tmp_path / "envs"
+    built = rig(offline(cache), "env", "build", str(pack))
+    assert built.returncode == 0, built.stdout + built.stderr
+    loaded = load_pack(pack)
+    work = copy_fixture(loaded.fixture_dir, tmp_path / "work")
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in offline(cache).items():
+            patch.setenv(name, value)
+        outcome = run_check(work, tmp_path / "home", loaded.spec.gate, project_env=activate(loaded))
+    assert outcome.ok, outcome

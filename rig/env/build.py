@@ -187,6 +187,9 @@ def _install(
         run_step("export lock", cmd, log, lock.parent, environ, egress=egress)
         lock = exported
     if lock is not None:
+        # A hashed lock pins every dependency already. Without --no-deps, a project that its own
+        # test tools depend on (pluggy, which pytest requires) is asked of the index, with no hash
+        # to check it by: the lock leaves the project out, which the tree's copy provides below.
         cmd = [
             uv,
             "pip",
@@ -195,6 +198,7 @@ def _install(
             "--python",
             python,
             "--require-hashes",
+            "--no-deps",
             *find_links(),
             "-r",
             str(lock),

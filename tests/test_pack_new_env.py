@@ -443,3 +443,23 @@ def test_a_workflow_step_of_a_packaging_tool_is_never_a_setup_line(tmp_path: Pat
         """,
     )
     assert (env.setup, env.build) == (["python scripts/fetch.py --small"], [])
+
+
+def test_known_failures_are_read_through_a_projects_colours() -> None:
+    """humanize's `addopts = "--color=yes"` colours every line of the summary (captured from it)."""
+    from rig.runners.pytest import gate_failures
+
+    output = (
+        "\x1b[31mFAILED\x1b[0m tests/test_i18n.py::\x1b[1mTestActivate::test_None_locale\x1b[0m - "
+        "FileNotFoundError: [Errno 2] No translation file found for domain: 'humanize'\n"
+        "\x1b[31m======= \x1b[31m\x1b[1m1 failed\x1b[0m, \x1b[32m599 passed\x1b[0m, "
+        "\x1b[33m23 skipped\x1b[0m\x1b[31m in 2.38s\x1b[0m\x1b[31m =======\x1b[0m\n"
+    )
+    found = gate_failures(output)
+    assert found.failed == [
+        (
+            "tests/test_i18n.py::TestActivate::test_None_locale",
+            "FileNotFoundError: [Errno 2] No translation file found for domain: 'humanize'",
+        )
+    ]
+    assert (found.passed, found.unloaded) == (599, [])

@@ -191,6 +191,8 @@ def runs_tests(argv: list[str]) -> bool:
 # ImportError: ...` (a file that did not load has no `::`), and its closing count line.
 _SUMMARY_LINE = re.compile(r"^(FAILED|ERROR) (\S.*?)(?: - (.*))?$")
 _PASSED = re.compile(r"\b(\d+) passed\b")
+# A terminal's colour codes, which a project's own `addopts = "--color=yes"` puts in every line.
+_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def gate_failures(output: str) -> FailureList:
@@ -198,7 +200,7 @@ def gate_failures(output: str) -> FailureList:
     failed: list[tuple[str, str]] = []
     unloaded: list[str] = []
     passed = 0
-    for line in output.splitlines():
+    for line in _COLOUR.sub("", output).splitlines():
         match = _SUMMARY_LINE.match(line.strip())
         if match is not None:
             kind, test, message = match.groups()
@@ -312,7 +314,7 @@ PYTEST = Kind(
     # -rfE names each failure in the short summary, whatever the gate's -q or -r said; --tb=no
     # keeps the output to that summary.
     gate_failures=GateFailures(
-        report=("-rfE", "--tb=no", "-p", "no:cacheprovider"),
+        report=("-rfE", "--tb=no", "--color=no", "-p", "no:cacheprovider"),
         read=gate_failures,
         deselect=lambda test: ("--deselect", test),
     ),

@@ -22,7 +22,8 @@ from rig.env.network import index_endpoints
 from rig.env.uvtool import EnvError, uv_bin
 from rig.packs.manifest import PackError, load_pack
 from rig.paths import REPO_ROOT
-from rig.verify.checks import run_check
+from rig.schema import Placement
+from rig.verify.checks import run_check, run_hidden
 from rig.workspace.build import copy_fixture
 
 
@@ -441,14 +442,42 @@ def _simple_index(root: Path) -> Path:
     return root
 
 
+INICONFIG = """import configparser
+
+WHERE = "the tree"
+
+
+class ParseError(Exception):
+    pass
+
+
+class IniConfig:
+    def __init__(self, path, data=None):
+        parser = configparser.ConfigParser(interpolation=None)
+        parser.read(path)
+        self.sections = {name: dict(parser[name]) for name in parser.sections()}
+
+    def __contains__(self, name):
+        return name in self.sections
+
+    def __getitem__(self, name):
+        return SectionWrapper(self, name)
+
+
+class SectionWrapper:
+    def __init__(self, config, name):
+        self.values = config.sections[name]
+
+    def items(self):
+        return self.values.items()
+"""
 # A project its own test tool depends on (pytest requires iniconfig), with its own uv.lock.
 SELF_DEPENDENT = {
     "pyproject.toml": '[project]\nname = "iniconfig"\nversion = "2.9.0"\n\n'
     '[dependency-groups]\ntest = ["pytest"]\n\n'
     '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n',
-    # What pytest imports of it, as the tree defines it.
-    "src/iniconfig/__init__.py": 'WHERE = "the tree"\n\n\nclass ParseError(Exception):\n    pass\n\n\n'
-    "class SectionWrapper:\n    pass\n\n\nclass IniConfig:\n    pass\n",
+    # What pytest uses of it (reading its -c ini file), as the tree defines it.
+    "src/iniconfig/__init__.py": INICONFIG,
     "tests/test_where.py": "import iniconfig\n\n\ndef test_the_trees_own_code_is_imported():\n"
     '    assert iniconfig.WHERE == "the tree"\n',
 }
@@ -457,7 +486,8 @@ SELF_DEPENDENT = {
 def test_a_project_its_test_tools_depend_on_builds_from_its_lock_and_gates_its_tree(tmp_path: Path) -> None:
     """Its uv.lock, exported with hashes and without the project, once asked the index for the
     project itself ("Hash-checking is required, but no trusted hash was provided for: iniconfig"):
-    no environment. Now the lock installs, and the gate's pytest runs on the tree's own iniconfig."""
+    no environment. Now the lock installs, and the gate's and the hidden tests' pytest run on the
+    tree's own iniconfig."""
     pack = tmp_path / "pack"
     for rel, text in SELF_DEPENDENT.items():
         (pack / "fixture" / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -502,5 +532,17 @@ def test_a_project_its_test_tools_depend_on_builds_from_its_lock_and_gates_its_t
     with pytest.MonkeyPatch.context() as patch:
         for name, value in offline(cache).items():
             patch.setenv(name, value)
-        outcome = run_check(work, tmp_path / "home", loaded.spec.gate, project_env=activate(loaded))
+        project_env = activate(loaded)
+        outcome = run_check(work, tmp_path / "home", loaded.spec.gate, project_env=project_env)
+        # The hidden tests too: their pytest cannot even start before the tree's iniconfig is found.
+        hidden = run_hidden(
+            work,
+            pack / "fixture",
+            tmp_path / "j.xml",
+            tmp_path / "home",
+            loaded.spec.runner,
+            project_env=project_env,
+            placement=Placement(at="own-paths", tests=("tests/test_where.py",)),
+        )
     assert outcome.ok, outcome
+    assert hidden.ok and hidden.passed == ["test_where::test_the_trees_own_code_is_imported"], hidden

@@ -37,11 +37,15 @@ HIDDEN_BOOT = (
     "raise SystemExit(pytest.main())\n"
 )
 # With a project environment, the tree's source roots go first instead, once pytest is imported:
-# the environment's editable install points at its pristine copy of the project, which the
-# agent's sources must replace. A module planted there under another name is the audit's (the
-# roots are shadow roots).
+# the environment's editable install points at its (emptied: rig.env.seal) copy of the project,
+# which the agent's sources must replace. A module planted there under another name is the
+# audit's (the roots are shadow roots). A project that pytest itself imports (pluggy, iniconfig)
+# cannot be imported before the roots are there: then, and only then, they go first before pytest
+# is imported (the modules of the failed import were dropped by it), and pytest runs on the tree's
+# own copy, as the project's own test runs do.
 PROJECT_BOOT = (
-    "import sys\nimport pytest\nsys.path[0:0] = {roots!r}\nsys.path += {tail!r}\n"
+    "import sys\ntry:\n    import pytest\nexcept ImportError:\n    sys.path[0:0] = {roots!r}\n"
+    "    import pytest\nelse:\n    sys.path[0:0] = {roots!r}\nsys.path += {tail!r}\n"
     "raise SystemExit(pytest.main())\n"
 )
 # Hidden tests at their own paths import what lies beside them (`from helpers import close`), as

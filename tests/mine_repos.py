@@ -117,6 +117,18 @@ addopts = "-m 'not slow'"
 """
 
 
+# A fix whose test passes before it as well: it does not test the change.
+PERCENT_FIX = (
+    "Fix percent rounding for tiny values",
+    "no-fail-to-pass",
+    {
+        "calc/fmt.py": FMT_V1.replace(":.0f}", ":.1f}"),
+        "tests/test_percent.py": "from calc.fmt import percent\n\n\ndef test_percent_is_text():\n"
+        "    assert percent(0.5).endswith('%')\n",
+    },
+)
+
+
 def python_repo(root: Path) -> tuple[Path, dict[str, str]]:
     """A Python project (pytest) whose history holds ten candidate commits and one merge."""
     repo, expected, step = history(root / "calc")
@@ -188,16 +200,7 @@ def python_repo(root: Path) -> tuple[Path, dict[str, str]]:
             "    marker.write_text(str(runs + 1))\n    assert runs % 2 == 0\n",
         },
     )
-    step(
-        "Fix percent rounding for tiny values",
-        "no-fail-to-pass",
-        {
-            "calc/fmt.py": FMT_V1.replace(":.0f}", ":.1f}"),
-            # Passes before the fix as well: it does not test the change.
-            "tests/test_percent.py": "from calc.fmt import percent\n\n\ndef test_percent_is_text():\n"
-            "    assert percent(0.5).endswith('%')\n",
-        },
-    )
+    step(*PERCENT_FIX)
     # Its conftest.py is protected: the task keeps the snapshot's, whose fixture its test needs.
     step(
         "Fix divide by zero message in the tests' fixtures",
@@ -657,15 +660,7 @@ def stop_and_go_repo(root: Path, marker: str) -> tuple[Path, dict[str, str]]:
             "    assert clamp(10, 0, 5) == 5\n",
         },
     )
-    step(
-        "Fix percent rounding for tiny values",
-        "no-fail-to-pass",
-        {
-            "calc/fmt.py": FMT_V1.replace(":.0f}", ":.1f}"),
-            "tests/test_percent.py": "from calc.fmt import percent\n\n\ndef test_percent_is_text():\n"
-            "    assert percent(0.5).endswith('%')\n",
-        },
-    )
+    step(*PERCENT_FIX)
     step(
         "Fix subtract() returning the difference with the wrong sign",
         "mined",

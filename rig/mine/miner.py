@@ -82,8 +82,9 @@ JOURNAL = "mined.jsonl"
 # Part of every verdict's inputs: raised when rig itself decides verdicts differently (2: judged by test).
 MINE_FORMAT = 2
 # Verdicts measured again whatever the journal says: a task that is no longer in the pack, an
-# error that may not recur, a task the pack had.
-_MEASURED_AGAIN = frozenset({"mined", "error", "already-mined"})
+# error that may not recur, a task the pack had, a calibration that depends on the machine too
+# (the leak probe reads what the sandbox shows).
+_MEASURED_AGAIN = frozenset({"mined", "error", "already-mined", "calibration"})
 
 
 @dataclass

@@ -195,10 +195,11 @@ def gate_output(
     project_env: ProjectEnv | None,
     timeout: float = CHECK_TIMEOUT_S,
 ) -> str | None:
-    """What the gate printed (stdout, then stderr) when run unconfined in `workdir`, told it runs in
-    CI (runners then print each failure's message whole, not cut to a terminal's width); None if it
-    could not start (its build lines failed) or timed out."""
-    done = _run_gate(workdir, home, gate, timeout, None, None, project_env, {"CI": "true"})
+    """What the gate printed (stdout, then stderr) when run unconfined in `workdir`, on a terminal
+    1,000 columns wide (pytest cuts each failure's message to the width; `CI` would keep it whole
+    but change what a project's own tests do); None if it could not start (its build lines failed)
+    or timed out."""
+    done = _run_gate(workdir, home, gate, timeout, None, None, project_env, {"COLUMNS": "1000"})
     if isinstance(done, CheckOutcome) or done.timed_out:
         return None
     return done.stdout + "\n" + done.stderr

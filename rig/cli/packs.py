@@ -79,7 +79,8 @@ def pack_new(
     """Scaffold a task pack from a git repository: its tracked files at HEAD as the fixture, a
     best-guess pack.toml (for a Python project, an [environment] inferred from its pyproject.toml,
     requirements files, tox.ini and CI workflows) and an example task to fill in."""
-    from rig.packs.new import ScaffoldError, check_environment, scaffold
+    from rig.packs.check import check_environment
+    from rig.packs.new import ScaffoldError, scaffold
 
     try:
         with interruptible():

@@ -19,7 +19,6 @@ import shutil
 import subprocess
 import tempfile
 import textwrap
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -31,7 +30,7 @@ from rig.packs.manifest import MANIFEST, PackError, load_pack
 from rig.packs.tasks import TaskError, load_tasks
 from rig.runners.base import Detection, Kind, Project, TestGlob
 from rig.runners.registry import KINDS, kind_of
-from rig.schema import PACK_NAME, KnownFailure, RunnerKind
+from rig.schema import PACK_NAME, RunnerKind
 from rig.verify.checks import GATE_STAGE
 from rig.workspace.bases import write_tree
 from rig.workspace.build import WorkspaceError
@@ -140,7 +139,7 @@ class Scaffold:
         if d.environment is not None:
             for key, value in d.environment.values():
                 why = "; ".join(d.environment.evidence.get(key, []))
-                lines.append(f"environment: {key} = {_toml(value)}" + (f" ({why})" if why else ""))
+                lines.append(f"environment: {key} = {toml_value(value)}" + (f" ({why})" if why else ""))
             lines += [f"environment note: {note}" for note in d.environment.notes]
         steps = [
             "Check every guess in pack.toml ([gate], [runner], [protect], docs; docs/packs.md explains "
@@ -368,15 +367,15 @@ def _npm_gate(
         detected.report = "json"
 
 
-def _toml(value: object) -> str:
+def toml_value(value: object) -> str:
     """A TOML value for a string, a bool, a (nested) list of them or a table of strings."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
         # Inline-table keys are written quoted: any string is then a valid key.
-        return "{ " + ", ".join(f"{_toml(k)} = {_toml(v)}" for k, v in value.items()) + " }"
+        return "{ " + ", ".join(f"{toml_value(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
     # A JSON string is a TOML basic string, but for DEL, which TOML wants escaped.
     return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
 
@@ -396,13 +395,13 @@ def manifest_text(name: str, repo: Path, commit: str, d: Detected) -> str:
             "Every value below is a guess to check; docs/packs.md explains each key."
         ),
         "",
-        f"name = {_toml(name)}",
-        f"description = {_toml('TODO: one line on the project')}",
-        f"language = {_toml(d.language)}",
+        f"name = {toml_value(name)}",
+        f"description = {toml_value('TODO: one line on the project')}",
+        f"language = {toml_value(d.language)}",
         'fixture = "fixture"',
         'tasks = "tasks"',
         'hidden_tests = "hidden_tests"',
-        f"docs = {_toml(d.docs)}",
+        f"docs = {toml_value(d.docs)}",
         'context_files = ["AGENTS.md", "CLAUDE.md", "GEMINI.md"]',
         "",
         "[gate]",
@@ -422,8 +421,8 @@ def manifest_text(name: str, repo: Path, commit: str, d: Detected) -> str:
             )
             + ". It must pass on the clean fixture."
         ),
-        f"command = {_toml(d.gate_command)}",
-        f"run = {_toml(d.gate_run)}",
+        f"command = {toml_value(d.gate_command)}",
+        f"run = {toml_value(d.gate_run)}",
     ]
     if d.report == "json":
         lines += [
@@ -436,15 +435,15 @@ def manifest_text(name: str, repo: Path, commit: str, d: Detected) -> str:
     else:
         lines += ['# Only the exit code counts; a failure is stage "gate".', 'report = "exit-code"']
     if d.gate_scripts:
-        lines.append(f"scripts = {_toml(d.gate_scripts)}")
-    lines += ["", "[runner]", *_comment(f"Detected: {d.runner_evidence}."), f"kind = {_toml(d.kind)}"]
+        lines.append(f"scripts = {toml_value(d.gate_scripts)}")
+    lines += ["", "[runner]", *_comment(f"Detected: {d.runner_evidence}."), f"kind = {toml_value(d.kind)}"]
     if kind.takes_command:
         lines += [
             "# TODO: a command that runs the hidden tests in {tests} and writes junit XML to {junit}.",
-            f"command = {_toml(TODO_RUNNER)}",
+            f"command = {toml_value(TODO_RUNNER)}",
         ]
     if d.test_commands:
-        lines.append(f"test_commands = {_toml(d.test_commands)}")
+        lines.append(f"test_commands = {toml_value(d.test_commands)}")
     if d.test_files:
         lines += test_files_lines(d.test_files)
     lines += [
@@ -454,13 +453,13 @@ def manifest_text(name: str, repo: Path, commit: str, d: Detected) -> str:
             f"The gate's files and the tests found. The {d.kind} runner kind protects these names "
             f"wherever they appear, too: {adds}."
         ),
-        f"files = {_toml(d.protect_files)}",
-        f"dirs = {_toml(d.protect_dirs)}",
+        f"files = {toml_value(d.protect_files)}",
+        f"dirs = {toml_value(d.protect_dirs)}",
     ]
     if d.shadow_roots:
         lines += [
             "# `python -m` puts the workspace root first on sys.path: no module there may shadow another.",
-            f"shadow_roots = {_toml(d.shadow_roots)}",
+            f"shadow_roots = {toml_value(d.shadow_roots)}",
         ]
     if d.environment is not None:
         lines += environment_lines(d.environment)
@@ -468,8 +467,8 @@ def manifest_text(name: str, repo: Path, commit: str, d: Detected) -> str:
         "",
         "[source]",
         "# What fixture/ is a snapshot of: `rig task mine` turns fixes in this commit's history into tasks.",
-        f"repo = {_toml(repo.name)}",
-        f"commit = {_toml(commit)}",
+        f"repo = {toml_value(repo.name)}",
+        f"commit = {toml_value(commit)}",
     ]
     return "\n".join(lines) + "\n"
 
@@ -494,7 +493,7 @@ def test_files_lines(globs: list[TestGlob]) -> list[str]:
         if glob.source != source:
             source = glob.source
             lines += [f"    {line}" for line in _comment(source)]
-        lines.append(f"    {_toml(glob.glob)},")
+        lines.append(f"    {toml_value(glob.glob)},")
     return [*lines, "]"]
 
 
@@ -538,9 +537,9 @@ def environment_lines(env: InferredEnvironment) -> list[str]:
         if why:
             lines += _comment("; ".join(why) + ".")
         if isinstance(value, list) and len(value) > 1 and key in ("setup", "build"):
-            lines += [f"{key} = [", *(f"    {_toml(v)}," for v in value), "]"]
+            lines += [f"{key} = [", *(f"    {toml_value(v)}," for v in value), "]"]
         else:
-            lines.append(f"{key} = {_toml(value)}")
+            lines.append(f"{key} = {toml_value(value)}")
     for note in env.notes:
         lines += _comment(f"TODO: {note}.")
     return lines
@@ -713,148 +712,3 @@ def _move_into_place(work: Path, path: Path, staging: Path) -> None:
     except BaseException:
         os.replace(old, path)
         raise
-
-
-@dataclass(frozen=True)
-class EnvironmentCheck:
-    """What `rig pack new` ran before saying done: the environment's build, then the gate on a
-    clean copy of the fixture in it."""
-
-    lines: list[str]
-    ok: bool
-
-
-# Known failures are set aside only while they are few: a gate most of whose tests fail does not
-# run in rig's environment, which a list of failures would hide.
-KNOWN_FAILURES_MAX_SHARE = 0.5
-
-
-def _known_failures_lines(run: list[str], failures: list[KnownFailure]) -> list[str]:
-    """[gate]'s `run` and `known_failures` as pack.toml holds them."""
-    return [
-        f"run = {_toml(run)}",
-        "# Measured by `rig pack new`: tests that fail on the clean fixture in rig's environment",
-        "# whatever the code, deselected from `run` above; each with its first error line.",
-        "known_failures = [",
-        *(f"    {_toml({'test': f.test, 'error': f.error})}," for f in failures),
-        "]",
-    ]
-
-
-def _set_aside(path: Path) -> EnvironmentCheck | str | None:
-    """When the pack's gate runs its runner kind's own tests and a few of them fail on the clean
-    fixture: list them in pack.toml as known failures, deselected from the gate, and run the gate
-    again (its check). A line saying why they were not set aside (too many fail, a file does not
-    load); None when the gate cannot name its failures."""
-    from rig.env.activate import activate
-    from rig.verify.checks import gate_command, gate_output, run_check
-    from rig.workspace.build import copy_fixture
-
-    pack = load_pack(path)
-    gate, kind, env = pack.spec.gate, kind_of(pack.spec.runner.kind), activate(pack)
-    spotter = kind.gate_failures
-    if spotter is None or gate.known_failures or not kind.runs_tests(gate_command(gate, env)):
-        return None
-    listing = gate.model_copy(update={"run": [*gate.run, *spotter.report]})
-    with tempfile.TemporaryDirectory(prefix="rig-pack-new-") as tmp:
-        work = copy_fixture(pack.fixture_dir, Path(tmp) / "work")
-        output = gate_output(work, Path(tmp) / "home", listing, env)
-    if output is None:
-        return None
-    found = spotter.read(output)
-    if found.unloaded:
-        unloaded = f"{len(found.unloaded)} test files do not load ({found.unloaded[0]})"
-        return f"known failures: not set aside, {unloaded}"
-    share = len(found.failed) / max(1, len(found.failed) + found.passed)
-    if not found.failed or share > KNOWN_FAILURES_MAX_SHARE:
-        return (
-            f"known failures: not set aside, {len(found.failed)} of {len(found.failed) + found.passed} "
-            "tests fail: the gate does not run in this environment"
-        )
-    failures = [KnownFailure(test=test, error=error[:200]) for test, error in found.failed]
-    run = [*gate.run, *(arg for failure in failures for arg in spotter.deselect(failure.test))]
-    manifest = path / MANIFEST
-    text = manifest.read_text(encoding="utf-8")
-    old = f"run = {_toml(gate.run)}\n"
-    if text.count(old) != 1:
-        return None
-    # Written beside and renamed over: pack.toml is never half-written.
-    partial = manifest.with_name(f".{MANIFEST}.partial")
-    partial.write_text(
-        text.replace(old, "\n".join(_known_failures_lines(run, failures)) + "\n"), encoding="utf-8"
-    )
-    os.replace(partial, manifest)
-    pack = load_pack(path)
-    first = failures[0]
-    said = (
-        f"gate on the clean fixture: {len(failures)} of {len(failures) + found.passed} tests fail "
-        f"whatever the code (first: {first.test}: {first.error}); deselected, listed in pack.toml "
-        "[gate] known_failures"
-    )
-    with tempfile.TemporaryDirectory(prefix="rig-pack-new-") as tmp:
-        work = copy_fixture(pack.fixture_dir, Path(tmp) / "work")
-        outcome = run_check(work, Path(tmp) / "home", pack.spec.gate, project_env=env)
-    if outcome.ok:
-        return EnvironmentCheck(
-            [said, f"gate on the clean fixture, in the environment: passes ({' '.join(pack.spec.gate.run)})"],
-            True,
-        )
-    return said
-
-
-def check_environment(path: Path, shown: str) -> EnvironmentCheck:
-    """Build the written pack's environment (cached after the first time) and run its gate on a
-    clean copy of the fixture in it; what it ran, and the key to change when it fails."""
-    from rig.env.activate import activate, written_into
-    from rig.env.uvtool import EnvError
-    from rig.verify.checks import run_check
-    from rig.workspace.build import copy_fixture
-
-    pack = load_pack(path)
-    again = f"then `rig env build {shlex.quote(shown)}`"
-    try:
-        env = activate(pack)
-    except EnvError as exc:
-        return EnvironmentCheck(
-            [f"environment: NOT BUILT: {exc}", f"Change [environment] in pack.toml, {again}."], False
-        )
-    assert env is not None
-    lines = [f"environment: built {env.hash[:12]} at {env.root} (rig env show {shlex.quote(shown)} lists it)"]
-    started = time.time()
-    with tempfile.TemporaryDirectory(prefix="rig-pack-new-") as tmp:
-        work = copy_fixture(pack.fixture_dir, Path(tmp) / "work")
-        outcome = run_check(work, Path(tmp) / "home", pack.spec.gate, project_env=env)
-    shown_gate = " ".join(pack.spec.gate.run)
-    files = written_into(env, started)
-    if files is not None:
-        return EnvironmentCheck(
-            [
-                *lines,
-                f"gate on the clean fixture, in the environment: WROTE INTO THE ENVIRONMENT "
-                f"({', '.join(files) or 'a file'}), which runs show read-only, so it fails there",
-                f"Change [gate] run in pack.toml (drop the option that writes it), {again}.",
-            ],
-            False,
-        )
-    if outcome.ok:
-        return EnvironmentCheck(
-            [*lines, f"gate on the clean fixture, in the environment: passes ({shown_gate})"], True
-        )
-    if outcome.failed == [GATE_STAGE]:
-        known = _set_aside(path)
-        if isinstance(known, EnvironmentCheck):
-            return EnvironmentCheck([*lines, *known.lines], known.ok)
-        lines += [known] if known else []
-    said = (
-        outcome.error or "; ".join(f"{k}: {' '.join(v)}" for k, v in outcome.results.items()) or "no output"
-    )
-    key = "[environment] build" if outcome.failed == ["build"] else "[gate] run or [environment]"
-    return EnvironmentCheck(
-        [
-            *lines,
-            f"gate on the clean fixture, in the environment: FAILS at {', '.join(outcome.failed)} "
-            f"(exit {outcome.exit_code}): {said}",
-            f"Change {key} in pack.toml, {again}; the build log is beside the environment.",
-        ],
-        False,
-    )
